@@ -1,0 +1,72 @@
+"""Reading parallel corpora (no fairseq import): TSV files and line-aligned token files, with errors that name
+the file and line, and counts of what was skipped."""
+from __future__ import annotations
+
+import os
+from typing import List, Tuple
+
+Pair = Tuple[str, str]
+
+
+class CorpusError(ValueError):
+    def __init__(self, path: str, message: str, line: int | None = None):
+        super().__init__(f"{path}:{line}: {message}" if line is not None else f"{path}: {message}")
+        self.path, self.line = path, line
+
+
+def _read_lines(path: str) -> List[str]:
+    if not os.path.isfile(path):
+        raise CorpusError(path, "file not found")
+    lines = []
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            try:
+                lines.append(raw.decode("utf-8").rstrip("\r\n"))
+            except UnicodeDecodeError as e:
+                raise CorpusError(path, f"not valid UTF-8 ({e.reason} at byte {e.start})", lineno) from None
+    return lines
+
+
+def read_tsv_pairs(path: str) -> List[Pair]:
+    """Pairs from a ``source<TAB>target`` file; surrounding whitespace is stripped, tokens are space-separated.
+
+    A line without exactly one tab or with an empty side is an error naming the line.
+    """
+    pairs = []
+    for lineno, line in enumerate(_read_lines(path), start=1):
+        fields = line.split("\t")
+        if len(fields) < 2:
+            raise CorpusError(path, "expected source<TAB>target, found no tab", lineno)
+        src, tgt = " ".join(fields[0].split()), " ".join(fields[1].split())
+        if len(fields) > 2 and any(f.strip() for f in fields[2:]):
+            raise CorpusError(path, f"expected 2 tab-separated fields, found {len(fields)}", lineno)
+        if not src or not tgt:
+            raise CorpusError(path, f"empty {'source' if not src else 'target'} side", lineno)
+        pairs.append((src, tgt))
+    if not pairs:
+        raise CorpusError(path, "empty corpus")
+    return pairs
+
+
+def read_parallel_pairs(src_path: str, tgt_path: str) -> List[Pair]:
+    """Pairs from two line-aligned token files; unequal line counts or an empty side are errors."""
+    src, tgt = _read_lines(src_path), _read_lines(tgt_path)
+    if len(src) != len(tgt):
+        raise CorpusError(src_path, f"has {len(src)} lines but {tgt_path} has {len(tgt)}")
+    pairs = []
+    for lineno, (s, t) in enumerate(zip(src, tgt), start=1):
+        s, t = " ".join(s.split()), " ".join(t.split())
+        if not s or not t:
+            raise CorpusError(src_path if not s else tgt_path, "empty line", lineno)
+        pairs.append((s, t))
+    if not pairs:
+        raise CorpusError(src_path, "empty corpus")
+    return pairs
+
+
+def write_parallel(prefix: str, pairs: List[Pair], src_lang: str = "src", tgt_lang: str = "tgt") -> None:
+    """Write ``prefix.src_lang`` and ``prefix.tgt_lang`` (one sentence per line) for fairseq-preprocess."""
+    with open(f"{prefix}.{src_lang}", "w", encoding="utf-8") as fs, open(f"{prefix}.{tgt_lang}", "w", encoding="utf-8") as ft:
+        for s, t in pairs:
+            fs.write(s + "\n")
+            ft.write(t + "\n")

@@ -1,0 +1,1 @@
+from . import lexical_cross_entropy  # noqa: F401  (registers the criterion)

@@ -1,0 +1,82 @@
+"""`lexical_cross_entropy`: NLL of the model's output distribution (for the lexical models, the mixture of eq. 10),
+# (No `from __future__ import annotations` here: fairseq reads the config dataclass's field types at runtime.)
+with optional label smoothing, plus any auxiliary losses the model returns; logs mean p_gate."""
+
+import math
+from dataclasses import dataclass, field
+from typing import Dict
+
+import torch
+
+from fairseq import metrics, utils
+from fairseq.criterions import FairseqCriterion, register_criterion
+from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_loss
+from fairseq.dataclass import FairseqDataclass
+
+
+@dataclass
+class LexicalCrossEntropyConfig(FairseqDataclass):
+    label_smoothing: float = field(default=0.0, metadata={"help": "epsilon for label smoothing, 0 means none"})
+    sentence_avg: bool = field(default=False, metadata={"help": "normalise by sentences, not tokens"})
+
+
+@register_criterion("lexical_cross_entropy", dataclass=LexicalCrossEntropyConfig)
+class LexicalCrossEntropyCriterion(FairseqCriterion):
+    """Cross-entropy of the mixture; the decoder's extra output may carry
+
+    - ``p_gate`` (B x T): the gate of eq. 6, logged as its mean over target tokens;
+    - ``aux_losses`` ({name: scalar summed over the batch}): added to the loss and logged one by one.
+    """
+
+    def __init__(self, task, label_smoothing: float = 0.0, sentence_avg: bool = False):
+        super().__init__(task)
+        if not 0.0 <= label_smoothing < 1.0:
+            raise ValueError(f"--label-smoothing must be in [0, 1), got {label_smoothing}")
+        self.eps = label_smoothing
+        self.sentence_avg = sentence_avg
+
+    def forward(self, model, sample, reduce=True):
+        net_output = model(**sample["net_input"])
+        lprobs = model.get_normalized_probs(net_output, log_probs=True, sample=sample).float()
+        target = model.get_targets(sample, net_output)
+        loss, nll_loss = label_smoothed_nll_loss(
+            lprobs.view(-1, lprobs.size(-1)), target.view(-1), self.eps, ignore_index=self.padding_idx, reduce=reduce
+        )
+        extra = net_output[1] if isinstance(net_output[1], dict) else {}
+        ntokens = sample["ntokens"]
+        sample_size = sample["target"].size(0) if self.sentence_avg else ntokens
+        logging_output = {
+            "ntokens": ntokens,
+            "nsentences": sample["target"].size(0),
+            "sample_size": sample_size,
+        }
+        for name, aux in (extra.get("aux_losses") or {}).items():
+            loss = loss + aux
+            logging_output[f"aux_{name}"] = utils.item(aux.data)
+        p_gate = extra.get("p_gate")
+        if p_gate is not None:
+            mask = target.ne(self.padding_idx)
+            logging_output["p_gate_sum"] = utils.item(p_gate.float().masked_select(mask).sum().data)
+        logging_output["loss"] = utils.item(loss.data)
+        logging_output["nll_loss"] = utils.item(nll_loss.data)
+        return loss, sample_size, logging_output
+
+    @classmethod
+    def reduce_metrics(cls, logging_outputs) -> None:
+        def total(key):
+            return sum(log.get(key, 0) for log in logging_outputs)
+
+        loss_sum, nll_sum = total("loss"), total("nll_loss")
+        ntokens, sample_size = total("ntokens"), total("sample_size")
+        metrics.log_scalar("loss", loss_sum / max(sample_size, 1) / math.log(2), sample_size, round=3)
+        metrics.log_scalar("nll_loss", nll_sum / max(ntokens, 1) / math.log(2), ntokens, round=3)
+        metrics.log_derived("ppl", lambda meters: utils.get_perplexity(meters["nll_loss"].avg))
+        if any("p_gate_sum" in log for log in logging_outputs):
+            metrics.log_scalar("p_gate", total("p_gate_sum") / max(ntokens, 1), ntokens, round=3)
+        aux_names = sorted({k for log in logging_outputs for k in log if k.startswith("aux_")})
+        for name in aux_names:
+            metrics.log_scalar(name, total(name) / max(sample_size, 1) / math.log(2), sample_size, round=3)
+
+    @staticmethod
+    def logging_outputs_can_be_summed() -> bool:
+        return True

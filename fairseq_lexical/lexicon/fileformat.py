@@ -1,0 +1,99 @@
+"""The lexicon file format.
+
+UTF-8 text, one entry per line: ``source_token<TAB>target_token<TAB>score``. Lines starting with ``#`` carry
+provenance (method, parameters, corpus) and are kept verbatim; blank lines are ignored. Scores are finite and
+non-negative (counts, probabilities or posterior weights); how they become lexicon rows is decided later, by the
+temperature of :func:`fairseq_lexical.lexicon.table.build_lexicon_table`.
+"""
+from __future__ import annotations
+
+import math
+import os
+from typing import Iterable, List, Sequence, Tuple
+
+Entry = Tuple[str, str, float]
+
+
+class LexiconFormatError(ValueError):
+    """A lexicon file that cannot be used; the message names the file and, where it applies, the line."""
+
+    def __init__(self, path: str, message: str, line: int | None = None):
+        where = f"{path}:{line}" if line is not None else str(path)
+        super().__init__(f"{where}: {message}")
+        self.path = path
+        self.line = line
+
+
+def read_lexicon(path: str) -> Tuple[List[Entry], List[str]]:
+    """Read a lexicon file; return its entries (in file order) and its provenance lines (without the ``#``).
+
+    Raises LexiconFormatError for a missing or unreadable file, a line that is not valid UTF-8, a wrong field
+    count, an empty token, a score that is not a finite non-negative number, a repeated (source, target) pair,
+    or a file with no entry at all.
+    """
+    if not os.path.isfile(path):
+        raise LexiconFormatError(path, "lexicon file not found")
+    entries: List[Entry] = []
+    provenance: List[str] = []
+    first_line_of = {}
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise LexiconFormatError(path, f"not valid UTF-8 ({e.reason} at byte {e.start})", lineno) from None
+            line = line.rstrip("\r\n")
+            if lineno == 1 and line.startswith("\ufeff"):
+                line = line[1:]
+            if line.startswith("#"):
+                provenance.append(line[1:].strip())
+                continue
+            if not line.strip():
+                continue
+            fields = line.split("\t")
+            if len(fields) != 3:
+                raise LexiconFormatError(
+                    path, f"expected 3 tab-separated fields (source, target, score), found {len(fields)}", lineno
+                )
+            src, tgt, score_text = fields
+            src, tgt = src.strip(), tgt.strip()
+            if not src or not tgt:
+                raise LexiconFormatError(path, "empty source or target token", lineno)
+            try:
+                score = float(score_text)
+            except ValueError:
+                raise LexiconFormatError(path, f"score {score_text!r} is not a number", lineno) from None
+            if not math.isfinite(score):
+                raise LexiconFormatError(path, f"score {score_text!r} is not finite", lineno)
+            if score < 0:
+                raise LexiconFormatError(path, f"score {score_text!r} is negative", lineno)
+            key = (src, tgt)
+            if key in first_line_of:
+                raise LexiconFormatError(
+                    path, f"entry {src!r} -> {tgt!r} repeats line {first_line_of[key]}", lineno
+                )
+            first_line_of[key] = lineno
+            entries.append((src, tgt, score))
+    if not entries:
+        raise LexiconFormatError(path, "no lexicon entry in the file (only comments or blank lines)")
+    return entries, provenance
+
+
+def write_lexicon(path: str, entries: Iterable[Entry], provenance: Sequence[str] = ()) -> int:
+    """Write entries in the lexicon file format; return how many were written.
+
+    Tokens may not contain tabs or newlines (they would break the format): that raises ValueError.
+    """
+    n = 0
+    with open(path, "w", encoding="utf-8") as f:
+        for line in provenance:
+            f.write(f"# {line}\n")
+        for src, tgt, score in entries:
+            for tok in (src, tgt):
+                if not tok or any(c in tok for c in "\t\r\n"):
+                    raise ValueError(f"token {tok!r} cannot be written to a lexicon file")
+            if not (math.isfinite(score) and score >= 0):
+                raise ValueError(f"score {score!r} of {src!r} -> {tgt!r} is not a finite non-negative number")
+            f.write(f"{src}\t{tgt}\t{score:.6g}\n")
+            n += 1
+    return n

@@ -1,0 +1,1 @@
+from . import lex_lstm  # noqa: F401  (registers the model and its architectures)

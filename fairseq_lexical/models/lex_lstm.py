@@ -1,0 +1,182 @@
+"""`lex_lstm`: fairseq's attentional LSTM encoder-decoder with the lexical translation head (Akyurek & Andreas
+2021, eqs. 6, 9, 10; with `--lexicon identity` the copy mechanism of eqs. 7-8).
+
+fairseq's LSTMModel.build_model hard-codes its encoder and decoder classes. We let it build them (embeddings,
+sizes, checks all stay fairseq's) and then give them the subclasses below, which add behaviour and the head but
+change no parameter name: a `lex_lstm` checkpoint with `--lexicon none` loads as a stock `lstm` one.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+import torch
+from torch import Tensor, nn
+
+from fairseq import utils
+from fairseq.models import register_model, register_model_architecture
+from fairseq.models.lstm import AttentionLayer, LSTMDecoder, LSTMEncoder, LSTMModel
+from fairseq.models.lstm import base_architecture as lstm_base_architecture
+
+from .lexicon_options import add_lexicon_args, build_lexical_head, lexicon_arch_defaults
+
+
+class LexLSTMEncoder(LSTMEncoder):
+    """LSTMEncoder whose output also carries the source tokens (the head's x_j), reordered with the beam."""
+
+    def forward(self, src_tokens: Tensor, src_lengths: Tensor, enforce_sorted: bool = True):
+        out = super().forward(src_tokens, src_lengths, enforce_sorted)
+        if self.left_pad:
+            # The encoder states (and so the attention) are in right-padded order: align x_j with them.
+            src_tokens = utils.convert_padding_direction(src_tokens, self.padding_idx, left_to_right=True)
+        return tuple(out) + (src_tokens,)
+
+    def reorder_encoder_out(self, encoder_out, new_order):
+        *state, src_tokens = encoder_out
+        return tuple(super().reorder_encoder_out(tuple(state), new_order)) + (src_tokens.index_select(0, new_order),)
+
+
+class RecordingAttentionLayer(AttentionLayer):
+    """fairseq's attention layer that also keeps, per decoder step, its query h_t and its weights alpha_t.
+
+    The decoder loop is fairseq's own; recording here is what lets the head see h_t (eq. 6) and alpha (eq. 9)
+    at every step, in training too (fairseq returns attention only in eval mode).
+    """
+
+    def start_recording(self):
+        self.queries: List[Tensor] = []
+        self.weights: List[Tensor] = []
+
+    def forward(self, input, source_hids, encoder_padding_mask):
+        out, attn = super().forward(input, source_hids, encoder_padding_mask)
+        self.queries.append(input)
+        self.weights.append(attn)  # srclen x bsz
+        return out, attn
+
+
+class LexLSTMDecoder(LSTMDecoder):
+    """LSTMDecoder whose output is log p(y_t) of eq. 10 (fp32), with p_gate and alpha in the extra output."""
+
+    lexical_head: Optional[nn.Module]
+    write_dropout: nn.Module
+
+    def forward(
+        self,
+        prev_output_tokens,
+        encoder_out=None,
+        incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]] = None,
+        src_lengths: Optional[Tensor] = None,
+    ):
+        self.attention.start_recording()
+        x, _ = self.extract_features(prev_output_tokens, encoder_out, incremental_state)
+        queries = torch.stack(self.attention.queries, dim=1)  # B x T x H: h_t
+        attn = torch.stack(self.attention.weights, dim=1).transpose(0, 2)  # B x T x S: alpha_t
+        self.attention.start_recording()  # drop the references
+        write_logits = self.output_layer(self.write_dropout(x))
+        extra = {"attn": [attn]}
+        if self.lexical_head is None:
+            return torch.log_softmax(write_logits.float(), dim=-1), extra
+        gate_features = self.gate_features(prev_output_tokens, incremental_state, encoder_out, queries, attn, x)
+        log_probs, p_gate = self.lexical_head(write_logits, gate_features, attn, encoder_out[4])
+        extra["p_gate"] = p_gate
+        return log_probs, extra
+
+    def gate_features(self, prev_output_tokens, incremental_state, encoder_out, hidden, attn, output):
+        """The gate's input, per `--gate-features`: h_t alone is eq. 6; the default adds the context vector c_t
+        (eq. 4) and the input embedding, as pointer-generator networks do, so that the gate can see *what* is
+        attended (a word with a lexicon entry or not) and not only the decoder's state."""
+        parts = []
+        for name in self.gate_feature_names:
+            if name == "hidden":
+                parts.append(hidden)
+            elif name == "context":
+                parts.append(torch.bmm(attn, encoder_out[0].transpose(0, 1)))  # B x T x C
+            elif name == "input":
+                if incremental_state is not None and len(incremental_state) > 0:
+                    prev_output_tokens = prev_output_tokens[:, -1:]
+                parts.append(self.embed_tokens(prev_output_tokens))
+            elif name == "output":
+                parts.append(output)
+        return self.write_dropout(torch.cat(parts, dim=-1)) if len(parts) > 1 else self.write_dropout(parts[0])
+
+    def get_normalized_probs(self, net_output, log_probs: bool, sample=None):
+        # forward already returns normalised fp32 log-probabilities (the mixture is not a softmax of logits).
+        lprobs = net_output[0]
+        return lprobs if log_probs else lprobs.exp()
+
+
+@register_model("lex_lstm")
+class LexLSTMModel(LSTMModel):
+    @staticmethod
+    def add_args(parser):
+        LSTMModel.add_args(parser)
+        add_lexicon_args(parser)
+        parser.add_argument("--gate-features", metavar="LIST",
+                            help="comma-separated inputs of the gate p_gate: hidden (h_t, eq. 6), context (c_t), "
+                                 "input (embedding of y_t-1), output (the attentional output); "
+                                 "default hidden,context,input")
+        parser.add_argument("--write-dropout", type=float, metavar="D",
+                            help="dropout on the features of p_write's projection (the paper's extra 0.5 "
+                                 "for SCAN and Colors)")
+
+    @classmethod
+    def build_model(cls, args, task):
+        lex_lstm_base(args)
+        if not utils.eval_bool(args.decoder_attention):
+            raise ValueError("lex_lstm needs decoder attention (the lexicon is read through alpha, eq. 9)")
+        model = super().build_model(args, task)
+        model.encoder.__class__ = LexLSTMEncoder
+        decoder = model.decoder
+        decoder.__class__ = LexLSTMDecoder
+        decoder.attention.__class__ = RecordingAttentionLayer
+        decoder.write_dropout = nn.Dropout(args.write_dropout)
+        names = [n.strip() for n in args.gate_features.split(",") if n.strip()]
+        sizes = {"hidden": args.decoder_hidden_size, "context": model.encoder.output_units,
+                 "input": args.decoder_embed_dim, "output": args.decoder_out_embed_dim}
+        unknown = [n for n in names if n not in sizes]
+        if unknown or not names:
+            raise ValueError(f"--gate-features {args.gate_features!r}: choose from {', '.join(sizes)}")
+        decoder.gate_feature_names = names
+        decoder.lexical_head = build_lexical_head(
+            args, task.source_dictionary, task.target_dictionary, gate_input_dim=sum(sizes[n] for n in names)
+        )
+        return model
+
+
+@register_model_architecture("lex_lstm", "lex_lstm")
+def lex_lstm_base(args):
+    """The paper's LSTM (appendix C.1): 2-layer unidirectional, 512 hidden, 512 embeddings, dropout 0.4."""
+    args.dropout = getattr(args, "dropout", 0.4)
+    args.encoder_layers = getattr(args, "encoder_layers", 2)
+    args.decoder_layers = getattr(args, "decoder_layers", 2)
+    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 512)
+    args.decoder_embed_dim = getattr(args, "decoder_embed_dim", 512)
+    args.decoder_out_embed_dim = getattr(args, "decoder_out_embed_dim", args.decoder_embed_dim)
+    args.write_dropout = getattr(args, "write_dropout", 0.0)
+    args.gate_features = getattr(args, "gate_features", "hidden,context,input")
+    args.lexicon = getattr(args, "lexicon", None)
+    lexicon_arch_defaults(args)
+    lstm_base_architecture(args)
+
+
+@register_model_architecture("lex_lstm", "lex_lstm_small")
+def lex_lstm_small(args):
+    """A CPU-sized variant: 2 layers of 128 units, 128 embeddings, dropout 0.4."""
+    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 128)
+    args.decoder_embed_dim = getattr(args, "decoder_embed_dim", 128)
+    args.encoder_hidden_size = getattr(args, "encoder_hidden_size", 128)
+    args.decoder_hidden_size = getattr(args, "decoder_hidden_size", 128)
+    args.decoder_out_embed_dim = getattr(args, "decoder_out_embed_dim", 128)
+    lex_lstm_base(args)
+
+
+@register_model_architecture("lex_lstm", "lstm_plain")
+def lstm_plain(args):
+    """The plain-LSTM baseline of the paper's tables: `lex_lstm` sizes, no lexical head (`--lexicon none`)."""
+    args.lexicon = getattr(args, "lexicon", "none")
+    lex_lstm_base(args)
+
+
+@register_model_architecture("lex_lstm", "lstm_plain_small")
+def lstm_plain_small(args):
+    args.lexicon = getattr(args, "lexicon", "none")
+    lex_lstm_small(args)

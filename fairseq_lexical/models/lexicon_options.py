@@ -1,0 +1,114 @@
+"""Command-line options for the lexical head and the code that turns them into a LexicalTranslationHead.
+
+Shared by every model with a lexical head, so `--lexicon` means the same thing everywhere.
+"""
+from __future__ import annotations
+
+import logging
+import os
+
+from ..lexicon import (
+    LexiconFormatError,
+    build_lexicon_table,
+    identity_lexicon_table,
+    read_lexicon,
+    uniform_lexicon_table,
+)
+from ..lexicon.table import LexiconTable
+from ..modules import LexicalTranslationHead
+
+logger = logging.getLogger(__name__)
+
+LEXICON_KEYWORDS = ("identity", "uniform", "none")
+
+
+def add_lexicon_args(parser):
+    parser.add_argument("--lexicon", metavar="PATH|identity|uniform|none",
+                        help="lexicon file (source<TAB>target<TAB>score), 'identity' (the copy mechanism), "
+                             "'uniform', or 'none' (no lexical head: the plain decoder)")
+    parser.add_argument("--lexicon-temperature", type=float, metavar="TAU",
+                        help="0 keeps each row's argmax (ties share); > 0 is a softmax of the scores / TAU")
+    parser.add_argument("--lexicon-top-k", type=int, metavar="K",
+                        help="keep at most K targets per source token (default: all at TAU = 0, 8 at TAU > 0)")
+    parser.add_argument("--lexicon-trainable", action="store_true",
+                        help="fine-tune L (default: frozen, a buffer)")
+    parser.add_argument("--gate-bias-init", type=float, metavar="B",
+                        help="initial bias of the gate logit (default 0: p_gate = 0.5); negative values start "
+                             "training with the lexicon switched on")
+    parser.add_argument("--lexicon-dense", action="store_true",
+                        help="store L as a dense |Vx| x |Vy| matrix (small vocabularies; implied by a "
+                             "trainable uniform lexicon)")
+    # Set by the plugin itself once L has been built: a model rebuilt from a checkpoint's arguments then takes
+    # L from the checkpoint's state instead of re-reading the file (fairseq-generate needs no lexicon file).
+    parser.add_argument("--lexicon-stored-in-checkpoint", action="store_true", help=argparse_suppress())
+
+
+def argparse_suppress():
+    import argparse
+
+    return argparse.SUPPRESS
+
+
+def lexicon_arch_defaults(args):
+    args.lexicon_temperature = getattr(args, "lexicon_temperature", 0.0)
+    args.lexicon_top_k = getattr(args, "lexicon_top_k", None)
+    args.lexicon_trainable = getattr(args, "lexicon_trainable", False)
+    args.lexicon_dense = getattr(args, "lexicon_dense", False)
+    args.gate_bias_init = getattr(args, "gate_bias_init", 0.0)
+    args.lexicon_stored_in_checkpoint = getattr(args, "lexicon_stored_in_checkpoint", False)
+
+
+def _load_table(args, src_dict, tgt_dict) -> LexiconTable:
+    spec = args.lexicon
+    src_symbols, tgt_symbols, nspecial = src_dict.symbols, tgt_dict.symbols, tgt_dict.nspecial
+    if spec == "identity":
+        return identity_lexicon_table(src_symbols, tgt_symbols, nspecial, tgt_dict.unk())
+    if spec == "uniform":
+        return uniform_lexicon_table(src_symbols, tgt_symbols, nspecial)
+    entries, provenance = read_lexicon(spec)
+    top_k = args.lexicon_top_k
+    if top_k is None and args.lexicon_temperature > 0:
+        top_k = 8
+    try:
+        table = build_lexicon_table(
+            entries, src_symbols, tgt_symbols, nspecial, args.lexicon_temperature, top_k, unk=tgt_dict.unk()
+        )
+    except ValueError as e:
+        raise LexiconFormatError(spec, str(e)) from None
+    if provenance:
+        logger.info("lexicon %s: %s", spec, " | ".join(provenance))
+    skipped = table.report["unknown_source"] + table.report["unknown_target"]
+    if skipped:
+        logger.warning(
+            "lexicon %s: skipped %d of %d entries whose tokens are not in the dictionaries "
+            "(%d unknown source, %d unknown target; e.g. %s)",
+            spec, skipped, table.report["entries"], table.report["unknown_source"],
+            table.report["unknown_target"], ", ".join(table.unknown_examples),
+        )
+    return table
+
+
+def build_lexical_head(args, src_dict, tgt_dict, gate_input_dim: int):
+    """The LexicalTranslationHead that the options ask for, or None for `--lexicon none`."""
+    spec = getattr(args, "lexicon", None)
+    if spec is None:
+        raise ValueError(
+            f"--arch {args.arch} needs --lexicon PATH|identity|uniform|none ('none' is the plain decoder)"
+        )
+    if spec == "none":
+        return None
+    if args.lexicon_temperature < 0:
+        raise ValueError(f"--lexicon-temperature must be >= 0, got {args.lexicon_temperature}")
+    dense = args.lexicon_dense or (spec == "uniform" and args.lexicon_trainable)
+    if args.lexicon_stored_in_checkpoint:
+        # Placeholders of the right kind; the checkpoint's state fills them (and their width k).
+        table = uniform_lexicon_table(src_dict.symbols, tgt_dict.symbols, tgt_dict.nspecial)
+    else:
+        if spec not in LEXICON_KEYWORDS and not os.path.isfile(spec):
+            raise LexiconFormatError(spec, "lexicon file not found (--lexicon)")
+        table = _load_table(args, src_dict, tgt_dict)
+        logger.info("lexicon %s: %s; %d targets per row at most", spec, table.summary(), table.top_k)
+        args.lexicon_stored_in_checkpoint = True
+    return LexicalTranslationHead(
+        table, gate_input_dim, trainable=args.lexicon_trainable, dense=dense, gate_bias_init=args.gate_bias_init
+    )

@@ -1,0 +1,188 @@
+"""The lexical translation head (Akyurek & Andreas 2021, section 3), shared by every model of the plugin.
+
+    p_gate = sigmoid(w_gate^T h_t)                                        (eq. 6)
+    p_lex(w) = sum_j alpha_tj L[x_j, w]                                   (eq. 9)
+    p(y_t = w) = p_gate p_write(w) + (1 - p_gate) p_lex(w)                (eq. 10)
+
+With L = I on shared strings this is the copy mechanism (eqs. 7-8). L is a sparse table (up to k targets per
+source id, plus rows that are uniform over the target vocabulary), so p_lex is a scatter-add over the batch's
+source positions and no |V_x| x |V_y| tensor is built per batch. The mixture and its log are computed in fp32,
+in log space, so that a token with no lexical mass still gets a finite log-probability.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..lexicon.table import LexiconTable
+
+logger = logging.getLogger(__name__)
+
+_TINY = torch.finfo(torch.float32).tiny
+# Logit given to the unused slots of a trainable sparse row: finite (a -inf row would turn softmax into NaN
+# for rows with no slot at all) but far below any real entry.
+_EMPTY_SLOT_LOGIT = -1e4
+
+
+class _LexicalMixture(torch.autograd.Function):
+    """log(g softmax(z) + (1 - g) p_lex), written as logaddexp in log space (eq. 10).
+
+    A hand-written backward keeps three |V|-sized tensors alive instead of the six that autograd would save
+    for the same expression (log_softmax, both branches, their logs and the result).
+    """
+
+    @staticmethod
+    def forward(ctx, write_logits: Tensor, gate_logit: Tensor, p_lex: Tensor) -> Tensor:
+        lsm = torch.log_softmax(write_logits.float(), dim=-1)
+        s = gate_logit.float().unsqueeze(-1)
+        write_branch = lsm + F.logsigmoid(s)
+        lex_branch = torch.log(p_lex.clamp_min(_TINY)) + F.logsigmoid(-s)
+        out = torch.logaddexp(write_branch, lex_branch)
+        ctx.save_for_backward(lsm, s, out)
+        ctx.dtypes = (write_logits.dtype, gate_logit.dtype)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out: Tensor):
+        lsm, s, out = ctx.saved_tensors
+        # r = share of the write branch in p(w): g p_write(w) / p(w).
+        r = torch.exp(lsm + F.logsigmoid(s) - out)
+        grad_write = grad_out * r
+        grad_logits = grad_write - torch.exp(lsm) * grad_write.sum(-1, keepdim=True)
+        sig = torch.sigmoid(s)
+        grad_gate = (grad_write * (1 - sig) - (grad_out - grad_write) * sig).sum(-1)
+        # d out / d p_lex = (1 - g) / p(w), also where p_lex(w) = 0: that gradient is what moves attention
+        # towards a source word whose lexicon row holds w. The exponent is capped so that a token of
+        # probability < e^-80 cannot overflow fp32 (its gradient is then underestimated, never inf or NaN).
+        grad_plex = grad_out * torch.exp((F.logsigmoid(-s) - out).clamp(max=80.0))
+        write_dtype, gate_dtype = ctx.dtypes
+        return grad_logits.to(write_dtype), grad_gate.to(gate_dtype), grad_plex
+
+
+def lexical_mixture_log_probs(write_logits: Tensor, gate_logit: Tensor, p_lex: Tensor) -> Tensor:
+    """fp32 log of eq. 10 from the write logits (B, T, V), the gate's logit (B, T) and p_lex (B, T, V)."""
+    return _LexicalMixture.apply(write_logits, gate_logit, p_lex.float())
+
+
+class LexicalTranslationHead(nn.Module):
+    """Gate + lexicon; turns (write logits, gate features, attention, source tokens) into log p(y_t | ...).
+
+    Args:
+        table: the lexicon in the dictionaries' index space (see ``fairseq_lexical.lexicon.table``).
+        gate_input_dim: size of the features the gate reads (h_t for the LSTM, [c_t; d_t; x_t] for a
+            Transformer).
+        trainable: fine-tune L. Sparse rows learn the weights of their k entries (softmax over the row);
+            uniform rows stay uniform unless ``dense`` is set. Frozen tables are buffers, so optimisers and DDP
+            never see them.
+        dense: store L as a full |V_x| x |V_y| logit matrix (small vocabularies only; Table 5's learned uniform
+            lexicon needs it).
+        gate_bias_init: initial bias of the gate's logit; negative values start training from the lexicon.
+    """
+
+    def __init__(
+        self,
+        table: LexiconTable,
+        gate_input_dim: int,
+        trainable: bool = False,
+        dense: bool = False,
+        gate_bias_init: float = 0.0,
+    ):
+        super().__init__()
+        self.trainable = trainable
+        self.dense = dense
+        self.num_source = len(table.uniform_rows)
+        self.num_target = len(table.uniform_support)
+        self.gate = nn.Linear(gate_input_dim, 1)
+        nn.init.constant_(self.gate.bias, gate_bias_init)
+        support = torch.from_numpy(table.uniform_support.astype("float32"))
+        self.register_buffer("uniform_target_dist", support / support.sum())
+        if dense:
+            probs = torch.from_numpy(table.dense()).float()
+            logits = torch.log(probs.clamp_min(1e-9))
+            self._set_tensor("lexicon_logits", logits, parameter=trainable)
+            return
+        targets = torch.from_numpy(table.targets)
+        weights = torch.from_numpy(table.weights)
+        self.register_buffer("lexicon_targets", targets)
+        self.register_buffer("lexicon_uniform_rows", torch.from_numpy(table.uniform_rows))
+        if trainable:
+            filled = weights > 0
+            logits = torch.where(filled, torch.log(weights.clamp_min(_TINY)), torch.full_like(weights, _EMPTY_SLOT_LOGIT))
+            self.register_buffer("lexicon_slot_mask", filled)
+            self._set_tensor("lexicon_logits", logits, parameter=True)
+            if targets.shape[1] == 1:
+                logger.warning(
+                    "--lexicon-trainable with one target per row has nothing to learn in the sparse rows: "
+                    "use --lexicon-temperature > 0 (soft rows keep several targets) or --lexicon-top-k"
+                )
+        else:
+            self.register_buffer("lexicon_weights", weights)
+
+    def _set_tensor(self, name: str, value: Tensor, parameter: bool):
+        if parameter:
+            setattr(self, name, nn.Parameter(value))
+        else:
+            self.register_buffer(name, value)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # The table's width k depends on the lexicon file; a model built without the file (from a checkpoint's
+        # arguments) starts with placeholders, which take the checkpoint's shapes here.
+        for name, tensor in list(self._buffers.items()) + list(self._parameters.items()):
+            incoming = state_dict.get(prefix + name)
+            if tensor is None or incoming is None or incoming.shape == tensor.shape:
+                continue
+            fresh = torch.empty(incoming.shape, dtype=tensor.dtype, device=tensor.device)
+            if name in self._parameters:
+                self._parameters[name] = nn.Parameter(fresh, requires_grad=tensor.requires_grad)
+            else:
+                self._buffers[name] = fresh
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    # -- eq. 9 ------------------------------------------------------------------------------------------------
+    def lexicon_rows(self, src_tokens: Tensor) -> Tuple[Tensor, Tensor]:
+        """(targets, weights) of L's rows for each source token: two (B, S, k) tensors, weights in fp32."""
+        targets = self.lexicon_targets[src_tokens]
+        if not self.trainable:
+            return targets, self.lexicon_weights[src_tokens].float()
+        logits = self.lexicon_logits[src_tokens].float()
+        weights = torch.softmax(logits, dim=-1) * self.lexicon_slot_mask[src_tokens]
+        return targets, weights
+
+    def lexical_probs(self, attn: Tensor, src_tokens: Tensor) -> Tensor:
+        """p_lex (B, T, V_y) in fp32 from attention (B, T, S) over source tokens (B, S)."""
+        attn = attn.float()
+        bsz, tgt_len, src_len = attn.shape
+        if self.dense:
+            rows = torch.softmax(self.lexicon_logits.float(), dim=-1)[src_tokens]  # (B, S, V)
+            return torch.bmm(attn, rows)
+        targets, weights = self.lexicon_rows(src_tokens)
+        k = targets.size(-1)
+        mass = (attn.unsqueeze(-1) * weights.unsqueeze(1)).reshape(bsz, tgt_len, src_len * k)
+        index = targets.reshape(bsz, 1, src_len * k).expand(bsz, tgt_len, src_len * k)
+        p_lex = attn.new_zeros(bsz, tgt_len, self.num_target).scatter_add_(2, index, mass)
+        uniform = self.lexicon_uniform_rows[src_tokens]
+        if uniform.any():
+            uniform_mass = torch.bmm(attn, uniform.to(attn.dtype).unsqueeze(-1))  # (B, T, 1)
+            p_lex = p_lex + uniform_mass * self.uniform_target_dist
+        return p_lex
+
+    # -- eqs. 6 and 10 ----------------------------------------------------------------------------------------
+    def gate_logit(self, gate_features: Tensor) -> Tensor:
+        return self.gate(gate_features).squeeze(-1)
+
+    def forward(
+        self, write_logits: Tensor, gate_features: Tensor, attn: Tensor, src_tokens: Tensor
+    ) -> Tuple[Tensor, Tensor]:
+        """Return (log p(y_t = w) in fp32, p_gate (B, T))."""
+        gate_logit = self.gate_logit(gate_features)
+        p_lex = self.lexical_probs(attn, src_tokens)
+        log_probs = lexical_mixture_log_probs(write_logits, gate_logit, p_lex)
+        return log_probs, torch.sigmoid(gate_logit.float())
+
+    def extra_repr(self) -> str:
+        kind = "dense" if self.dense else f"sparse top-{self.lexicon_targets.shape[1]}"
+        return f"source={self.num_source}, target={self.num_target}, {kind}, trainable={self.trainable}"

@@ -1,0 +1,92 @@
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED_DATA = os.path.join(os.path.dirname(REPO), "shared", "data")
+sys.path.insert(0, REPO)
+
+
+def shared_data(*parts):
+    """Path under ../shared/data, or skip the test with the reason."""
+    path = os.path.join(SHARED_DATA, *parts)
+    if not os.path.exists(path):
+        pytest.skip(f"{path} is absent (../shared/data is not part of the repository)")
+    return path
+
+
+SOURCE_WORDS = ["a1", "a2", "a3", "a4", "a5", "a6", "and", "twice"]
+LEXICON = {"a1": "B1", "a2": "B2", "a3": "B3", "a4": "B4", "a5": "B5", "a6": "B6"}
+
+
+def make_toy_pairs(n, seed):
+    """A tiny compositional task: 'aX' -> 'BX', 'aX twice' -> 'BX BX', 'P and Q' -> 'P' 'Q'."""
+    rng = random.Random(seed)
+    pairs = []
+    for _ in range(n):
+        def phrase():
+            w = rng.choice(list(LEXICON))
+            if rng.random() < 0.3:
+                return f"{w} twice", f"{LEXICON[w]} {LEXICON[w]}"
+            return w, LEXICON[w]
+        s, t = phrase()
+        if rng.random() < 0.5:
+            s2, t2 = phrase()
+            s, t = f"{s} and {s2}", f"{t} {t2}"
+        pairs.append((s, t))
+    return pairs
+
+
+def write_split(prefix, pairs):
+    with open(prefix + ".src", "w") as fs, open(prefix + ".tgt", "w") as ft:
+        for s, t in pairs:
+            fs.write(s + "\n")
+            ft.write(t + "\n")
+
+
+@pytest.fixture(scope="session")
+def toy_data(tmp_path_factory):
+    """Raw and fairseq-preprocessed toy data: 60 train, 20 valid, 20 test pairs, and a lexicon file."""
+    root = tmp_path_factory.mktemp("toy")
+    write_split(str(root / "train"), make_toy_pairs(60, 1))
+    write_split(str(root / "valid"), make_toy_pairs(20, 2))
+    write_split(str(root / "test"), make_toy_pairs(20, 3))
+    with open(root / "lexicon.tsv", "w") as f:
+        f.write("# method: hand-written toy lexicon\n")
+        for s, t in LEXICON.items():
+            f.write(f"{s}\t{t}\t1\n")
+    run_cli(
+        "fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt",
+        "--trainpref", root / "train", "--validpref", root / "valid", "--testpref", root / "test",
+        "--destdir", root / "bin", "--workers", "1",
+    )
+    return root
+
+
+def run_cli(program, *args, check=True, input=None, cwd=None):
+    """Run a fairseq console script from the same environment as the tests; return the completed process."""
+    exe = os.path.join(os.path.dirname(sys.executable), program)
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    proc = subprocess.run(
+        [exe, *map(str, args)], capture_output=True, text=True, env=env, input=input, cwd=cwd, timeout=600
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{program} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
+    return proc
+
+
+def build_model(data_dir, *model_args):
+    """Build a model and its task in-process from fairseq-train style arguments."""
+    from fairseq import options, tasks
+
+    import fairseq_lexical  # noqa: F401
+
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(
+        parser, [str(data_dir), "--user-dir", os.path.join(REPO, "fairseq_lexical"), *map(str, model_args)]
+    )
+    task = tasks.setup_task(args)
+    return task.build_model(args), task, args

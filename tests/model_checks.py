@@ -1,0 +1,62 @@
+"""Checks every model of the plugin must pass; the model test modules call them."""
+import torch
+
+
+def toy_batch(task, pairs):
+    """A left-padded source batch and right-padded target batch from string pairs, as fairseq collates them."""
+    from fairseq.data import LanguagePairDataset
+
+    sd, td = task.source_dictionary, task.target_dictionary
+    src = [sd.encode_line(s, add_if_not_exist=False).long() for s, _ in pairs]
+    tgt = [td.encode_line(t, add_if_not_exist=False).long() for _, t in pairs]
+    ds = LanguagePairDataset(src, [len(x) for x in src], sd, tgt, [len(x) for x in tgt], td)
+    return ds.collater([ds[i] for i in range(len(pairs))])
+
+
+def assert_incremental_matches_teacher_forcing(model, sample, atol=1e-5):
+    model.eval()
+    net = sample["net_input"]
+    with torch.no_grad():
+        forced = model.get_normalized_probs(model(**net), log_probs=True)
+        encoder_out = model.encoder(net["src_tokens"], src_lengths=net["src_lengths"])
+        state = {}
+        prev = net["prev_output_tokens"]
+        for t in range(prev.size(1)):
+            step = model.decoder(prev[:, : t + 1], encoder_out=encoder_out, incremental_state=state)
+            step_lp = model.get_normalized_probs(step, log_probs=True)[:, -1]
+            torch.testing.assert_close(step_lp, forced[:, t], atol=atol, rtol=0)
+
+
+def assert_beam_scores_match_teacher_forcing(model, task, sample, beam=5, atol=1e-5):
+    """Beam search (with its reordering of cached states) scores each hypothesis as teacher forcing does."""
+    from fairseq.sequence_generator import SequenceGenerator
+
+    model.eval()
+    gen = SequenceGenerator([model], task.target_dictionary, beam_size=beam, max_len_b=20)
+    net = sample["net_input"]
+    with torch.no_grad():
+        hypos = gen.forward(sample)
+        checked = 0
+        for i, nbest in enumerate(hypos):
+            for hypo in nbest:
+                tokens = hypo["tokens"].unsqueeze(0)
+                prev = torch.cat([tokens.new_full((1, 1), task.target_dictionary.eos()), tokens[:, :-1]], 1)
+                src = net["src_tokens"][i : i + 1]
+                keep = src.ne(task.source_dictionary.pad())
+                src = src[keep].unsqueeze(0)
+                lp = model.get_normalized_probs(model(src, torch.tensor([src.size(1)]), prev), log_probs=True)
+                forced = lp[0].gather(-1, tokens[0].unsqueeze(-1)).squeeze(-1)
+                torch.testing.assert_close(hypo["positional_scores"], forced, atol=atol, rtol=0)
+                checked += 1
+    assert checked == beam * len(hypos)
+
+
+def assert_padding_does_not_change_scores(model, task, pairs, atol=1e-5):
+    """Each sentence scores the same alone as inside a padded batch (catches misaligned source positions)."""
+    model.eval()
+    batch = toy_batch(task, pairs)
+    with torch.no_grad():
+        together = model.get_normalized_probs(model(**batch["net_input"]), log_probs=True)
+        for row, sample_id in enumerate(batch["id"].tolist()):
+            alone = model.get_normalized_probs(model(**toy_batch(task, [pairs[sample_id]])["net_input"]), log_probs=True)
+            torch.testing.assert_close(together[row, : alone.size(1)], alone[0], atol=atol, rtol=0)

@@ -1,0 +1,71 @@
+"""Through the real command-line programs with --user-dir: preprocess, train, resume, generate, interactive."""
+import os
+import re
+import shutil
+
+import pytest
+import torch
+
+from conftest import REPO, run_cli
+
+pytestmark = pytest.mark.slow
+USER_DIR = os.path.join(REPO, "fairseq_lexical")
+
+
+def train(data_bin, save_dir, lexicon, max_update):
+    return run_cli(
+        "fairseq-train", data_bin, "--user-dir", USER_DIR, "--arch", "lex_lstm_small", "--lexicon", lexicon,
+        "--criterion", "lexical_cross_entropy", "--optimizer", "adam", "--lr", "0.005", "--batch-size", "8",
+        "--max-update", max_update, "--save-dir", save_dir, "--no-epoch-checkpoints", "--num-workers", "0",
+        "--log-format", "simple", "--log-interval", "5", "--seed", "3",
+    )
+
+
+@pytest.fixture(scope="module")
+def trained(toy_data, tmp_path_factory):
+    work = tmp_path_factory.mktemp("cli")
+    lexicon = work / "lexicon.tsv"
+    shutil.copy(toy_data / "lexicon.tsv", lexicon)
+    first = train(toy_data / "bin", work / "ckpt", lexicon, 20)
+    second = train(toy_data / "bin", work / "ckpt", lexicon, 30)
+    lexicon.unlink()  # from here on, nothing may need the lexicon file
+    return work, first.stdout + first.stderr, second.stdout + second.stderr
+
+
+def test_training_logs_loss_and_mean_gate(trained):
+    _, log, _ = trained
+    assert re.search(r"valid on 'valid' subset \| loss [\d.]+ \| nll_loss [\d.]+ \| p_gate [\d.]+ \| ppl", log)
+    assert "lexicon" in log and "entries used: 6" in log
+
+
+def test_resume_continues_from_checkpoint_last(trained):
+    work, _, log = trained
+    assert re.search(r"loaded checkpoint .*checkpoint_last\.pt \(epoch \d+ @ 20 updates\)", log, re.IGNORECASE)
+    assert "num_updates 30" in log
+    ckpt = work / "ckpt" / "checkpoint_last.pt"
+    state = torch.load(ckpt)
+    assert state["cfg"]["model"].lexicon_stored_in_checkpoint
+    # The allow-list of compat.py covers what fairseq checkpoints contain, and nothing more is needed.
+    assert set(torch.serialization.get_unsafe_globals_in_checkpoint(str(ckpt))) <= {"argparse.Namespace"}
+
+
+def test_generate_beam5_translates_every_sentence_without_the_lexicon_file(toy_data, trained):
+    work, _, _ = trained
+    # 20 test sentences in batches of 16: stock fairseq-fixed would drop the last 4 (not a multiple of 8).
+    proc = run_cli(
+        "fairseq-generate", toy_data / "bin", "--user-dir", USER_DIR, "--path", work / "ckpt" / "checkpoint_last.pt",
+        "--gen-subset", "test", "--beam", "5", "--batch-size", "16",
+    )
+    hyps = [line for line in proc.stdout.splitlines() if line.startswith("H-")]
+    assert len(hyps) == 20
+    assert sorted(int(h.split("\t")[0][2:]) for h in hyps) == list(range(20))
+    assert "Translated 20 sentences" in proc.stdout + proc.stderr
+
+
+def test_interactive_from_the_checkpoint_alone(toy_data, trained):
+    work, _, _ = trained
+    proc = run_cli(
+        "fairseq-interactive", toy_data / "bin", "--user-dir", USER_DIR, "--path", work / "ckpt" / "checkpoint_last.pt",
+        "--source-lang", "src", "--target-lang", "tgt", "--beam", "5", input="a1 and a2\na3 twice\n",
+    )
+    assert len([line for line in proc.stdout.splitlines() if line.startswith("H-")]) == 2

@@ -1,0 +1,114 @@
+"""`lex_lstm`: decoding equals teacher forcing, the gate at 1 is the plain LSTM, the lexicon lives in the checkpoint."""
+import pytest
+import torch
+
+from conftest import build_model
+from model_checks import (
+    assert_beam_scores_match_teacher_forcing,
+    assert_incremental_matches_teacher_forcing,
+    assert_padding_does_not_change_scores,
+    toy_batch,
+)
+
+PAIRS = [("a1 twice and a2", "B1 B1 B2"), ("a3", "B3"), ("a4 and a5 twice", "B4 B5 B5"), ("a6 and a1", "B6 B1")]
+
+
+@pytest.fixture(scope="module")
+def lex_model(toy_data):
+    torch.manual_seed(0)
+    model, task, args = build_model(
+        toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", toy_data / "lexicon.tsv", "--dropout", "0"
+    )
+    return model, task, args
+
+
+@pytest.mark.parametrize("gate_features", ["hidden,context,input", "hidden", "output"])
+def test_incremental_decoding_reproduces_teacher_forced_scores(toy_data, gate_features):
+    torch.manual_seed(1)
+    model, task, _ = build_model(
+        toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", toy_data / "lexicon.tsv",
+        "--gate-features", gate_features,
+    )
+    assert_incremental_matches_teacher_forcing(model, toy_batch(task, PAIRS))
+
+
+def test_padding_does_not_change_scores(lex_model):
+    model, task, _ = lex_model
+    assert_padding_does_not_change_scores(model, task, PAIRS)
+
+
+def test_beam_search_scores_equal_teacher_forcing(lex_model):
+    model, task, _ = lex_model
+    assert_beam_scores_match_teacher_forcing(model, task, toy_batch(task, PAIRS), beam=5)
+
+
+def test_gate_fixed_at_one_equals_the_plain_decoder(toy_data, lex_model):
+    model, task, _ = lex_model
+    torch.manual_seed(0)
+    plain, _, _ = build_model(toy_data / "bin", "--arch", "lstm_plain_small", "--dropout", "0")
+    plain.load_state_dict({k: v for k, v in model.state_dict().items() if "lexical_head" not in k}, strict=True)
+    with torch.no_grad():
+        model.decoder.lexical_head.gate.weight.zero_()
+        model.decoder.lexical_head.gate.bias.fill_(float("inf"))
+    model.eval(), plain.eval()
+    net = toy_batch(task, PAIRS)["net_input"]
+    with torch.no_grad():
+        ours = model.get_normalized_probs(model(**net), log_probs=True)
+        theirs = plain.get_normalized_probs(plain(**net), log_probs=True)
+    torch.nn.init.zeros_(model.decoder.lexical_head.gate.bias)
+    torch.testing.assert_close(ours, theirs, atol=0, rtol=0)
+
+
+def test_plain_lstm_matches_fairseq_stock_lstm(toy_data):
+    """`lstm_plain` is fairseq's `lstm` with the same sizes: same parameter names, same outputs."""
+    torch.manual_seed(0)
+    plain, task, _ = build_model(toy_data / "bin", "--arch", "lstm_plain_small")
+    torch.manual_seed(0)
+    stock, _, _ = build_model(
+        toy_data / "bin", "--arch", "lstm", "--encoder-layers", "2", "--decoder-layers", "2",
+        "--encoder-embed-dim", "128", "--decoder-embed-dim", "128", "--decoder-out-embed-dim", "128",
+        "--encoder-hidden-size", "128", "--decoder-hidden-size", "128",
+    )
+    stock.load_state_dict(plain.state_dict(), strict=True)
+    plain.eval(), stock.eval()
+    net = toy_batch(task, PAIRS)["net_input"]
+    with torch.no_grad():
+        ours = plain.get_normalized_probs(plain(**net), log_probs=True)
+        theirs = stock.get_normalized_probs(stock(**net), log_probs=True)
+    torch.testing.assert_close(ours, theirs.float(), atol=1e-6, rtol=0)
+
+
+def test_lexicon_is_a_buffer_in_the_state_dict_and_reloads_without_the_file(toy_data, lex_model, tmp_path):
+    model, task, args = lex_model
+    state = model.state_dict()
+    assert "decoder.lexical_head.lexicon_targets" in state
+    assert not any("lexicon" in n for n, _ in model.named_parameters())
+    assert args.lexicon_stored_in_checkpoint  # the args saved with the checkpoint say so
+    # Rebuilt from those args, with the file gone: placeholders, then the checkpoint's table.
+    args.lexicon = str(tmp_path / "moved-away.tsv")
+    from fairseq import tasks
+
+    rebuilt = tasks.setup_task(args).build_model(args)
+    rebuilt.load_state_dict(state, strict=True)
+    net = toy_batch(task, PAIRS)["net_input"]
+    model.eval(), rebuilt.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(rebuilt(**net)[0], model(**net)[0])
+
+
+def test_missing_lexicon_file_and_missing_option_are_clear_errors(toy_data, tmp_path):
+    with pytest.raises(ValueError, match="nope.tsv: lexicon file not found"):
+        build_model(toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", tmp_path / "nope.tsv")
+    with pytest.raises(ValueError, match="needs --lexicon"):
+        build_model(toy_data / "bin", "--arch", "lex_lstm_small")
+    with pytest.raises(ValueError, match="--gate-features"):
+        build_model(toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", "identity", "--gate-features", "foo")
+
+
+def test_identity_and_uniform_lexicons_build(toy_data):
+    for spec, extra in (("identity", []), ("uniform", []), ("uniform", ["--lexicon-trainable"])):
+        model, task, _ = build_model(toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", spec, *extra)
+        net = toy_batch(task, PAIRS)["net_input"]
+        lp = model.get_normalized_probs(model(**net), log_probs=True)
+        torch.testing.assert_close(lp.exp().sum(-1), torch.ones(lp.shape[:2]), atol=1e-5, rtol=0)
+    assert model.decoder.lexical_head.dense  # a trainable uniform lexicon is stored densely
