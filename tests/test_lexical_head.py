@@ -17,7 +17,8 @@ def random_table(n_src, n_tgt, k, seed, uniform_every=4):
     targets = np.stack([rng.choice(np.arange(4, n_tgt), size=k, replace=False) for _ in range(n_src)])
     weights = rng.dirichlet(np.ones(k), size=n_src).astype(np.float32)
     uniform = np.zeros(n_src, dtype=bool)
-    uniform[::uniform_every] = True
+    if uniform_every:
+        uniform[::uniform_every] = True
     weights[uniform] = 0
     support = np.arange(n_tgt) >= 4
     return LexiconTable(targets.astype(np.int64), weights, uniform, support)
@@ -49,10 +50,11 @@ def test_dense_storage_gives_the_same_p_lex_as_sparse():
     torch.testing.assert_close(dense.lexical_probs(attn, src), sparse.lexical_probs(attn, src), atol=1e-6, rtol=1e-4)
 
 
+@pytest.mark.parametrize("uniform_every", [0, 4])
 @pytest.mark.parametrize("dense", [False, True])
 @pytest.mark.parametrize("trainable", [False, True])
-def test_mixture_rows_sum_to_one(dense, trainable):
-    table = random_table(12, 20, k=3, seed=4)
+def test_mixture_rows_sum_to_one(dense, trainable, uniform_every):
+    table = random_table(12, 20, k=3, seed=4, uniform_every=uniform_every)
     head = LexicalTranslationHead(table, gate_input_dim=6, trainable=trainable, dense=dense)
     attn, src, logits, feats = random_inputs(3, 5, 7, 12, 20, seed=5)
     log_probs, p_gate = head(logits, feats, attn, src)
@@ -198,3 +200,23 @@ def test_checkpoint_state_resizes_placeholder_tables():
     placeholder.load_state_dict(trained.state_dict())
     attn, src, _, _ = random_inputs(2, 3, 5, 12, 20, seed=14)
     torch.testing.assert_close(placeholder.lexical_probs(attn, src), trained.lexical_probs(attn, src))
+
+
+@pytest.mark.parametrize("trainable", [False, True])
+def test_sparse_mixture_equals_the_dense_mixture_in_value_and_gradient(trainable):
+    # No uniform row: the head takes the sparse path. Source tokens repeat (their mass must add up), and the
+    # random rows share targets, so duplicate indices occur.
+    table = random_table(6, 12, k=3, seed=15, uniform_every=0)
+    head = LexicalTranslationHead(table, gate_input_dim=4, trainable=trainable)
+    assert not head.has_uniform_rows
+    attn, src, logits, feats = random_inputs(2, 4, 9, 6, 12, seed=16, gate_dim=4)
+    attn.requires_grad_(), logits.requires_grad_()
+    weight = torch.randn(2, 4, 12, generator=torch.Generator().manual_seed(17))
+
+    sparse, _ = head(logits, feats, attn, src)
+    grads_sparse = torch.autograd.grad((sparse * weight).sum(), [attn, logits, *head.parameters()])
+    dense = lexical_mixture_log_probs(logits, head.gate_logit(feats), head.lexical_probs(attn, src))
+    grads_dense = torch.autograd.grad((dense * weight).sum(), [attn, logits, *head.parameters()])
+    torch.testing.assert_close(sparse, dense, atol=1e-5, rtol=1e-5)
+    for a, b in zip(grads_sparse, grads_dense):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)

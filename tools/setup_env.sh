@@ -22,9 +22,17 @@ TORCH_VERSION=2.13.0
 FAIRSEQ_DIST="fairseq-fixed==0.12.3.1"
 # fairseq-fixed's own requirements, minus torchaudio (never imported by text tasks) and torch (pinned above).
 FAIRSEQ_DEPS=(cffi cython "hydra-core==1.3.2" "omegaconf==2.3.0" numpy regex sacrebleu tqdm bitarray scikit-learn packaging)
+# The plugin's own requirements (setup.py's install_requires and the test extra), installed here because the
+# package itself goes in with --no-deps (fairseq-fixed's metadata would pull torchaudio back in).
+PROJECT_DEPS=(matplotlib scipy "sacrebleu>=2.3" tqdm pytest hypothesis)
 WHEEL_CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/fairseq_lexical/wheels"
 
-stamp_inputs() { cat "$ROOT/tools/setup_env.sh" "$ROOT/setup.py"; "$PYTHON" --version 2>&1; }
+
+# What the environment is made of; a change here (or of the Python version) rebuilds it.
+stamp_inputs() {
+  printf '%s\n' "$TORCH_VERSION" "$FAIRSEQ_DIST" "${FAIRSEQ_DEPS[@]}" "${PROJECT_DEPS[@]}"
+  "$PYTHON" --version 2>&1
+}
 want_stamp="$(stamp_inputs | sha256sum | cut -d' ' -f1)"
 
 log() { echo "[setup_env] $*" >&2; }
@@ -49,7 +57,8 @@ else
     rm -rf "$tmp"
   fi
   "${PIP[@]}" install --no-deps "$cache"/fairseq_fixed-*.whl
-  "${PIP[@]}" install --no-build-isolation -e "$ROOT[test]"
+  "${PIP[@]}" install "${PROJECT_DEPS[@]}"
+  "${PIP[@]}" install --no-build-isolation --no-deps -e "$ROOT"
   # Guard the two promises of this script: the pinned CPU torch survived, and no CUDA wheel came in.
   "$VENV/bin/python" - <<PY
 import importlib.metadata as md, sys

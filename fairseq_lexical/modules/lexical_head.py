@@ -64,8 +64,51 @@ class _LexicalMixture(torch.autograd.Function):
 
 
 def lexical_mixture_log_probs(write_logits: Tensor, gate_logit: Tensor, p_lex: Tensor) -> Tensor:
-    """fp32 log of eq. 10 from the write logits (B, T, V), the gate's logit (B, T) and p_lex (B, T, V)."""
+    """fp32 log of eq. 10 from the write logits (B, T, V), the gate's logit (B, T) and a dense p_lex (B, T, V)."""
     return _LexicalMixture.apply(write_logits, gate_logit, p_lex.float())
+
+
+class _SparseLexicalMixture(torch.autograd.Function):
+    """Eq. 10 when p_lex is given as scattered mass: p_lex(w) = sum of ``mass[..., m]`` over m with
+    ``index[..., m] = w`` (m runs over source positions x lexicon slots, eq. 9).
+
+    Where p_lex(w) = 0 (all but at most S*k words of each row) the mixture is simply log p_write(w) + log g, so
+    only the indexed words need the log-sum-exp.
+    """
+
+    @staticmethod
+    def forward(ctx, write_logits: Tensor, gate_logit: Tensor, mass: Tensor, index: Tensor) -> Tensor:
+        lsm = torch.log_softmax(write_logits.float(), dim=-1)
+        s = gate_logit.float().unsqueeze(-1)
+        log_g, log_not_g = F.logsigmoid(s), F.logsigmoid(-s)
+        # Sum the mass of repeated targets (scatter-add), then read it back at every indexed slot.
+        p_at = torch.zeros_like(lsm).scatter_add_(-1, index, mass).gather(-1, index)
+        lsm_at = lsm.gather(-1, index)
+        out_at = torch.logaddexp(lsm_at + log_g, torch.log(p_at.clamp_min(_TINY)) + log_not_g)
+        out = lsm.add_(log_g).scatter_(-1, index, out_at)  # in place: lsm is not needed as such any more
+        # Saving the output rather than log_softmax: the loss saves the same tensor, so the layer costs one
+        # |V|-sized saved tensor, like a plain softmax output layer. log_softmax is rebuilt from it below.
+        ctx.save_for_backward(out, s, index, lsm_at, out_at)
+        ctx.dtypes = (write_logits.dtype, gate_logit.dtype)
+        ctx.mark_non_differentiable(index)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out: Tensor):
+        out, s, index, lsm_at, out_at = ctx.saved_tensors
+        log_g, log_not_g = F.logsigmoid(s), F.logsigmoid(-s)
+        grad_at = grad_out.gather(-1, index)
+        # Share of the write branch: 1 where p_lex = 0, exp(lsm + log g - out) at the indexed words.
+        r_at = torch.exp(lsm_at + log_g - out_at)
+        grad_write = grad_out.clone().scatter_(-1, index, grad_at * r_at)
+        write_total = grad_write.sum(-1, keepdim=True)
+        p_write = torch.exp(out - log_g).scatter_(-1, index, torch.exp(lsm_at))
+        grad_logits = grad_write.sub_(p_write.mul_(write_total))
+        grad_gate = (write_total - torch.sigmoid(s) * grad_out.sum(-1, keepdim=True)).squeeze(-1)
+        # d out / d p_lex(w) = (1 - g) / p(w); see _LexicalMixture for the cap.
+        grad_mass = grad_at * torch.exp((log_not_g - out_at).clamp(max=80.0))
+        write_dtype, gate_dtype = ctx.dtypes
+        return grad_logits.to(write_dtype), grad_gate.to(gate_dtype), grad_mass, None
 
 
 class LexicalTranslationHead(nn.Module):
@@ -109,6 +152,8 @@ class LexicalTranslationHead(nn.Module):
         weights = torch.from_numpy(table.weights)
         self.register_buffer("lexicon_targets", targets)
         self.register_buffer("lexicon_uniform_rows", torch.from_numpy(table.uniform_rows))
+        # Decided once (not per batch, which would synchronise with the GPU): uniform rows need the dense path.
+        self.has_uniform_rows = bool(table.uniform_rows.any())
         if trainable:
             filled = weights > 0
             logits = torch.where(filled, torch.log(weights.clamp_min(_TINY)), torch.full_like(weights, _EMPTY_SLOT_LOGIT))
@@ -141,6 +186,8 @@ class LexicalTranslationHead(nn.Module):
             else:
                 self._buffers[name] = fresh
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        if not self.dense:
+            self.has_uniform_rows = bool(self.lexicon_uniform_rows.any())
 
     # -- eq. 9 ------------------------------------------------------------------------------------------------
     def lexicon_rows(self, src_tokens: Tensor) -> Tuple[Tensor, Tensor]:
@@ -152,17 +199,24 @@ class LexicalTranslationHead(nn.Module):
         weights = torch.softmax(logits, dim=-1) * self.lexicon_slot_mask[src_tokens]
         return targets, weights
 
-    def lexical_probs(self, attn: Tensor, src_tokens: Tensor) -> Tensor:
-        """p_lex (B, T, V_y) in fp32 from attention (B, T, S) over source tokens (B, S)."""
+    def lexical_mass(self, attn: Tensor, src_tokens: Tensor) -> Tuple[Tensor, Tensor]:
+        """Eq. 9 before summation: mass alpha_tj L[x_j, w] (B, T, S*k) and its target ids w (B, T, S*k)."""
         attn = attn.float()
         bsz, tgt_len, src_len = attn.shape
-        if self.dense:
-            rows = torch.softmax(self.lexicon_logits.float(), dim=-1)[src_tokens]  # (B, S, V)
-            return torch.bmm(attn, rows)
         targets, weights = self.lexicon_rows(src_tokens)
         k = targets.size(-1)
         mass = (attn.unsqueeze(-1) * weights.unsqueeze(1)).reshape(bsz, tgt_len, src_len * k)
         index = targets.reshape(bsz, 1, src_len * k).expand(bsz, tgt_len, src_len * k)
+        return mass, index
+
+    def lexical_probs(self, attn: Tensor, src_tokens: Tensor) -> Tensor:
+        """p_lex (B, T, V_y) in fp32 from attention (B, T, S) over source tokens (B, S)."""
+        attn = attn.float()
+        bsz, tgt_len, _ = attn.shape
+        if self.dense:
+            rows = torch.softmax(self.lexicon_logits.float(), dim=-1)[src_tokens]  # (B, S, V)
+            return torch.bmm(attn, rows)
+        mass, index = self.lexical_mass(attn, src_tokens)
         p_lex = attn.new_zeros(bsz, tgt_len, self.num_target).scatter_add_(2, index, mass)
         uniform = self.lexicon_uniform_rows[src_tokens]
         if uniform.any():
@@ -179,8 +233,11 @@ class LexicalTranslationHead(nn.Module):
     ) -> Tuple[Tensor, Tensor]:
         """Return (log p(y_t = w) in fp32, p_gate (B, T))."""
         gate_logit = self.gate_logit(gate_features)
-        p_lex = self.lexical_probs(attn, src_tokens)
-        log_probs = lexical_mixture_log_probs(write_logits, gate_logit, p_lex)
+        if self.dense or self.has_uniform_rows:
+            log_probs = lexical_mixture_log_probs(write_logits, gate_logit, self.lexical_probs(attn, src_tokens))
+        else:
+            mass, index = self.lexical_mass(attn, src_tokens)
+            log_probs = _SparseLexicalMixture.apply(write_logits, gate_logit, mass, index)
         return log_probs, torch.sigmoid(gate_logit.float())
 
     def extra_repr(self) -> str:

@@ -1,0 +1,242 @@
+"""Side-by-side training benchmarks: a plugin model against the stock fairseq model of the same sizes, on the same
+synthetic batches, in one process (tools/bench.py is the command line).
+
+Throughput is target tokens per second of full training steps (forward, loss, backward, Adam), the two models
+interleaved step by step so that machine noise hits both alike. Memory is measured without a GPU allocator:
+``activation`` is the bytes of distinct tensors autograd saves for the backward pass during one step (what grows
+with the batch; parameters excluded), ``static`` is parameters + gradients + Adam's two moments. On a CUDA device
+the peak of ``torch.cuda.max_memory_allocated`` is reported as well.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Sequence
+
+import numpy as np
+import torch
+
+
+@dataclass
+class BenchResult:
+    name: str
+    tokens_per_s: float
+    activation_mb: float
+    static_mb: float
+    cuda_peak_mb: float | None = None
+
+
+class _Task:
+    """The two dictionaries are all that build_model needs from a task."""
+
+    def __init__(self, src_dict, tgt_dict):
+        self.source_dictionary, self.target_dictionary = src_dict, tgt_dict
+
+
+def synthetic_dictionary(size: int, prefix: str):
+    from fairseq.data import Dictionary
+
+    d = Dictionary()
+    for i in range(size - d.nspecial):
+        d.add_symbol(f"{prefix}{i}")
+    return d
+
+
+def zipf_tokens(rng, n_rows, length, vocab_size, nspecial=4):
+    ranks = np.arange(1, vocab_size - nspecial + 1)
+    p = 1.0 / ranks
+    p /= p.sum()
+    return rng.choice(np.arange(nspecial, vocab_size), size=(n_rows, length), p=p)
+
+
+def synthetic_batches(src_dict, tgt_dict, n_batches, batch_size, src_len, tgt_len, seed=0):
+    rng = np.random.default_rng(seed)
+    eos = tgt_dict.eos()
+    batches = []
+    for _ in range(n_batches):
+        src = torch.from_numpy(zipf_tokens(rng, batch_size, src_len, len(src_dict)))
+        src[:, -1] = src_dict.eos()
+        tgt = torch.from_numpy(zipf_tokens(rng, batch_size, tgt_len, len(tgt_dict)))
+        tgt[:, -1] = eos
+        prev = torch.cat([tgt.new_full((batch_size, 1), eos), tgt[:, :-1]], 1)
+        batches.append(
+            {
+                "net_input": {
+                    "src_tokens": src,
+                    "src_lengths": torch.full((batch_size,), src_len),
+                    "prev_output_tokens": prev,
+                },
+                "target": tgt,
+                "ntokens": tgt.numel(),
+            }
+        )
+    return batches
+
+
+def build_fairseq_model(arch_args: Sequence[str], task):
+    from fairseq import options
+
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(parser, ["unused-data-dir", *arch_args])
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    return ARCH_MODEL_REGISTRY[args.arch].build_model(args, task)
+
+
+def _loss(model, batch):
+    """The loss each model is trained with: fairseq's cross_entropy for stock models, lexical_cross_entropy
+    for the plugin's (same value for a plain softmax; the plugin's also logs p_gate)."""
+    loss, _, _ = model.bench_criterion(model, batch)
+    return loss
+
+
+def activation_bytes(model, batch) -> int:
+    """Bytes of the distinct non-parameter tensors autograd saves during one forward pass."""
+    param_ptrs = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    seen: Dict[int, int] = {}
+
+    def pack(t):
+        storage = t.untyped_storage()
+        ptr = storage.data_ptr()
+        if ptr not in param_ptrs:
+            seen[ptr] = max(seen.get(ptr, 0), storage.nbytes())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = _loss(model, batch)
+    loss.backward()
+    model.zero_grad(set_to_none=True)
+    return sum(seen.values())
+
+
+def static_bytes(model) -> int:
+    n = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+    frozen = sum(b.numel() * b.element_size() for b in model.buffers())
+    return 4 * n + frozen  # weights, gradients, Adam's exp_avg and exp_avg_sq; buffers once
+
+
+def attach_criterion(model, task, plugin: bool):
+    from fairseq.criterions.cross_entropy import CrossEntropyCriterion
+
+    from .criterions.lexical_cross_entropy import LexicalCrossEntropyCriterion
+
+    model.bench_criterion = LexicalCrossEntropyCriterion(task) if plugin else CrossEntropyCriterion(task, False)
+    return model
+
+
+def compare_training(
+    models: Dict[str, torch.nn.Module],
+    batches: List[dict],
+    steps: int,
+    warmup: int = 2,
+    device: str = "cpu",
+    progress: Callable[[str], None] = print,
+) -> List[BenchResult]:
+    """Train each model on the same batches, interleaved step by step; return one result per model."""
+    optimizers, elapsed, tokens = {}, {}, {}
+    for name, model in models.items():
+        model.to(device).train()
+        optimizers[name] = torch.optim.Adam(model.parameters(), lr=1e-4)
+        elapsed[name], tokens[name] = 0.0, 0
+    batches = [_to(b, device) for b in batches]
+    for step in range(warmup + steps):
+        batch = batches[step % len(batches)]
+        for name, model in models.items():
+            _sync(device)
+            start = time.perf_counter()
+            loss = _loss(model, batch)
+            loss.backward()
+            optimizers[name].step()
+            optimizers[name].zero_grad(set_to_none=True)
+            _sync(device)
+            if step >= warmup:
+                elapsed[name] += time.perf_counter() - start
+                tokens[name] += batch["ntokens"]
+        if step >= warmup:
+            progress(f"step {step - warmup + 1}/{steps}: " + ", ".join(
+                f"{n} {tokens[n] / elapsed[n]:.0f} tok/s" for n in models))
+    results = []
+    for name, model in models.items():
+        cuda_peak = None
+        if device.startswith("cuda"):
+            torch.cuda.reset_peak_memory_stats()
+            _loss(model, batches[0]).backward()
+            cuda_peak = torch.cuda.max_memory_allocated() / 2**20
+            model.zero_grad(set_to_none=True)
+        results.append(
+            BenchResult(
+                name,
+                tokens[name] / elapsed[name],
+                activation_bytes(model, batches[0]) / 2**20,
+                static_bytes(model) / 2**20,
+                cuda_peak,
+            )
+        )
+    return results
+
+
+def _to(batch, device):
+    if device == "cpu":
+        return batch
+    return {k: (_to(v, device) if isinstance(v, dict) else v.to(device) if torch.is_tensor(v) else v)
+            for k, v in batch.items()}
+
+
+def _sync(device):
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def format_results(results: List[BenchResult], baseline: str) -> str:
+    base = next(r for r in results if r.name == baseline)
+    lines = [f"{'model':<28}{'tokens/s':>10}{'ratio':>8}{'activ. MB':>11}{'ratio':>8}{'static MB':>11}"
+             + (f"{'cuda peak MB':>14}{'ratio':>8}" if base.cuda_peak_mb is not None else "")]
+    for r in results:
+        line = (f"{r.name:<28}{r.tokens_per_s:>10.0f}{r.tokens_per_s / base.tokens_per_s:>8.2f}"
+                f"{r.activation_mb:>11.1f}{r.activation_mb / base.activation_mb:>8.2f}{r.static_mb:>11.1f}")
+        if r.cuda_peak_mb is not None:
+            line += f"{r.cuda_peak_mb:>14.1f}{r.cuda_peak_mb / base.cuda_peak_mb:>8.2f}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def lstm_size_args(hidden: int, layers: int) -> List[str]:
+    return [
+        "--encoder-layers", str(layers), "--decoder-layers", str(layers),
+        "--encoder-embed-dim", str(hidden), "--decoder-embed-dim", str(hidden),
+        "--encoder-hidden-size", str(hidden), "--decoder-hidden-size", str(hidden),
+        "--decoder-out-embed-dim", str(hidden), "--dropout", "0.1",
+    ]
+
+
+def bench_lstm(opts: argparse.Namespace, progress=print) -> str:
+    """lex_lstm (lexicon of top-k entries per source word) against fairseq's lstm of the same sizes."""
+    import fairseq_lexical  # noqa: F401  (registers lex_lstm)
+    from fairseq_lexical.lexicon import build_lexicon_table  # noqa: F401
+    import os
+    import tempfile
+
+    torch.manual_seed(opts.seed)
+    src_dict = synthetic_dictionary(opts.vocab, "s")
+    tgt_dict = synthetic_dictionary(opts.vocab, "t")
+    task = _Task(src_dict, tgt_dict)
+    rng = np.random.default_rng(opts.seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        lexicon = os.path.join(tmp, "lexicon.tsv")
+        with open(lexicon, "w") as f:  # every source word gets k random targets with random scores
+            for i in range(len(src_dict) - src_dict.nspecial):
+                for j in rng.choice(len(tgt_dict) - 4, size=opts.top_k, replace=False):
+                    f.write(f"s{i}\tt{j}\t{rng.random() + 0.01:.4f}\n")
+        size = lstm_size_args(opts.hidden, opts.layers)
+        lex_args = ["--lexicon", lexicon, "--lexicon-temperature", "1" if opts.top_k > 1 else "0",
+                    "--lexicon-top-k", str(opts.top_k)]
+        models = {
+            "lstm (fairseq)": attach_criterion(build_fairseq_model(["--arch", "lstm", *size], task), task, False),
+            f"lex_lstm (top-{opts.top_k})": attach_criterion(
+                build_fairseq_model(["--arch", "lex_lstm", *size, *lex_args], task), task, True
+            ),
+        }
+    batches = synthetic_batches(src_dict, tgt_dict, 4, opts.batch_size, opts.src_len, opts.tgt_len, opts.seed)
+    results = compare_training(models, batches, opts.steps, opts.warmup, opts.device, progress)
+    return format_results(results, baseline="lstm (fairseq)")
