@@ -2,7 +2,8 @@
 synthetic batches, in one process (tools/bench.py is the command line).
 
 Throughput is target tokens per second of full training steps (forward, loss, backward, Adam), the two models
-interleaved step by step so that machine noise hits both alike. Memory is measured without a GPU allocator:
+interleaved step by step (alternating which goes first) so that machine noise hits both alike. Memory is
+measured without a GPU allocator:
 ``activation`` is the bytes of distinct tensors autograd saves for the backward pass during one step (what grows
 with the batch; parameters excluded), ``static`` is parameters + gradients + Adam's two moments. On a CUDA device
 the peak of ``torch.cuda.max_memory_allocated`` is reported as well.
@@ -142,7 +143,9 @@ def compare_training(
     batches = [_to(b, device) for b in batches]
     for step in range(warmup + steps):
         batch = batches[step % len(batches)]
-        for name, model in models.items():
+        # Alternate which model goes first, so that neither always runs in the other's wake (caches, allocator).
+        order = list(models.items()) if step % 2 == 0 else list(models.items())[::-1]
+        for name, model in order:
             _sync(device)
             start = time.perf_counter()
             loss = _loss(model, batch)

@@ -69,3 +69,19 @@ def test_interactive_from_the_checkpoint_alone(toy_data, trained):
         "--source-lang", "src", "--target-lang", "tgt", "--beam", "5", input="a1 and a2\na3 twice\n",
     )
     assert len([line for line in proc.stdout.splitlines() if line.startswith("H-")]) == 2
+
+
+def test_installed_package_registers_everything_without_user_dir(tmp_path):
+    """`pip install` users import the package (no --user-dir): the same registrations happen."""
+    import subprocess
+    import sys
+
+    code = (
+        "import fairseq_lexical, os; from fairseq.models import ARCH_MODEL_REGISTRY;"
+        "from fairseq.criterions import CRITERION_REGISTRY;"
+        "assert {'lex_lstm', 'lex_lstm_small', 'lstm_plain', 'lstm_plain_small'} <= set(ARCH_MODEL_REGISTRY);"
+        "assert 'lexical_cross_entropy' in CRITERION_REGISTRY; print(os.path.dirname(fairseq_lexical.__file__))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().endswith("fairseq_lexical")

@@ -58,6 +58,7 @@ train_and_score() {  # $1 = name, $2 = seed, rest = model options
     --warmup-updates 89 --clip-norm 0.5 --batch-size 5 --required-batch-size-multiple 1 \
     --max-update "$MAX_UPDATE" --write-dropout 0.5 --disable-validation --save-dir "$out" \
     --no-epoch-checkpoints --save-interval 100000 --seed "$seed" --log-format simple --log-interval 100 \
+    --num-workers 0 \
     > "$out/train.log" 2>&1 || { tail -20 "$out/train.log" >&2; return 1; }
   fairseq-generate "$WORK/bin" --user-dir "$ROOT/fairseq_lexical" --path "$out/checkpoint_last.pt" \
     --gen-subset test --beam 5 --batch-size 32 > "$out/generate.txt" 2> "$out/generate.log" \

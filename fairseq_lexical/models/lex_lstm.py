@@ -81,9 +81,8 @@ class LexLSTMDecoder(LSTMDecoder):
         return log_probs, extra
 
     def gate_features(self, prev_output_tokens, incremental_state, encoder_out, hidden, attn, output):
-        """The gate's input, per `--gate-features`: h_t alone is eq. 6; the default adds the context vector c_t
-        (eq. 4) and the input embedding, as pointer-generator networks do, so that the gate can see *what* is
-        attended (a word with a lexicon entry or not) and not only the decoder's state."""
+        """The gate's input, per `--gate-features`: h_t alone is eq. 6 (the default); `context` adds c_t (eq. 4)
+        and `input` the embedding of y_t-1, as pointer-generator networks do (See et al. 2017)."""
         parts = []
         for name in self.gate_feature_names:
             if name == "hidden":
@@ -112,8 +111,7 @@ class LexLSTMModel(LSTMModel):
         add_lexicon_args(parser)
         parser.add_argument("--gate-features", metavar="LIST",
                             help="comma-separated inputs of the gate p_gate: hidden (h_t, eq. 6), context (c_t), "
-                                 "input (embedding of y_t-1), output (the attentional output); "
-                                 "default hidden,context,input")
+                                 "input (embedding of y_t-1), output (the attentional output); default hidden")
         parser.add_argument("--write-dropout", type=float, metavar="D",
                             help="dropout on the features of p_write's projection (the paper's extra 0.5 "
                                  "for SCAN and Colors)")
@@ -152,7 +150,7 @@ def lex_lstm_base(args):
     args.decoder_embed_dim = getattr(args, "decoder_embed_dim", 512)
     args.decoder_out_embed_dim = getattr(args, "decoder_out_embed_dim", args.decoder_embed_dim)
     args.write_dropout = getattr(args, "write_dropout", 0.0)
-    args.gate_features = getattr(args, "gate_features", "hidden,context,input")
+    args.gate_features = getattr(args, "gate_features", "hidden")
     args.lexicon = getattr(args, "lexicon", None)
     lexicon_arch_defaults(args)
     lstm_base_architecture(args)

@@ -4,6 +4,7 @@ Shared by every model with a lexical head, so `--lexicon` means the same thing e
 """
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 
@@ -40,13 +41,7 @@ def add_lexicon_args(parser):
                              "trainable uniform lexicon)")
     # Set by the plugin itself once L has been built: a model rebuilt from a checkpoint's arguments then takes
     # L from the checkpoint's state instead of re-reading the file (fairseq-generate needs no lexicon file).
-    parser.add_argument("--lexicon-stored-in-checkpoint", action="store_true", help=argparse_suppress())
-
-
-def argparse_suppress():
-    import argparse
-
-    return argparse.SUPPRESS
+    parser.add_argument("--lexicon-stored-in-checkpoint", action="store_true", help=argparse.SUPPRESS)
 
 
 def lexicon_arch_defaults(args):
