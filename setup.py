@@ -19,9 +19,16 @@ setup(
         # The fork of fairseq 0.12 that imports on Python 3.11. Never plain fairseq (0.12.2 breaks there).
         "fairseq-fixed==0.12.3.1",
         "numpy",
+        "scipy",
+        # The lexicon learners' kernels (EM, Metropolis-Hastings); they run without it, slowly.
+        "numba==0.68.1",
         "sacrebleu>=2.3",
         "tqdm",
         "matplotlib",
     ],
-    extras_require={"test": ["pytest", "hypothesis"]},
+    extras_require={
+        "test": ["pytest", "hypothesis"],
+        # fast_align itself, as the reference aligner of `tools/build_lexicon.py --aligner fast_align`.
+        "fast_align": ["systran-align==3.5.0"],
+    },
 )

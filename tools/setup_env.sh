@@ -24,7 +24,8 @@ FAIRSEQ_DIST="fairseq-fixed==0.12.3.1"
 FAIRSEQ_DEPS=(cffi cython "hydra-core==1.3.2" "omegaconf==2.3.0" numpy regex sacrebleu tqdm bitarray scikit-learn packaging)
 # The plugin's own requirements (setup.py's install_requires and the test extra), installed here because the
 # package itself goes in with --no-deps (fairseq-fixed's metadata would pull torchaudio back in).
-PROJECT_DEPS=(matplotlib scipy "sacrebleu>=2.3" tqdm pytest hypothesis)
+# numba compiles the lexicon learners' EM and sampling kernels; systran-align wraps fast_align (the reference aligner).
+PROJECT_DEPS=(matplotlib scipy "numba==0.68.1" "systran-align==3.5.0" "sacrebleu>=2.3" tqdm pytest hypothesis)
 WHEEL_CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/fairseq_lexical/wheels"
 
 
