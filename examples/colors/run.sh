@@ -15,7 +15,7 @@ ROOT="$(cd "$HERE/../.." && pwd)"
 SEEDS=1
 DATA="$HERE/data"
 WORK="${TMPDIR:-/tmp}/fairseq_lexical_colors"
-LEXICON="$HERE/lexicon.simple.tsv"
+LEXICON=""  # default: learned from the training set with the Simple rule (tools/build_lexicon.py)
 MAX_UPDATE=560
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -28,7 +28,7 @@ while [[ $# -gt 0 ]]; do
     *) echo "run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
-for f in "$DATA/train.tsv" "$DATA/test.tsv" "$LEXICON"; do
+for f in "$DATA/train.tsv" "$DATA/test.tsv" ${LEXICON:+"$LEXICON"}; do
   [[ -f "$f" ]] || { echo "run.sh: $f not found" >&2; exit 2; }
 done
 
@@ -45,6 +45,12 @@ data, work = sys.argv[1:]
 for split in ("train", "test"):
     write_parallel(f"{work}/{split}", read_tsv_pairs(f"{data}/{split}.tsv"))
 PY
+if [[ -z "$LEXICON" ]]; then
+  LEXICON="$WORK/lexicon.simple.tsv"
+  python "$ROOT/tools/build_lexicon.py" --method simple --tsv "$DATA/train.tsv" -o "$LEXICON" > "$WORK/lexicon.log" 2>&1 \
+    || { cat "$WORK/lexicon.log" >&2; exit 1; }
+  echo "== lexicon (Simple rule, section 4.2): $(grep -vc '^#' "$LEXICON") entries in $LEXICON"
+fi
 rm -rf "$WORK/bin"
 fairseq-preprocess --source-lang src --target-lang tgt --trainpref "$WORK/train" --validpref "$WORK/train" \
   --testpref "$WORK/test" --destdir "$WORK/bin" --workers 1 > "$WORK/preprocess.log" 2>&1
