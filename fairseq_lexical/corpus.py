@@ -27,6 +27,14 @@ def _read_lines(path: str) -> List[str]:
     return lines
 
 
+def checked_pair(path: str, lineno: int, src: str, tgt: str) -> Pair:
+    """Whitespace-normalise one pair; an empty side is an error naming the file and line."""
+    src, tgt = " ".join(src.split()), " ".join(tgt.split())
+    if not src or not tgt:
+        raise CorpusError(path, f"empty {'source' if not src else 'target'} side", lineno)
+    return src, tgt
+
+
 def read_tsv_pairs(path: str) -> List[Pair]:
     """Pairs from a ``source<TAB>target`` file; surrounding whitespace is stripped, tokens are space-separated.
 
@@ -37,12 +45,9 @@ def read_tsv_pairs(path: str) -> List[Pair]:
         fields = line.split("\t")
         if len(fields) < 2:
             raise CorpusError(path, "expected source<TAB>target, found no tab", lineno)
-        src, tgt = " ".join(fields[0].split()), " ".join(fields[1].split())
         if len(fields) > 2 and any(f.strip() for f in fields[2:]):
             raise CorpusError(path, f"expected 2 tab-separated fields, found {len(fields)}", lineno)
-        if not src or not tgt:
-            raise CorpusError(path, f"empty {'source' if not src else 'target'} side", lineno)
-        pairs.append((src, tgt))
+        pairs.append(checked_pair(path, lineno, fields[0], fields[1]))
     if not pairs:
         raise CorpusError(path, "empty corpus")
     return pairs

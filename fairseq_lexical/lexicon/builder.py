@@ -264,7 +264,7 @@ def read_pairs(path: str, tgt_path: Optional[str] = None, fmt: str = "tsv", colu
 
     Errors name the file and line (corpus.CorpusError).
     """
-    from ..corpus import CorpusError, _read_lines, read_parallel_pairs, read_tsv_pairs
+    from ..corpus import CorpusError, _read_lines, checked_pair, read_parallel_pairs, read_tsv_pairs
 
     if tgt_path is not None:
         return read_parallel_pairs(path, tgt_path)
@@ -285,10 +285,7 @@ def read_pairs(path: str, tgt_path: Optional[str] = None, fmt: str = "tsv", colu
             if len(fields) <= max(columns):
                 raise CorpusError(path, f"expected at least {max(columns) + 1} tab-separated fields, found {len(fields)}", lineno)
             src, tgt = fields[columns[0]], fields[columns[1]]
-        src, tgt = " ".join(src.split()), " ".join(tgt.split())
-        if not src or not tgt:
-            raise CorpusError(path, f"empty {'source' if not src else 'target'} side", lineno)
-        pairs.append((src, tgt))
+        pairs.append(checked_pair(path, lineno, src, tgt))
     if not pairs:
         raise CorpusError(path, "empty corpus")
     return pairs
