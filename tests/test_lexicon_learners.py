@@ -290,6 +290,72 @@ def test_top_k_and_min_count():
     assert mc == {"a": {"A": pytest.approx(full["a"]["A"])}, "b": {"B": pytest.approx(full["b"]["B"])}}
 
 
+def _python_encode(sentences):
+    """Reference encoding: str.split() per sentence, ids in first-occurrence order."""
+    vocab, ids, lengths = {}, [], []
+    for s in sentences:
+        toks = s.split()
+        lengths.append(len(toks))
+        ids.extend(vocab.setdefault(t, len(vocab)) for t in toks)
+    return list(vocab), ids, np.r_[0, np.cumsum(lengths)]
+
+
+@pytest.mark.parametrize("case", ["ascii", "unicode", "growth", "unnormalised", "newline_inside", "nbsp",
+                                  "empty_sentence", "trailing_space", "file_separator"])
+def test_encode_side_fast_path_matches_str_split(case):
+    from fairseq_lexical.lexicon.counts import _encode_side_compiled, encode_side
+
+    rng = np.random.default_rng(0)
+    if case == "ascii":
+        sents = ["a b a", "c", "b c d a"]
+    elif case == "unicode":
+        sents = ["我 爱 你", "你 好 吗 我", "é è e ﬁ ﬁ"]
+    elif case == "growth":  # more types than the initial hash table holds: exercises rehashing
+        sents = [" ".join(f"w{x}" for x in rng.integers(0, 100_000, size=30)) for _ in range(3000)]
+    elif case == "unnormalised":  # double spaces and tabs: the Python path must take over, same answer
+        sents = ["a  b\tc", " d e ", "a"]
+    elif case == "newline_inside":
+        sents = ["a\nb", "c d"]
+    elif case == "nbsp":  # U+3000 and U+00A0 are whitespace to str.split()
+        sents = ["a\u3000b c", "d\xa0e"]
+    elif case == "empty_sentence":
+        sents = ["a", "", "b"]
+    elif case == "trailing_space":
+        sents = ["a", "b "]
+    else:  # U+001C is whitespace to str.split()
+        sents = ["a\x1cb", "c"]
+    # the compiled fast path is taken exactly for the normalised inputs
+    fast = _encode_side_compiled(sents)
+    assert (fast is not None) == (case in ("ascii", "unicode", "growth"))
+    side = encode_side(sents)
+    vocab, ids, offsets = _python_encode(sents)
+    assert side.vocab == vocab
+    assert side.ids.tolist() == ids
+    assert side.offsets.tolist() == offsets.tolist()
+
+
+def test_select_entries_matches_sort_reference():
+    import scipy.sparse as sp
+
+    from fairseq_lexical.lexicon.builder import _select_entries
+
+    rng = np.random.default_rng(1)
+    dense = rng.integers(0, 4, size=(40, 30)) * (rng.random((40, 30)) < 0.5)  # many ties, empty rows
+    counts = sp.csr_matrix(dense)
+    counts.sort_indices()
+    scores = counts.data.astype(np.float64)
+    for k, min_count in [(1, 1), (3, 1), (3, 2), (0, 2), (50, 1)]:
+        rows, pos, below = _select_entries(counts.indptr, counts.indices, scores, counts.data, float(min_count), k)
+        want = []
+        for r in range(counts.shape[0]):
+            lo, hi = counts.indptr[r], counts.indptr[r + 1]
+            cand = [p for p in range(lo, hi) if counts.data[p] >= min_count]
+            cand.sort(key=lambda p: (-scores[p], counts.indices[p]))  # higher score, then lower target id
+            want += [(r, p) for p in sorted(cand[:k] if k > 0 else cand)]
+        assert list(zip(rows.tolist(), pos.tolist())) == want
+        assert below == int((counts.data < min_count).sum())
+
+
 def test_link_precision_recall():
     res = link_precision_recall([[(0, 0), (1, 1)], [(0, 0)]], [[(0, 0)], [(0, 0), (0, 1)]])
     assert res["precision"] == pytest.approx(2 / 3) and res["recall"] == pytest.approx(2 / 3)

@@ -21,7 +21,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import scipy.sparse as sp
 
-from .counts import Cooccurrence, EncodedCorpus, cooccurrence, encode_pairs, link_counts
+from .counts import Cooccurrence, EncodedCorpus, cooccurrence, encode_pairs, link_counts, njit
 from .fallback import mutual_exclusivity_fallback
 
 Entry = Tuple[str, str, float]
@@ -41,21 +41,51 @@ def _fmt(x) -> str:
     return f"{x:.6g}" if isinstance(x, float) else str(x)
 
 
-def _top_k(rows: np.ndarray, cols: np.ndarray, scores: np.ndarray, k: int):
-    """Keep each row's k highest scores (ties: lower target id first); input sorted by row."""
-    n = len(rows)
-    if n == 0:
-        return rows, cols, scores
-    bounds = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1], True])
-    keep = np.ones(n, dtype=bool)
-    lengths = np.diff(bounds)
-    for b in np.flatnonzero(lengths > k):
-        lo, hi = bounds[b], bounds[b + 1]
-        seg = scores[lo:hi]
-        order = np.lexsort((cols[lo:hi], -seg))
-        drop = order[k:]
-        keep[lo + drop] = False
-    return rows[keep], cols[keep], scores[keep]
+@njit
+def _select_entries(indptr, indices, scores, counts, min_count, k):
+    """Positions of the CSR entries kept: count >= min_count, then each row's k highest scores (k <= 0: all).
+
+    Ties go to the lower target id (a row's indices are sorted, and only a strictly higher score displaces a
+    kept entry). One pass with a k-slot insertion buffer per row: O(nnz + insertions * k), no full-size sort.
+    Returns (rows, positions) in row-major order and the number of entries dropped by min_count."""
+    n_rows = len(indptr) - 1
+    kk = k if k > 0 else 1
+    out_rows = np.empty(len(indices) if k <= 0 else min(len(indices), n_rows * k), dtype=np.int32)
+    out_pos = np.empty(len(out_rows), dtype=np.int64)
+    best_s = np.empty(kk, dtype=np.float64)
+    best_p = np.empty(kk, dtype=np.int64)
+    n_out = 0
+    below_min = 0
+    for r in range(n_rows):
+        m = 0
+        for p in range(indptr[r], indptr[r + 1]):
+            if counts[p] < min_count:
+                below_min += 1
+                continue
+            if k <= 0:
+                out_rows[n_out] = r
+                out_pos[n_out] = p
+                n_out += 1
+                continue
+            s = scores[p]
+            if m == k and s <= best_s[m - 1]:
+                continue
+            q = m if m < k else k - 1  # slot to fill, then bubble up past strictly lower scores
+            while q > 0 and best_s[q - 1] < s:
+                best_s[q] = best_s[q - 1]
+                best_p[q] = best_p[q - 1]
+                q -= 1
+            best_s[q] = s
+            best_p[q] = p
+            if m < k:
+                m += 1
+        if k > 0 and m > 0:
+            kept = np.sort(best_p[:m])
+            for q in range(m):
+                out_rows[n_out] = r
+                out_pos[n_out] = kept[q]
+                n_out += 1
+    return out_rows[:n_out], out_pos[:n_out], below_min
 
 
 def _normalise_rows(rows: np.ndarray, scores: np.ndarray, temperature: float) -> np.ndarray:
@@ -206,25 +236,22 @@ def build_lexicon(
     scores.sort_indices()
     if same:
         filter_counts = scores
-    rows = np.repeat(np.arange(scores.shape[0], dtype=np.int32), np.diff(scores.indptr))
-    cols = scores.indices
-    vals = scores.data.astype(np.float64, copy=False)
-    n_method = len(vals)
-    if min_count > 1 and filter_counts is not None:
-        if filter_counts is scores:  # the scores are the counts (simple, ibm*, alignments)
-            cnt = vals
-        else:  # pmi: same sparsity pattern as the co-occurrence counts
-            fc = filter_counts.tocsr()
-            fc.sort_indices()
-            assert np.array_equal(fc.indptr, scores.indptr) and np.array_equal(fc.indices, scores.indices)
-            cnt = fc.data
-        keep = cnt >= min_count
-        rows, cols, vals = rows[keep], cols[keep], vals[keep]
-    stats["skipped_min_count"] = n_method - len(vals)
-    n_before_topk = len(vals)
-    if top_k is not None:
-        rows, cols, vals = _top_k(rows, cols, vals, top_k)
-    stats["skipped_top_k"] = n_before_topk - len(vals)
+    vals_all = scores.data.astype(np.float64, copy=False)
+    if filter_counts is None or min_count <= 1:
+        cnt = vals_all
+        min_count_applied = -np.inf  # nothing to filter (bayes already restricted its candidates)
+    elif filter_counts is scores:  # the scores are the counts (simple, ibm*, alignments)
+        cnt, min_count_applied = vals_all, float(min_count)
+    else:  # pmi: same sparsity pattern as the co-occurrence counts
+        fc = filter_counts.tocsr()
+        fc.sort_indices()
+        assert np.array_equal(fc.indptr, scores.indptr) and np.array_equal(fc.indices, scores.indices)
+        cnt, min_count_applied = fc.data, float(min_count)
+    rows, pos, below_min = _select_entries(scores.indptr, scores.indices, vals_all, cnt, min_count_applied,
+                                           top_k or 0)
+    cols, vals = scores.indices[pos], vals_all[pos]
+    stats["skipped_min_count"] = int(below_min)
+    stats["skipped_top_k"] = len(vals_all) - int(below_min) - len(vals)
     sv, tv = corpus.src.vocab, corpus.tgt.vocab
     entries: List[Entry] = [(sv[r], tv[c], s) for r, c, s in zip(rows.tolist(), cols.tolist(), vals.tolist())]
     stats["entries_learned"] = len(entries)
