@@ -1,10 +1,28 @@
 #!/usr/bin/env python
 """Score fairseq-generate output.
 
-    python tools/score.py GENERATE_OUTPUT [--reference FILE] [--json]
+    python tools/score.py GENERATE_OUTPUT [--reference FILE] [--hypotheses H|D]
+        [--metrics em,bleu,chrf,thrush | all] [--bleu] [--chrf] [--thrush] [--tokenize none|13a|zh|char]
+        [--train-source FILE | --train-tsv FILE] [--test-source FILE]
+        [--categories TSV] [--cogs-table3] [--json]
 
-Exact-match accuracy against the T lines of the output, or against --reference (one target per line, in sample
-id order). A hypothesis count that differs from the reference is an error.
+Reads every hypothesis (H lines, or D lines with --hypotheses D) in sample id order, and scores it against the
+T lines of the output or against --reference (one target per line, in sample id order). Missing or repeated
+sample ids, and any count that differs from the number of hypotheses, are errors (exit status 2).
+
+Metrics (definitions in docs/metrics.md):
+  em        exact match (always computed): the fraction of hypotheses whose tokens equal the reference's
+  bleu      corpus BLEU (sacrebleu, 0-100) with --tokenize (default none: the text's own whitespace tokens)
+  chrf      corpus chrF (sacrebleu, 0-100; character n-grams, --tokenize does not apply)
+  thrush    mean per-sentence precision, recall and token accuracy (Thrush 2020, Table 1)
+--metrics takes a comma-separated list (or "all"); --bleu, --chrf and --thrush add one metric each.
+
+--train-source (one tokenised sentence per line) or --train-tsv (first column) adds the 1-shot subset: the test
+sentences whose source has a word seen exactly once in the training sources (Akyurek & Andreas 2021, Table 4);
+the same metrics are reported on it, with its size. Test sources come from the S lines or --test-source.
+--categories TSV (third column = category, line i = sample i, e.g. COGS gen.tsv) adds exact match per category;
+--cogs-table3 also groups the COGS categories into the rows of Akyurek & Andreas (2021), Table 3.
+--json prints one JSON object instead of the table.
 """
 import argparse
 import json
@@ -13,34 +31,98 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from fairseq_lexical.metrics import GenerateOutputError, exact_match, read_generate_output  # noqa: E402
+from fairseq_lexical.metrics import (  # noqa: E402
+    BLEU_TOKENIZERS,
+    GenerateOutputError,
+    format_table,
+    parse_generate_output,
+    parse_metrics,
+    read_categories,
+    read_lines,
+    read_test_sources,
+    read_train_sources,
+    score,
+)
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="score.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("generate_output", help="fairseq-generate (or fairseq-interactive) output")
+    parser.add_argument("--reference", help="reference targets, one per line (default: the T lines)")
+    parser.add_argument("--hypotheses", choices=("H", "D"), default="H",
+                        help="score the H lines (tokens, default) or the D lines (detokenised)")
+    parser.add_argument("--metrics", default="em", help="comma-separated: em,bleu,chrf,thrush or all (default em)")
+    parser.add_argument("--bleu", action="store_true", help="add BLEU (same as --metrics ...,bleu)")
+    parser.add_argument("--chrf", action="store_true", help="add chrF")
+    parser.add_argument("--thrush", action="store_true", help="add Thrush's precision, recall, token accuracy")
+    parser.add_argument("--tokenize", choices=BLEU_TOKENIZERS, default="none",
+                        help="sacrebleu tokenizer for BLEU (default none: split on whitespace only)")
+    train = parser.add_mutually_exclusive_group()
+    train.add_argument("--train-source", help="training sources, one tokenised sentence per line (1-shot subset)")
+    train.add_argument("--train-tsv", help="training TSV whose first column is the source (1-shot subset)")
+    parser.add_argument("--test-source", help="test sources, one per line (default: the S lines)")
+    parser.add_argument("--categories", help="TSV whose third column is the category of sample i (COGS gen.tsv)")
+    parser.add_argument("--cogs-table3", action="store_true",
+                        help="with --categories: also the rows of Akyurek & Andreas (2021), Table 3")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    return parser
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("generate_output")
-    parser.add_argument("--reference", help="reference targets, one per line (default: the T lines)")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        metrics = parse_metrics(",".join([args.metrics] + [m for m in ("bleu", "chrf", "thrush") if getattr(args, m)]))
+    except ValueError as e:
+        parser.error(str(e))
+    if args.cogs_table3 and not args.categories:
+        parser.error("--cogs-table3 needs --categories")
+    if args.test_source and not (args.train_source or args.train_tsv):
+        parser.error("--test-source is only used for the 1-shot subset: give --train-source or --train-tsv")
+    warnings = []
+    try:
         if args.reference:
-            with open(args.reference, encoding="utf-8") as f:
-                refs = [line.rstrip("\n") for line in f]
-            hyps, _ = read_generate_output(args.generate_output, expected=len(refs))
+            refs = read_lines(args.reference)
+            out = parse_generate_output(args.generate_output, expected=len(refs), hypothesis_prefix=args.hypotheses)
         else:
-            hyps, refs = read_generate_output(args.generate_output)
-            if any(r is None for r in refs):
+            out = parse_generate_output(args.generate_output, hypothesis_prefix=args.hypotheses)
+            refs = out.references
+            if refs[0] is None:
                 raise GenerateOutputError(f"{args.generate_output}: no T lines; give --reference")
-        scores = {"n": len(refs), "exact_match": exact_match(hyps, refs)}
-    except (GenerateOutputError, ValueError, OSError) as e:
+        hyps = out.hypotheses
+        train_sources = test_sources = None
+        if args.train_source or args.train_tsv:
+            train_sources = read_train_sources(args.train_tsv or args.train_source, tsv=bool(args.train_tsv))
+            if args.test_source:
+                test_sources = read_test_sources(args.test_source, expected=len(hyps))
+            else:
+                if out.sources[0] is None:
+                    raise GenerateOutputError(
+                        f"{args.generate_output}: no S lines for the 1-shot subset; give --test-source"
+                    )
+                test_sources = out.sources
+                n_unk = sum("<unk>" in s.split() for s in test_sources)
+                if n_unk:
+                    warnings.append(
+                        f"{n_unk} of {len(test_sources)} S lines contain <unk>: a word seen once in training but "
+                        "missing from the dictionary is hidden there; --test-source gives the original sources"
+                    )
+        categories = read_categories(args.categories, expected=len(hyps)) if args.categories else None
+        result = score(
+            hyps, refs, metrics=metrics, tokenize=args.tokenize, train_sources=train_sources,
+            test_sources=test_sources, categories=categories, table3=args.cogs_table3,
+        )
+    except (ValueError, OSError, ImportError) as e:
         print(f"score.py: error: {e}", file=sys.stderr)
         return 2
+    for w in warnings:
+        print(f"score.py: warning: {w}", file=sys.stderr)
     if args.json:
-        print(json.dumps(scores))
+        print(json.dumps(result, ensure_ascii=False))
     else:
-        print(f"{'metric':<14}{'value':>10}")
-        print(f"{'sentences':<14}{scores['n']:>10d}")
-        print(f"{'exact_match':<14}{scores['exact_match']:>10.4f}")
+        print(format_table(result))
     return 0
 
 
