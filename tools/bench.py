@@ -2,9 +2,14 @@
 """Training benchmark of a plugin model against the stock fairseq model of the same sizes (one process run).
 
     python tools/bench.py lstm [--hidden 512 --layers 2 --vocab 8000 --batch-size 64 --steps 10 ...]
+    python tools/bench.py transformer [--hidden 256 --layers 3 --heads 4 --ffn 1024 --vocab 8000 --batch-size 32 ...]
+    # the paper's PGN sizes (Bafna & Yarowsky 2024: 6 + 6 layers, 4 heads, 512, tokenizer of 16000):
+    python tools/bench.py transformer --hidden 512 --layers 6 --heads 4 --ffn 1024 --vocab 16000 --batch-size 64
 
 Prints tokens/s, activation and static memory of both models and their ratios (see fairseq_lexical/benchmark.py
-for what is measured). Results and the commands that made them are kept in docs/benchmarks.md.
+for what is measured); `transformer` adds beam-search sentences/s. Defaults differ by model (shown by --help as
+'lstm / transformer'); the transformer defaults are small, for a quick CPU check. Results and the commands that made
+them are kept in docs/benchmarks.md.
 """
 import argparse
 import os
@@ -16,12 +21,16 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("model", choices=["lstm"], help="which comparison to run")
-    parser.add_argument("--hidden", type=int, default=512)
-    parser.add_argument("--layers", type=int, default=2)
-    parser.add_argument("--vocab", type=int, default=8000, help="source and target vocabulary size each")
-    parser.add_argument("--top-k", type=int, default=1, help="lexicon targets per source word (1 = tau 0)")
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("model", choices=["lstm", "transformer"], help="which comparison to run")
+    parser.add_argument("--hidden", type=int, default=None, help="512 / 256")
+    parser.add_argument("--layers", type=int, default=None, help="2 / 3 (encoder and decoder each)")
+    parser.add_argument("--heads", type=int, default=4, help="transformer: attention heads")
+    parser.add_argument("--ffn", type=int, default=None, help="transformer: feed-forward size (default 4 x hidden)")
+    parser.add_argument("--vocab", type=int, default=8000,
+                        help="vocabulary size (lstm: source and target each; transformer: the joined dictionary)")
+    parser.add_argument("--top-k", type=int, default=1,
+                        help="lexicon targets per source word (lstm: 1 = tau 0; transformer: 1 = identity lexicon)")
+    parser.add_argument("--batch-size", type=int, default=None, help="64 / 32")
     parser.add_argument("--src-len", type=int, default=20)
     parser.add_argument("--tgt-len", type=int, default=20)
     parser.add_argument("--steps", type=int, default=10)
@@ -29,7 +38,18 @@ def main(argv=None):
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument("--seed", type=int, default=1)
+    gen = parser.add_argument_group("generation (transformer)")
+    gen.add_argument("--beam", type=int, default=5)
+    gen.add_argument("--gen-batches", type=int, default=2, help="0 skips the generation benchmark")
+    gen.add_argument("--gen-batch-size", type=int, default=16, help="sentences per generation batch")
+    gen.add_argument("--gen-rounds", type=int, default=2, help="timed passes over the generation batches")
     opts = parser.parse_args(argv)
+    defaults = {"lstm": dict(hidden=512, layers=2, batch_size=64), "transformer": dict(hidden=256, layers=3, batch_size=32)}
+    for name, value in defaults[opts.model].items():
+        if getattr(opts, name) is None:
+            setattr(opts, name, value)
+    if opts.ffn is None:
+        opts.ffn = 4 * opts.hidden
 
     import torch
 
@@ -40,7 +60,8 @@ def main(argv=None):
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads, device {opts.device}")
     print("# " + " ".join(sys.argv))
-    table = benchmark.bench_lstm(opts, progress=lambda msg: print(msg, file=sys.stderr))
+    bench = {"lstm": benchmark.bench_lstm, "transformer": benchmark.bench_transformer}[opts.model]
+    table = bench(opts, progress=lambda msg: print(msg, file=sys.stderr))
     print(table)
 
 

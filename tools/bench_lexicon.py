@@ -24,6 +24,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+if __name__ == "__main__":  # run as a program: skip fairseq's start-up (see fairseq_lexical/__init__.py)
+    os.environ.setdefault("FAIRSEQ_LEXICAL_OFFLINE", "1")
 
 
 def peak_rss_gb() -> float:

@@ -17,6 +17,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if __name__ == "__main__":  # run as a program: skip fairseq's start-up (see fairseq_lexical/__init__.py)
+    os.environ.setdefault("FAIRSEQ_LEXICAL_OFFLINE", "1")
 
 
 def parse_args(argv=None):

@@ -30,6 +30,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+if __name__ == "__main__":  # run as a program: skip fairseq's start-up (see fairseq_lexical/__init__.py)
+    os.environ.setdefault("FAIRSEQ_LEXICAL_OFFLINE", "1")
 
 from fairseq_lexical.metrics import (  # noqa: E402
     BLEU_TOKENIZERS,

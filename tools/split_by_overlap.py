@@ -22,6 +22,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if __name__ == "__main__":  # run as a program: skip fairseq's start-up (see fairseq_lexical/__init__.py)
+    os.environ.setdefault("FAIRSEQ_LEXICAL_OFFLINE", "1")
 
 SHOW = 20  # line numbers shown per list in the report (the summary JSON has them all)
 

@@ -83,7 +83,9 @@ def load_model(checkpoint: str, data: str, source_lang: Optional[str] = None, ta
         raise GateAnalysisError(f"checkpoint not found: {checkpoint}")
     if not os.path.isdir(data):
         raise GateAnalysisError(f"data directory not found: {data} (fairseq-preprocess output, for the dictionaries)")
-    import fairseq_lexical  # noqa: F401  (registers the plugin's models and applies the compatibility fixes)
+    import fairseq_lexical
+
+    fairseq_lexical.register()  # models and compatibility fixes (offline tools skip them at import)
     from fairseq import checkpoint_utils
 
     overrides = {"data": data}
