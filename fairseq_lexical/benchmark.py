@@ -7,6 +7,10 @@ measured without a GPU allocator:
 ``activation`` is the bytes of distinct tensors autograd saves for the backward pass during one step (what grows
 with the batch; parameters excluded), ``static`` is parameters + gradients + Adam's two moments. On a CUDA device
 the peak of ``torch.cuda.max_memory_allocated`` is reported as well.
+
+Generation (the `transformer` comparison) is beam search in eval mode with ``SequenceGenerator``, every hypothesis
+forced to the same length (``min_len = max_len``) so that both models decode the same number of steps whatever
+their random weights prefer; batches interleaved as in training.
 """
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ class BenchResult:
     activation_mb: float
     static_mb: float
     cuda_peak_mb: float | None = None
+    sentences_per_s: float | None = None  # beam-search generation, where measured
 
 
 class _Task:
@@ -191,15 +196,64 @@ def _sync(device):
         torch.cuda.synchronize()
 
 
+def compare_generation(
+    models: Dict[str, torch.nn.Module],
+    tgt_dict,
+    batches: List[dict],
+    beam: int,
+    length: int,
+    rounds: int = 2,
+    device: str = "cpu",
+    progress: Callable[[str], None] = print,
+) -> Dict[str, float]:
+    """Beam-search sentences per second of each model on the same batches, interleaved batch by batch.
+
+    Every hypothesis has exactly ``length`` tokens before </s> (min_len = max_len), so both models decode the same
+    number of steps. One untimed pass over the batches first (warm-up).
+    """
+    from fairseq.sequence_generator import SequenceGenerator
+
+    generators = {}
+    for name, model in models.items():
+        model.to(device).eval()
+        generators[name] = SequenceGenerator(
+            [model], tgt_dict, beam_size=beam, max_len_a=0, max_len_b=length, min_len=length
+        )
+    batches = [_to(b, device) for b in batches]
+    elapsed = {name: 0.0 for name in models}
+    sentences = {name: 0 for name in models}
+    with torch.no_grad():
+        for r in range(rounds + 1):
+            for i, batch in enumerate(batches):
+                order = list(generators.items()) if (r + i) % 2 == 0 else list(generators.items())[::-1]
+                for name, gen in order:
+                    _sync(device)
+                    start = time.perf_counter()
+                    hypos = gen.forward(batch)
+                    _sync(device)
+                    if r > 0:
+                        elapsed[name] += time.perf_counter() - start
+                        sentences[name] += len(hypos)
+            if r > 0:
+                progress(f"generation round {r}/{rounds}: " + ", ".join(
+                    f"{n} {sentences[n] / elapsed[n]:.1f} sent/s" for n in models))
+    for model in models.values():
+        model.train()
+    return {name: sentences[name] / elapsed[name] for name in models}
+
+
 def format_results(results: List[BenchResult], baseline: str) -> str:
     base = next(r for r in results if r.name == baseline)
     lines = [f"{'model':<28}{'tokens/s':>10}{'ratio':>8}{'activ. MB':>11}{'ratio':>8}{'static MB':>11}"
-             + (f"{'cuda peak MB':>14}{'ratio':>8}" if base.cuda_peak_mb is not None else "")]
+             + (f"{'cuda peak MB':>14}{'ratio':>8}" if base.cuda_peak_mb is not None else "")
+             + (f"{'gen sent/s':>12}{'ratio':>8}" if base.sentences_per_s is not None else "")]
     for r in results:
         line = (f"{r.name:<28}{r.tokens_per_s:>10.0f}{r.tokens_per_s / base.tokens_per_s:>8.2f}"
                 f"{r.activation_mb:>11.1f}{r.activation_mb / base.activation_mb:>8.2f}{r.static_mb:>11.1f}")
         if r.cuda_peak_mb is not None:
             line += f"{r.cuda_peak_mb:>14.1f}{r.cuda_peak_mb / base.cuda_peak_mb:>8.2f}"
+        if r.sentences_per_s is not None:
+            line += f"{r.sentences_per_s:>12.1f}{r.sentences_per_s / base.sentences_per_s:>8.2f}"
         lines.append(line)
     return "\n".join(lines)
 
@@ -243,3 +297,63 @@ def bench_lstm(opts: argparse.Namespace, progress=print) -> str:
     batches = synthetic_batches(src_dict, tgt_dict, 4, opts.batch_size, opts.src_len, opts.tgt_len, opts.seed)
     results = compare_training(models, batches, opts.steps, opts.warmup, opts.device, progress)
     return format_results(results, baseline="lstm (fairseq)")
+
+
+def transformer_size_args(hidden: int, layers: int, heads: int, ffn: int) -> List[str]:
+    return [
+        "--encoder-layers", str(layers), "--decoder-layers", str(layers),
+        "--encoder-embed-dim", str(hidden), "--decoder-embed-dim", str(hidden),
+        "--encoder-ffn-embed-dim", str(ffn), "--decoder-ffn-embed-dim", str(ffn),
+        "--encoder-attention-heads", str(heads), "--decoder-attention-heads", str(heads),
+        "--dropout", "0.1", "--share-all-embeddings",
+    ]
+
+
+def bench_transformer(opts: argparse.Namespace, progress=print) -> str:
+    """lex_transformer against fairseq's transformer of the same sizes, on a joined dictionary with shared
+    embeddings (the pointer-generator setting): training tokens/s and memory, then beam-search sentences/s.
+
+    The lexicon is the identity (the copy mechanism, `pgn_transformer`) at ``--top-k 1``, else every word gets k
+    random targets with random scores (a soft lexicon, softmax at temperature 1).
+    """
+    import os
+    import tempfile
+
+    import fairseq_lexical  # noqa: F401  (registers lex_transformer)
+
+    torch.manual_seed(opts.seed)
+    vocab = synthetic_dictionary(opts.vocab, "w")
+    task = _Task(vocab, vocab)
+    size = transformer_size_args(opts.hidden, opts.layers, opts.heads, opts.ffn)
+    with tempfile.TemporaryDirectory() as tmp:
+        if opts.top_k == 1:
+            lex_args, lex_name = ["--lexicon", "identity"], "lex_transformer (identity)"
+        else:
+            rng = np.random.default_rng(opts.seed)
+            lexicon = os.path.join(tmp, "lexicon.tsv")
+            n = len(vocab) - vocab.nspecial
+            with open(lexicon, "w") as f:
+                for i in range(n):
+                    for j in rng.choice(n, size=opts.top_k, replace=False):
+                        f.write(f"w{i}\tw{j}\t{rng.random() + 0.01:.4f}\n")
+            lex_args = ["--lexicon", lexicon, "--lexicon-temperature", "1", "--lexicon-top-k", str(opts.top_k)]
+            lex_name = f"lex_transformer (top-{opts.top_k})"
+        models = {
+            "transformer (fairseq)": attach_criterion(
+                build_fairseq_model(["--arch", "transformer", *size], task), task, False
+            ),
+            lex_name: attach_criterion(build_fairseq_model(["--arch", "lex_transformer", *size, *lex_args], task),
+                                       task, True),
+        }
+    batches = synthetic_batches(vocab, vocab, 4, opts.batch_size, opts.src_len, opts.tgt_len, opts.seed)
+    results = compare_training(models, batches, opts.steps, opts.warmup, opts.device, progress)
+    if opts.gen_batches > 0:
+        gen_batches = synthetic_batches(
+            vocab, vocab, opts.gen_batches, opts.gen_batch_size, opts.src_len, opts.tgt_len, opts.seed + 1
+        )
+        speed = compare_generation(
+            models, vocab, gen_batches, opts.beam, opts.tgt_len, opts.gen_rounds, opts.device, progress
+        )
+        for r in results:
+            r.sentences_per_s = speed[r.name]
+    return format_results(results, baseline="transformer (fairseq)")

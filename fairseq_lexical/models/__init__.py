@@ -1,1 +1,2 @@
 from . import lex_lstm  # noqa: F401  (registers the model and its architectures)
+from . import lex_transformer  # noqa: F401

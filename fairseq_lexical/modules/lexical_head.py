@@ -111,6 +111,28 @@ class _SparseLexicalMixture(torch.autograd.Function):
         return grad_logits.to(write_dtype), grad_gate.to(gate_dtype), grad_mass, None
 
 
+def scatter_overwrite_softmax(mass: Tensor, index: Tensor, filled: Tensor, num_target: int) -> Tensor:
+    """The copy distribution of the pointer-generator code published with Bafna & Yarowsky (2024), kept only to
+    reproduce it (``copy_scatter_softmax``): each slot's mass is *written* (a plain scatter, not a scatter-add)
+    into a |V|-sized score vector, so for a target id indexed more than once the last write wins and the earlier
+    slots' mass is lost; the scores are then normalised with a softmax over the whole vocabulary, which turns
+    masses in [0, 1] into a nearly uniform distribution (each word gets about e^score / |V|).
+
+    ``mass`` and ``index`` are (B, T, M) as from ``LexicalTranslationHead.lexical_mass``; ``filled`` (B, T, M)
+    marks the slots that hold a lexicon entry (empty slots write nothing). "Last" is the highest slot index,
+    i.e. the rightmost source position, decided deterministically (a plain ``scatter_`` leaves the winner of
+    duplicate indices unspecified).
+    """
+    bsz, tgt_len, slots = index.shape
+    order = torch.arange(slots, device=index.device).expand(bsz, tgt_len, slots)
+    order = torch.where(filled, order, torch.full_like(order, -1))
+    last = torch.full((bsz, tgt_len, num_target), -1, dtype=order.dtype, device=index.device)
+    last.scatter_reduce_(-1, index, order, reduce="amax", include_self=True)
+    wins = last.gather(-1, index).eq(order) & filled
+    scores = mass.new_zeros(bsz, tgt_len, num_target).scatter_add_(-1, index, mass * wins)
+    return torch.softmax(scores, dim=-1)
+
+
 class LexicalTranslationHead(nn.Module):
     """Gate + lexicon; turns (write logits, gate features, attention, source tokens) into log p(y_t | ...).
 
@@ -124,6 +146,9 @@ class LexicalTranslationHead(nn.Module):
         dense: store L as a full |V_x| x |V_y| logit matrix (small vocabularies only; Table 5's learned uniform
             lexicon needs it).
         gate_bias_init: initial bias of the gate's logit; negative values start training from the lexicon.
+        copy_scatter_softmax: replace p_lex by ``scatter_overwrite_softmax`` (repeated targets overwrite
+            each other, then a softmax over the vocabulary): a reproduction of a published implementation's
+            defect, never the default. Sparse lexicons without uniform rows only. Not part of the state dict.
     """
 
     def __init__(
@@ -133,9 +158,11 @@ class LexicalTranslationHead(nn.Module):
         trainable: bool = False,
         dense: bool = False,
         gate_bias_init: float = 0.0,
+        copy_scatter_softmax: bool = False,
     ):
         super().__init__()
         self.trainable = trainable
+        self.copy_scatter_softmax = copy_scatter_softmax
         self.dense = dense
         self.num_source = len(table.uniform_rows)
         self.num_target = len(table.uniform_support)
@@ -224,6 +251,16 @@ class LexicalTranslationHead(nn.Module):
             p_lex = p_lex + uniform_mass * self.uniform_target_dist
         return p_lex
 
+    def scatter_softmax_probs(self, attn: Tensor, src_tokens: Tensor) -> Tensor:
+        """The reproduction variant of p_lex (see ``scatter_overwrite_softmax``), (B, T, V_y) in fp32."""
+        if self.dense or self.has_uniform_rows:
+            raise ValueError("the scatter-then-softmax copy variant needs a sparse lexicon without uniform rows")
+        mass, index = self.lexical_mass(attn, src_tokens)
+        _, weights = self.lexicon_rows(src_tokens)
+        bsz, tgt_len, slots = mass.shape
+        filled = weights.gt(0).reshape(bsz, 1, slots).expand(bsz, tgt_len, slots)
+        return scatter_overwrite_softmax(mass, index, filled, self.num_target)
+
     # -- eqs. 6 and 10 ----------------------------------------------------------------------------------------
     def gate_logit(self, gate_features: Tensor) -> Tensor:
         return self.gate(gate_features).squeeze(-1)
@@ -233,7 +270,10 @@ class LexicalTranslationHead(nn.Module):
     ) -> Tuple[Tensor, Tensor]:
         """Return (log p(y_t = w) in fp32, p_gate (B, T))."""
         gate_logit = self.gate_logit(gate_features)
-        if self.dense or self.has_uniform_rows:
+        if self.copy_scatter_softmax:
+            p_lex = self.scatter_softmax_probs(attn, src_tokens)
+            log_probs = lexical_mixture_log_probs(write_logits, gate_logit, p_lex)
+        elif self.dense or self.has_uniform_rows:
             log_probs = lexical_mixture_log_probs(write_logits, gate_logit, self.lexical_probs(attn, src_tokens))
         else:
             mass, index = self.lexical_mass(attn, src_tokens)
@@ -242,4 +282,5 @@ class LexicalTranslationHead(nn.Module):
 
     def extra_repr(self) -> str:
         kind = "dense" if self.dense else f"sparse top-{self.lexicon_targets.shape[1]}"
-        return f"source={self.num_source}, target={self.num_target}, {kind}, trainable={self.trainable}"
+        variant = ", copy=scatter-then-softmax (reproduction)" if self.copy_scatter_softmax else ""
+        return f"source={self.num_source}, target={self.num_target}, {kind}, trainable={self.trainable}{variant}"

@@ -1,0 +1,244 @@
+"""`lex_transformer`: fairseq's Transformer with the lexical translation head; `pgn_transformer`: the same with the
+identity lexicon at the sizes of Bafna & Yarowsky (2024), a pointer-generator network.
+
+At each target step t the head mixes (eq. 10 of Akyurek & Andreas 2021)
+
+    p(y_t = w) = p_gate p_write(w) + (1 - p_gate) sum_j a_tj L[x_j, w]
+
+where a_t is the cross-attention of one decoder layer (`--alignment-layer`, default the last) averaged over its
+heads, or over its first N heads (`--alignment-heads N`; 1 = the first head alone): fairseq's own alignment
+machinery of `TransformerDecoder.extract_features`. The gate reads [c_t ; d_t ; x_t] (section 3 of Bafna &
+Yarowsky 2024):
+
+- c_t = sum_j a_tj e_j, the context vector over the encoder's output states e_j (the last encoder layer's
+  output, after its final layer norm when there is one: the "encoder hidden states" of the paper; not the
+  attention's per-head value projections, which differ per head and layer),
+- d_t, the decoder's final state (the features that the output projection reads),
+- x_t, the decoder's input at step t (the input of the first decoder layer: scaled embedding of y_{t-1} plus its
+  position).
+
+The paper's gate is p_copy = sigmoid(W^T [c; d; x] + B) on the copy side; the shared head's gate weights the
+write side: p_gate = sigmoid(w^T f + b) = 1 - p_copy with w = -W, b = -B. The extra output carries p_gate.
+
+The model is fairseq's `transformer` with two subclasses that add behaviour but rename no parameter: the encoder
+also returns its source tokens (fairseq's encoder keeps the source order, left padding included, so x_j is
+``src_tokens[:, j]`` and padded positions have zero attention), and the decoder ends in the head.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Dict, List, Optional
+
+import torch
+from torch import Tensor
+
+from fairseq.models import register_model, register_model_architecture
+from fairseq.models.transformer import TransformerConfig, TransformerDecoderBase, TransformerEncoderBase
+from fairseq.models.transformer.transformer_legacy import TransformerModel
+from fairseq.models.transformer.transformer_legacy import base_architecture as transformer_base_architecture
+
+from .lexicon_options import add_lexicon_args, build_lexical_head, lexicon_arch_defaults
+
+logger = logging.getLogger(__name__)
+
+GATE_FEATURES = ("context", "hidden", "input")
+
+
+class LexTransformerEncoder(TransformerEncoderBase):
+    """TransformerEncoder whose output also carries the source tokens (the head's x_j).
+
+    fairseq's ``reorder_encoder_out`` already reorders ``encoder_out["src_tokens"]`` with the beam.
+    """
+
+    def forward(
+        self,
+        src_tokens,
+        src_lengths: Optional[Tensor] = None,
+        return_all_hiddens: bool = False,
+        token_embeddings: Optional[Tensor] = None,
+    ):
+        out = super().forward(src_tokens, src_lengths, return_all_hiddens, token_embeddings)
+        out["src_tokens"] = [src_tokens]
+        return out
+
+
+class LexTransformerDecoder(TransformerDecoderBase):
+    """TransformerDecoder whose output is log p(y_t) of eq. 10 (fp32) when it has a lexical head.
+
+    The extra output holds ``attn`` ([B x T x S], the attention the head reads), ``p_gate`` (B x T) and fairseq's
+    ``inner_states``. Without a head (`--lexicon none`) it is fairseq's decoder and returns logits.
+    """
+
+    def __init__(self, cfg, dictionary, embed_tokens, no_encoder_attn=False, output_projection=None):
+        super().__init__(cfg, dictionary, embed_tokens, no_encoder_attn, output_projection)
+        self.lexical_head = None
+        self.lexical_alignment_layer = self.num_layers - 1
+        self.lexical_alignment_heads: Optional[int] = None
+        self.gate_feature_names: List[str] = list(GATE_FEATURES)
+
+    def forward(
+        self,
+        prev_output_tokens,
+        encoder_out: Optional[Dict[str, List[Tensor]]] = None,
+        incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]] = None,
+        features_only: bool = False,
+        full_context_alignment: bool = False,
+        alignment_layer: Optional[int] = None,
+        alignment_heads: Optional[int] = None,
+        src_lengths: Optional[Any] = None,
+        return_all_hiddens: bool = False,
+    ):
+        # The head always reads the attention the model was trained with: a caller's alignment_layer /
+        # alignment_heads (fairseq passes None) cannot change the scores.
+        x, extra = self.extract_features(
+            prev_output_tokens,
+            encoder_out=encoder_out,
+            incremental_state=incremental_state,
+            full_context_alignment=full_context_alignment,
+            alignment_layer=self.lexical_alignment_layer,
+            alignment_heads=self.lexical_alignment_heads,
+        )
+        if features_only:
+            return x, extra
+        write_logits = self.output_layer(x)
+        if self.lexical_head is None:
+            return write_logits, extra
+        attn = extra["attn"][0]  # B x T x S
+        gate_features = self.gate_features(encoder_out, attn, x, extra["inner_states"][0])
+        log_probs, p_gate = self.lexical_head(write_logits, gate_features, attn, encoder_out["src_tokens"][0])
+        extra["p_gate"] = p_gate
+        return log_probs, extra
+
+    def gate_features(self, encoder_out, attn: Tensor, hidden: Tensor, first_layer_input: Tensor) -> Tensor:
+        """[c_t ; d_t ; x_t] (or the subset that `--gate-features` names), B x T x (sum of sizes)."""
+        parts = []
+        for name in self.gate_feature_names:
+            if name == "context":  # c_t = sum_j a_tj e_j
+                parts.append(torch.bmm(attn, encoder_out["encoder_out"][0].transpose(0, 1)))
+            elif name == "hidden":  # d_t
+                parts.append(hidden)
+            elif name == "input":  # x_t (T x B x C in fairseq's inner states)
+                parts.append(first_layer_input.transpose(0, 1))
+        return torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
+
+    def get_normalized_probs(self, net_output, log_probs: bool, sample=None):
+        if self.lexical_head is None:
+            return super().get_normalized_probs(net_output, log_probs, sample)
+        # forward already returns normalised fp32 log-probabilities (the mixture is not a softmax of logits).
+        lprobs = net_output[0]
+        return lprobs if log_probs else lprobs.exp()
+
+
+@register_model("lex_transformer")
+class LexTransformerModel(TransformerModel):
+    @classmethod
+    def add_args(cls, parser):
+        super().add_args(parser)
+        add_lexicon_args(parser)
+        parser.add_argument("--alignment-layer", type=int, metavar="N",
+                            help="decoder layer whose cross-attention the lexicon reads (0-based; negative counts "
+                                 "from the top; default: the last layer)")
+        parser.add_argument("--alignment-heads", type=int, metavar="N",
+                            help="average the attention over the first N heads of that layer only (1: a single "
+                                 "head; default: all heads)")
+        parser.add_argument("--gate-features", metavar="LIST",
+                            help="comma-separated inputs of the gate: context (c_t), hidden (d_t, the final "
+                                 "decoder state), input (x_t, the first decoder layer's input); default all three")
+        parser.add_argument("--copy-scatter-softmax", action="store_true",
+                            help="REPRODUCTION ONLY: the copy distribution of the published PGN code, a plain "
+                                 "scatter of the attention (repeated tokens overwrite each other) followed by a "
+                                 "softmax over the vocabulary (nearly uniform); see docs/transformer.md")
+
+    @classmethod
+    def build_model(cls, args, task):
+        lex_transformer_base(args)
+        model = super().build_model(args, task)
+        encoder, decoder = model.encoder, model.decoder
+        layer = args.alignment_layer if args.alignment_layer is not None else decoder.num_layers - 1
+        if layer < 0:
+            layer += decoder.num_layers
+        if not 0 <= layer < decoder.num_layers:
+            raise ValueError(f"--alignment-layer {args.alignment_layer}: the decoder has {decoder.num_layers} layers")
+        heads = args.alignment_heads
+        if heads is not None and not 1 <= heads <= args.decoder_attention_heads:
+            raise ValueError(f"--alignment-heads {heads}: each layer has {args.decoder_attention_heads} heads")
+        names = [n.strip() for n in args.gate_features.split(",") if n.strip()]
+        unknown = [n for n in names if n not in GATE_FEATURES]
+        if unknown or not names or len(set(names)) != len(names):
+            raise ValueError(f"--gate-features {args.gate_features!r}: choose from {', '.join(GATE_FEATURES)}")
+        decoder.lexical_alignment_layer = layer
+        decoder.lexical_alignment_heads = heads
+        decoder.gate_feature_names = names
+        sizes = {"context": encoder.embed_tokens.embedding_dim, "hidden": decoder.output_embed_dim,
+                 "input": decoder.embed_dim}
+        head = build_lexical_head(
+            args, task.source_dictionary, task.target_dictionary, gate_input_dim=sum(sizes[n] for n in names)
+        )
+        if head is not None:
+            if decoder.adaptive_softmax is not None:
+                raise ValueError("lex_transformer's lexical head needs a full output layer, not --adaptive-softmax-cutoff")
+            if args.no_cross_attention:
+                raise ValueError("lex_transformer needs cross-attention (the lexicon is read through it)")
+            if args.copy_scatter_softmax:
+                if head.dense or args.lexicon == "uniform":
+                    raise ValueError("--copy-scatter-softmax needs a sparse lexicon file or --lexicon identity")
+                head.copy_scatter_softmax = True
+        elif args.copy_scatter_softmax:
+            raise ValueError("--copy-scatter-softmax needs a lexical head (not --lexicon none)")
+        decoder.lexical_head = head
+        if args.lexicon == "identity" and task.source_dictionary != task.target_dictionary:
+            logger.warning(
+                "--lexicon identity with separate dictionaries: only strings present in both can be copied "
+                "(fairseq-preprocess --joined-dictionary makes them one)"
+            )
+        return model
+
+    @classmethod
+    def build_encoder(cls, args, src_dict, embed_tokens):
+        return LexTransformerEncoder(TransformerConfig.from_namespace(args), src_dict, embed_tokens)
+
+    @classmethod
+    def build_decoder(cls, args, tgt_dict, embed_tokens):
+        cfg = TransformerConfig.from_namespace(args)
+        return LexTransformerDecoder(cfg, tgt_dict, embed_tokens, no_encoder_attn=cfg.no_cross_attention)
+
+
+@register_model_architecture("lex_transformer", "lex_transformer")
+def lex_transformer_base(args):
+    """fairseq's `transformer` sizes (6 + 6 layers, 512, 8 heads, FFN 2048) with the lexical head."""
+    args.lexicon = getattr(args, "lexicon", None)
+    args.alignment_layer = getattr(args, "alignment_layer", None)
+    args.alignment_heads = getattr(args, "alignment_heads", None)
+    args.gate_features = getattr(args, "gate_features", ",".join(GATE_FEATURES))
+    args.copy_scatter_softmax = getattr(args, "copy_scatter_softmax", False)
+    lexicon_arch_defaults(args)
+    transformer_base_architecture(args)
+
+
+@register_model_architecture("lex_transformer", "lex_transformer_tiny")
+def lex_transformer_tiny(args):
+    """fairseq's `transformer_tiny` sizes (2 + 2 layers, 64, 2 heads, FFN 64): tests and CPU experiments."""
+    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 64)
+    args.encoder_ffn_embed_dim = getattr(args, "encoder_ffn_embed_dim", 64)
+    args.encoder_layers = getattr(args, "encoder_layers", 2)
+    args.encoder_attention_heads = getattr(args, "encoder_attention_heads", 2)
+    args.decoder_layers = getattr(args, "decoder_layers", 2)
+    args.decoder_attention_heads = getattr(args, "decoder_attention_heads", 2)
+    lex_transformer_base(args)
+
+
+@register_model_architecture("lex_transformer", "pgn_transformer")
+def pgn_transformer(args):
+    """The pointer-generator Transformer of Bafna & Yarowsky (2024), section 4: identity lexicon (copy), 6 + 6
+    layers, 4 heads, hidden size 512 (FFN 1024, as fairseq's transformer_iwslt_de_en, which has exactly these
+    other sizes; the paper does not give the FFN size). Meant for a joined dictionary (--joined-dictionary)."""
+    args.lexicon = getattr(args, "lexicon", "identity")
+    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 512)
+    args.encoder_ffn_embed_dim = getattr(args, "encoder_ffn_embed_dim", 1024)
+    args.encoder_attention_heads = getattr(args, "encoder_attention_heads", 4)
+    args.encoder_layers = getattr(args, "encoder_layers", 6)
+    args.decoder_embed_dim = getattr(args, "decoder_embed_dim", 512)
+    args.decoder_ffn_embed_dim = getattr(args, "decoder_ffn_embed_dim", 1024)
+    args.decoder_attention_heads = getattr(args, "decoder_attention_heads", 4)
+    args.decoder_layers = getattr(args, "decoder_layers", 6)
+    lex_transformer_base(args)
