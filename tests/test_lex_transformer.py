@@ -18,9 +18,7 @@ from model_checks import (
 )
 
 PAIRS = [("a1 twice and a2", "B1 B1 B2"), ("a3", "B3"), ("a4 and a5 twice", "B4 B5 B5"), ("a6 and a1", "B6 B1")]
-# Sources of different lengths (left padding), targets of one length: a Transformer's outputs at *target* padding
-# positions depend on the batch (fairseq's stock `transformer` too: the input there is <pad>), and
-# model_checks.assert_incremental_matches_teacher_forcing compares every position, so it gets no target padding.
+# Sources of different lengths (left padding), targets of one length (no target padding at all).
 SAME_TGT_LEN = [("a1 twice and a2", "B1 B1 B2"), ("a2 and a3 and a4", "B2 B3 B4"), ("a5 a6 a1", "B5 B6 B1"),
                 ("a6 twice", "B6 B6 B6")]
 # For the joined dictionary: sources whose words occur in the target too (copying is possible), with repeats.
@@ -61,6 +59,8 @@ def lex_model(toy_data):
 def test_incremental_decoding_reproduces_teacher_forced_scores(toy_data, extra):
     model, task, _ = tiny(toy_data / "bin", "--lexicon", toy_data / "lexicon.tsv", *extra, seed=1)
     assert_incremental_matches_teacher_forcing(model, toy_batch(task, SAME_TGT_LEN), atol=1e-5)
+    # targets of different lengths: the check skips positions past each target's end
+    assert_incremental_matches_teacher_forcing(model, toy_batch(task, PAIRS), atol=1e-5)
 
 
 def test_beam_search_scores_equal_teacher_forcing(lex_model):
