@@ -1,12 +1,13 @@
 """`lexical_cross_entropy`: NLL of the model's output distribution (for the lexical models, the mixture of eq. 10),
-# (No `from __future__ import annotations` here: fairseq reads the config dataclass's field types at runtime.)
 with optional label smoothing, plus any auxiliary losses the model returns; logs mean p_gate."""
+# (No `from __future__ import annotations` here: fairseq reads the config dataclass's field types at runtime.)
 
 import math
 from dataclasses import dataclass, field
 from typing import Dict
 
 import torch
+import torch.nn.functional as F
 
 from fairseq import metrics, utils
 from fairseq.criterions import FairseqCriterion, register_criterion
@@ -39,9 +40,15 @@ class LexicalCrossEntropyCriterion(FairseqCriterion):
         net_output = model(**sample["net_input"])
         lprobs = model.get_normalized_probs(net_output, log_probs=True, sample=sample).float()
         target = model.get_targets(sample, net_output)
-        loss, nll_loss = label_smoothed_nll_loss(
-            lprobs.view(-1, lprobs.size(-1)), target.view(-1), self.eps, ignore_index=self.padding_idx, reduce=reduce
-        )
+        if self.eps > 0:
+            loss, nll_loss = label_smoothed_nll_loss(
+                lprobs.view(-1, lprobs.size(-1)), target.view(-1), self.eps, ignore_index=self.padding_idx,
+                reduce=reduce,
+            )
+        else:  # plain NLL: no |V|-sized smoothing sum in the forward, a one-hot (not dense) gradient in the backward
+            nll_loss = F.nll_loss(lprobs.view(-1, lprobs.size(-1)), target.view(-1), ignore_index=self.padding_idx,
+                                  reduction="sum" if reduce else "none")
+            loss = nll_loss
         extra = net_output[1] if isinstance(net_output[1], dict) else {}
         ntokens = sample["ntokens"]
         sample_size = sample["target"].size(0) if self.sentence_avg else ntokens

@@ -98,13 +98,21 @@ class _SparseLexicalMixture(torch.autograd.Function):
         out, s, index, lsm_at, out_at = ctx.saved_tensors
         log_g, log_not_g = F.logsigmoid(s), F.logsigmoid(-s)
         grad_at = grad_out.gather(-1, index)
-        # Share of the write branch: 1 where p_lex = 0, exp(lsm + log g - out) at the indexed words.
+        # Share of the write branch: 1 where p_lex = 0, r = exp(lsm + log g - out) at the indexed words, so
+        # grad_write = grad_out except at the indexed words. Its sum S is taken without building it:
+        # S = sum(grad_out) + sum over *distinct* indexed words of grad_out (r - 1) (slots of a repeated word
+        # carry equal values; a sort marks each word's first slot).
         r_at = torch.exp(lsm_at + log_g - out_at)
-        grad_write = grad_out.clone().scatter_(-1, index, grad_at * r_at)
-        write_total = grad_write.sum(-1, keepdim=True)
-        p_write = torch.exp(out - log_g).scatter_(-1, index, torch.exp(lsm_at))
-        grad_logits = grad_write.sub_(p_write.mul_(write_total))
-        grad_gate = (write_total - torch.sigmoid(s) * grad_out.sum(-1, keepdim=True)).squeeze(-1)
+        write_at = grad_at * r_at
+        grad_total = grad_out.sum(-1, keepdim=True)
+        sorted_index, order = index.sort(-1)
+        first = torch.ones_like(sorted_index, dtype=torch.bool)
+        first[..., 1:] = sorted_index[..., 1:] != sorted_index[..., :-1]
+        write_total = grad_total + ((write_at - grad_at).gather(-1, order) * first).sum(-1, keepdim=True)
+        # d/dz of log_softmax: grad_write - p_write * S, with p_write = exp(out - log g) off the indexed words
+        grad_logits = torch.addcmul(grad_out, torch.exp(out - log_g), write_total, value=-1.0)
+        grad_logits.scatter_(-1, index, write_at - torch.exp(lsm_at) * write_total)
+        grad_gate = (write_total - torch.sigmoid(s) * grad_total).squeeze(-1)
         # d out / d p_lex(w) = (1 - g) / p(w); see _LexicalMixture for the cap.
         grad_mass = grad_at * torch.exp((log_not_g - out_at).clamp(max=80.0))
         write_dtype, gate_dtype = ctx.dtypes
