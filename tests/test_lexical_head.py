@@ -107,6 +107,31 @@ def test_lexical_translation_on_a_hand_computed_case():
     assert p[6].item() == pytest.approx(0.75 * (1 - blue), rel=1e-6)
 
 
+def test_copy_token_gate_is_an_extra_word_of_the_write_softmax():
+    # The authors' released form: p(w) = (e^{z_w} + e^{c} p_lex(w)) / (sum_v e^{z_v} + e^{c}), c = w.f + b.
+    src_vocab = SPECIALS + ["dax", "lug"]
+    tgt_vocab = SPECIALS + ["RED", "BLUE"]
+    table = build_lexicon_table([("dax", "RED", 1.0), ("lug", "BLUE", 1.0)], src_vocab, tgt_vocab, 4)
+    head = LexicalTranslationHead(table, gate_input_dim=1, gate_form="copy_token")
+    with torch.no_grad():
+        head.gate.weight.fill_(1.0)
+        head.gate.bias.fill_(0.0)
+    logits = torch.tensor([[[0.0, 0.0, 0.0, 0.0, math.log(2.0), math.log(4.0)]]])  # sum e^z = 4 + 2 + 4 = 10
+    c = math.log(5.0)  # e^c = 5
+    attn = torch.tensor([[[0.6, 0.4]]])  # p_lex(RED) = 0.6, p_lex(BLUE) = 0.4
+    log_probs, p_gate = head(logits, torch.tensor([[[c]]]), attn, torch.tensor([[4, 5]]))
+    p = log_probs.exp()[0, 0]
+    assert p_gate.item() == pytest.approx(10 / 15, rel=1e-6)
+    assert p[4].item() == pytest.approx((2 + 5 * 0.6) / 15, rel=1e-6)
+    assert p[5].item() == pytest.approx((4 + 5 * 0.4) / 15, rel=1e-6)
+    assert p[0].item() == pytest.approx(1 / 15, rel=1e-6)
+    # lower write logits everywhere (an unfamiliar context) shift weight to the lexicon, same features
+    _, p_gate_low = head(logits - 3.0, torch.tensor([[[c]]]), attn, torch.tensor([[4, 5]]))
+    assert p_gate_low.item() < p_gate.item()
+    with pytest.raises(ValueError, match="gate_form"):
+        LexicalTranslationHead(table, gate_input_dim=1, gate_form="softmax")
+
+
 def test_gate_fixed_at_one_is_the_plain_decoder():
     table = random_table(12, 20, k=2, seed=6)
     head = LexicalTranslationHead(table, gate_input_dim=6)

@@ -36,6 +36,10 @@ def add_lexicon_args(parser):
     parser.add_argument("--gate-bias-init", type=float, metavar="B",
                         help="initial bias of the gate logit (default 0: p_gate = 0.5); negative values start "
                              "training with the lexicon switched on")
+    parser.add_argument("--gate-form", choices=["sigmoid", "copy-token"],
+                        help="sigmoid (default, eq. 6: p_gate = sigmoid(w.f + b)) or copy-token (the authors' "
+                             "released code: the gate is an extra word of p_write's softmax, so it opens towards "
+                             "the lexicon where the write logits are low)")
     parser.add_argument("--lexicon-dense", action="store_true",
                         help="store L as a dense |Vx| x |Vy| matrix (small vocabularies; implied by a "
                              "trainable uniform lexicon)")
@@ -50,6 +54,7 @@ def lexicon_arch_defaults(args):
     args.lexicon_trainable = getattr(args, "lexicon_trainable", False)
     args.lexicon_dense = getattr(args, "lexicon_dense", False)
     args.gate_bias_init = getattr(args, "gate_bias_init", 0.0)
+    args.gate_form = getattr(args, "gate_form", None) or "sigmoid"
     args.lexicon_stored_in_checkpoint = getattr(args, "lexicon_stored_in_checkpoint", False)
 
 
@@ -105,5 +110,6 @@ def build_lexical_head(args, src_dict, tgt_dict, gate_input_dim: int):
         logger.info("lexicon %s: %s; %d targets per row at most", spec, table.summary(), table.top_k)
         args.lexicon_stored_in_checkpoint = True
     return LexicalTranslationHead(
-        table, gate_input_dim, trainable=args.lexicon_trainable, dense=dense, gate_bias_init=args.gate_bias_init
+        table, gate_input_dim, trainable=args.lexicon_trainable, dense=dense, gate_bias_init=args.gate_bias_init,
+        gate_form=(getattr(args, "gate_form", None) or "sigmoid").replace("-", "_"),
     )

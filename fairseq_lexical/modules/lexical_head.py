@@ -23,6 +23,7 @@ from ..lexicon.table import LexiconTable
 logger = logging.getLogger(__name__)
 
 _TINY = torch.finfo(torch.float32).tiny
+GATE_FORMS = ("sigmoid", "copy_token")
 # Logit given to the unused slots of a trainable sparse row: finite (a -inf row would turn softmax into NaN
 # for rows with no slot at all) but far below any real entry.
 _EMPTY_SLOT_LOGIT = -1e4
@@ -154,6 +155,11 @@ class LexicalTranslationHead(nn.Module):
         dense: store L as a full |V_x| x |V_y| logit matrix (small vocabularies only; Table 5's learned uniform
             lexicon needs it).
         gate_bias_init: initial bias of the gate's logit; negative values start training from the lexicon.
+        gate_form: ``sigmoid`` (eq. 6: p_gate = sigmoid(w^T f + b)) or ``copy_token``, the form of the authors'
+            released code: the gate is one more output "word" of p_write's softmax, so that
+            p(w) = [e^{z_w} + e^{c} p_lex(w)] / (sum_v e^{z_v} + e^{c}) with c = w^T f + b, i.e.
+            p_gate = sigmoid(c' ) with c' = logsumexp(z) - c: the gate leans towards the lexicon wherever the
+            write logits are low (an unfamiliar context), which a sigmoid of the features alone does not.
         copy_scatter_softmax: replace p_lex by ``scatter_overwrite_softmax`` (repeated targets overwrite
             each other, then a softmax over the vocabulary): a reproduction of a published implementation's
             defect, never the default. Sparse lexicons without uniform rows only. Not part of the state dict.
@@ -167,8 +173,12 @@ class LexicalTranslationHead(nn.Module):
         dense: bool = False,
         gate_bias_init: float = 0.0,
         copy_scatter_softmax: bool = False,
+        gate_form: str = "sigmoid",
     ):
         super().__init__()
+        if gate_form not in GATE_FORMS:
+            raise ValueError(f"gate_form must be one of {', '.join(GATE_FORMS)}, got {gate_form!r}")
+        self.gate_form = gate_form
         self.trainable = trainable
         self.copy_scatter_softmax = copy_scatter_softmax
         self.dense = dense
@@ -270,14 +280,19 @@ class LexicalTranslationHead(nn.Module):
         return scatter_overwrite_softmax(mass, index, filled, self.num_target)
 
     # -- eqs. 6 and 10 ----------------------------------------------------------------------------------------
-    def gate_logit(self, gate_features: Tensor) -> Tensor:
-        return self.gate(gate_features).squeeze(-1)
+    def gate_logit(self, gate_features: Tensor, write_logits: Optional[Tensor] = None) -> Tensor:
+        """Logit of p_gate (the weight of p_write). ``copy_token`` needs the write logits."""
+        copy_logit = self.gate(gate_features).squeeze(-1)
+        if self.gate_form == "sigmoid":
+            return copy_logit
+        # log(sum_v e^{z_v} / e^{c}): p_gate = sum e^z / (sum e^z + e^c), in fp32
+        return torch.logsumexp(write_logits.float(), dim=-1) - copy_logit.float()
 
     def forward(
         self, write_logits: Tensor, gate_features: Tensor, attn: Tensor, src_tokens: Tensor
     ) -> Tuple[Tensor, Tensor]:
         """Return (log p(y_t = w) in fp32, p_gate (B, T))."""
-        gate_logit = self.gate_logit(gate_features)
+        gate_logit = self.gate_logit(gate_features, write_logits)
         if self.copy_scatter_softmax:
             p_lex = self.scatter_softmax_probs(attn, src_tokens)
             log_probs = lexical_mixture_log_probs(write_logits, gate_logit, p_lex)
@@ -291,4 +306,5 @@ class LexicalTranslationHead(nn.Module):
     def extra_repr(self) -> str:
         kind = "dense" if self.dense else f"sparse top-{self.lexicon_targets.shape[1]}"
         variant = ", copy=scatter-then-softmax (reproduction)" if self.copy_scatter_softmax else ""
+        variant += ", gate=copy-token" if self.gate_form == "copy_token" else ""
         return f"source={self.num_source}, target={self.num_target}, {kind}, trainable={self.trainable}{variant}"
