@@ -26,7 +26,10 @@ class LexicalCrossEntropyCriterion(FairseqCriterion):
     """Cross-entropy of the mixture; the decoder's extra output may carry
 
     - ``p_gate`` (B x T): the gate of eq. 6, logged as its mean over target tokens;
-    - ``aux_losses`` ({name: scalar summed over the batch}): added to the loss and logged one by one.
+    - ``aux_losses`` ({name: scalar summed over the batch}): added to the loss and logged one by one, per
+      sample_size unit (target tokens, or sentences with --sentence-avg);
+    - ``aux_sizes`` ({name: count}, optional): the count a loss is a sum over (e.g. sentences); that loss is then
+      logged per count instead (its training weight does not change).
     """
 
     def __init__(self, task, label_smoothing: float = 0.0, sentence_avg: bool = False):
@@ -60,6 +63,8 @@ class LexicalCrossEntropyCriterion(FairseqCriterion):
         for name, aux in (extra.get("aux_losses") or {}).items():
             loss = loss + aux
             logging_output[f"aux_{name}"] = utils.item(aux.data)
+        for name, count in (extra.get("aux_sizes") or {}).items():
+            logging_output[f"auxsize_{name}"] = count
         p_gate = extra.get("p_gate")
         if p_gate is not None:
             mask = target.ne(self.padding_idx)
@@ -82,7 +87,9 @@ class LexicalCrossEntropyCriterion(FairseqCriterion):
             metrics.log_scalar("p_gate", total("p_gate_sum") / max(ntokens, 1), ntokens, round=3)
         aux_names = sorted({k for log in logging_outputs for k in log if k.startswith("aux_")})
         for name in aux_names:
-            metrics.log_scalar(name, total(name) / max(sample_size, 1) / math.log(2), sample_size, round=3)
+            size_key = "auxsize_" + name[len("aux_"):]
+            size = total(size_key) if any(size_key in log for log in logging_outputs) else sample_size
+            metrics.log_scalar(name, total(name) / max(size, 1) / math.log(2), size, round=3)
 
     @staticmethod
     def logging_outputs_can_be_summed() -> bool:
