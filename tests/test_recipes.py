@@ -1,24 +1,275 @@
-"""The README's main job, end to end on a very short schedule (the real one is 560 updates)."""
+"""The example recipes (examples/*/run.sh, driven by examples/lib/recipe.py) and the aggregation over seeds.
+
+The end-to-end tests (marked slow) run the real pipeline on tiny data with a few updates: they check that every
+step runs and writes what it should, not the numbers."""
+import json
+import math
 import os
+import random
 import subprocess
+import sys
 
 import pytest
 
 from conftest import REPO
 
-pytestmark = pytest.mark.slow
+sys.path.insert(0, REPO)
+from fairseq_lexical.metrics.aggregate import (  # noqa: E402
+    aggregate, aggregate_dir, find_score_files, flatten_scores, format_summary, mean_std,
+)
+
+TASKS = ("colors", "scan", "cogs", "eng_cmn")
 
 
+def run_recipe(task, *args, timeout=900):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    return subprocess.run(["bash", os.path.join(REPO, "examples", task, "run.sh"), *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def ok(proc):
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    return proc.stdout
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Tiny data in the official layouts
+# --------------------------------------------------------------------------------------------------------------
+
+_PRIMS = {"walk": "I_WALK", "run": "I_RUN", "look": "I_LOOK", "jump": "I_JUMP"}
+
+
+def scan_line(rng):
+    """One SCAN-grammar command and its actions (a small part of the grammar: primitives, turn, twice/thrice,
+    and)."""
+    def phrase():
+        if rng.random() < 0.25:
+            d = rng.choice(["left", "right"])
+            cmd, act = f"turn {d}", [f"I_TURN_{d.upper()}"]
+        else:
+            w = rng.choice(list(_PRIMS))
+            cmd, act = w, [_PRIMS[w]]
+            if rng.random() < 0.3:
+                d = rng.choice(["left", "right"])
+                cmd, act = f"{w} {d}", [f"I_TURN_{d.upper()}", _PRIMS[w]]
+        r = rng.choice([1, 1, 2, 3])
+        if r > 1:
+            cmd, act = f"{cmd} {'twice' if r == 2 else 'thrice'}", act * r
+        return cmd, act
+    cmd, act = phrase()
+    if rng.random() < 0.4:
+        c2, a2 = phrase()
+        cmd, act = f"{cmd} and {c2}", act + a2
+    return f"IN: {cmd} OUT: {' '.join(act)}"
+
+
+@pytest.fixture
+def tiny_scan(tmp_path):
+    """brendenlake/SCAN layout: add_prim_split/tasks_{train,test}_addprim_jump.txt, 40 + 10 lines."""
+    rng = random.Random(0)
+    d = tmp_path / "SCAN" / "add_prim_split"
+    d.mkdir(parents=True)
+    (d / "tasks_train_addprim_jump.txt").write_text("".join(scan_line(rng) + "\n" for _ in range(40)))
+    (d / "tasks_test_addprim_jump.txt").write_text("".join(scan_line(rng) + "\n" for _ in range(10)))
+    return tmp_path / "SCAN"
+
+
+def write_tiny_layouts(root):
+    """Minimal files of every task's layout, for the fast checks (nothing is trained on them)."""
+    rng = random.Random(1)
+    scan = root / "scan" / "template_split"
+    scan.mkdir(parents=True)
+    for name in ("tasks_train_template_around_right.txt", "tasks_test_template_around_right.txt"):
+        (scan / name).write_text("".join(scan_line(rng) + "\n" for _ in range(20)))
+    (root / "scan" / "tasks_train_addprim_jump.txt").write_text("".join(scan_line(rng) + "\n" for _ in range(20)))
+    (root / "scan" / "tasks_test_addprim_jump.txt").write_text("".join(scan_line(rng) + "\n" for _ in range(5)))
+    cogs = root / "cogs"
+    cogs.mkdir()
+    line = "A cat ran .\tcat ( x _ 1 ) AND run . agent ( x _ 2 , x _ 1 )\t{}\n"
+    (cogs / "train.tsv").write_text(line.format("in_distribution") * 5)
+    (cogs / "dev.tsv").write_text(line.format("in_distribution") * 2)
+    (cogs / "gen.tsv").write_text(line.format("prim_to_subj_common") + line.format("cp_recursion"))
+    eng = root / "eng_cmn"
+    eng.mkdir()
+    for split in ("train", "dev", "test"):
+        (eng / f"cmn.txt_{split}_tokenized.tsv").write_text("I am here .\t我 在 这里 。\n" * 3)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Fast checks: help, errors, the commands each recipe would run (--dry-run)
+# --------------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("task", TASKS)
+def test_help_lists_the_common_options(task):
+    out = ok(run_recipe(task, "--help"))
+    for option in ("--data", "--work", "--max-update", "--models", "--seeds", "--cpu-small", "--force"):
+        assert option in out, option
+
+
+@pytest.mark.parametrize("task,missing", [("scan", "tasks_train_addprim_jump.txt"), ("cogs", "train.tsv"),
+                                          ("eng_cmn", "cmn.txt_train_tokenized.tsv"), ("colors", "train.tsv")])
+def test_missing_data_file_is_named(tmp_path, task, missing):
+    proc = run_recipe(task, "--data", tmp_path, "--work", tmp_path / "work")
+    assert proc.returncode == 2
+    assert missing in proc.stderr and str(tmp_path) in proc.stderr, proc.stderr
+    assert not (tmp_path / "work").exists()
+
+
+def test_unknown_model_is_an_error(tmp_path):
+    proc = run_recipe("colors", "--models", "lstm,nope", "--work", tmp_path)
+    assert proc.returncode == 2 and "unknown model 'nope'" in proc.stderr
+
+
+def dry_run(task, data, *args):
+    args = ("--data", data, *args) if data else args
+    return ok(run_recipe(task, "--dry-run", *args, timeout=120))
+
+
+def test_dry_run_commands_carry_the_papers_settings(tmp_path):
+    write_tiny_layouts(tmp_path)
+    work = ("--work", tmp_path / "w")
+    scan = dry_run("scan", tmp_path / "scan", "--split", "around_right", *work)
+    # Appendix C.1 (+ the authors' scripts): 2x512, Noam lr 1.0 (peak 512^-0.5 * 4000^-0.5), batch 128 x 4, clip 5,
+    # 8000 updates, validation every 500 updates; extra dropout 0.5 on p_write (lexical models) for SCAN.
+    assert "[1/6] lstm seed 1" in scan and "[6/6] bayes seed 1" in scan
+    lstm_train = next(l for l in scan.splitlines() if "--arch lstm_plain " in l)
+    simple_train = next(l for l in scan.splitlines() if "--lexicon" in l and "simple.tsv" in l)
+    for opt in ("--lr 0.000698771", "--warmup-updates 4000", "--batch-size 128", "--update-freq 4",
+                "--clip-norm 5.0", "--max-update 8000", "--validate-interval-updates 500", "--sentence-avg"):
+        assert opt in lstm_train and opt in simple_train, opt
+    assert "--write-dropout" not in lstm_train and "--write-dropout 0.5" in simple_train
+    assert "--patience 10" in lstm_train and "--patience 20" in simple_train
+    assert "tasks_train_template_around_right.txt" in scan
+
+    cogs = dry_run("cogs", tmp_path / "cogs", *work)
+    for model in ("lstm", "copy", "simple", "pmi", "ibm2", "ibm1", "bayes", "uniform", "soft", "learned"):
+        assert f" {model} seed 1:" in cogs, model
+    assert "--lexicon identity" in cogs and "--lexicon uniform --lexicon-trainable" in cogs
+    assert "--lexicon-temperature 0.1 --lexicon-trainable" in cogs
+    assert "--write-dropout" not in cogs and "--max-len-b 512" in cogs
+    assert "--categories " + str(tmp_path / "cogs" / "gen.tsv") + " --cogs-table3" in cogs
+
+    eng = dry_run("eng_cmn", tmp_path / "eng_cmn", *work)
+    assert "--bleu --tokenize none --train-source" in eng and "--no-fallback" in eng
+    assert " bayes seed" not in eng and " ibm1 seed 1:" in eng
+
+    colors = dry_run("colors", None, "--models", "paper", "--cpu-small", *work)
+    assert "--arch lex_lstm_small" in colors and "--batch-size 5" in colors and "--max-update 560" in colors
+    assert "--disable-validation" in colors and "CPU-SMALL" in colors
+    assert not (tmp_path / "w" / "bin").exists()  # a dry run runs nothing
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Aggregation over seeds
+# --------------------------------------------------------------------------------------------------------------
+
+def test_mean_std_on_hand_values():
+    s = mean_std([0.5, 0.7, 0.9])
+    assert s["mean"] == pytest.approx(0.7)
+    assert s["std"] == pytest.approx(math.sqrt(0.08 / 3))  # population (ddof=0)
+    assert s["std_sample"] == pytest.approx(0.2)  # ddof=1
+    assert s["n"] == 3 and s["values"] == [0.5, 0.7, 0.9]
+    one = mean_std([0.25])
+    assert one["mean"] == 0.25 and one["std"] == 0.0 and one["std_sample"] is None
+    with pytest.raises(ValueError):
+        mean_std([])
+    with pytest.raises(ValueError):
+        mean_std([1.0, float("nan")])
+
+
+def test_flatten_and_aggregate_score_dicts():
+    s1 = {"n": 10, "exact_match": 0.8, "bleu": 20.0, "bleu_signature": "nrefs:1",
+          "one_shot": {"n": 3, "exact_match": 0.0, "bleu": None},
+          "cogs_table3": {"all": {"n": 10, "exact_match": 0.8}}}
+    s2 = {"n": 10, "exact_match": 0.6, "bleu": 30.0, "one_shot": {"n": 3, "exact_match": 1.0, "bleu": 12.0},
+          "cogs_table3": {"all": {"n": 10, "exact_match": 0.6}}}
+    assert flatten_scores(s1) == {"exact_match": 0.8, "bleu": 20.0, "one_shot.exact_match": 0.0,
+                                  "cogs_table3.all.exact_match": 0.8}
+    summary = aggregate({"simple": {1: s1, 2: s2}})
+    m = summary["simple"]["metrics"]
+    assert summary["simple"]["seeds"] == [1, 2]
+    assert m["exact_match"]["mean"] == pytest.approx(0.7) and m["exact_match"]["std"] == pytest.approx(0.1)
+    assert m["bleu"]["mean"] == pytest.approx(25.0) and m["bleu"]["std"] == pytest.approx(5.0)
+    assert m["cogs_table3.all.exact_match"]["values"] == [0.8, 0.6]
+    # a metric missing in one seed is summarised over the seeds that have it
+    assert m["one_shot.bleu"]["n"] == 1 and m["one_shot.bleu"]["seeds"] == [2]
+    table = format_summary(summary, [("exact_match", "EM")], labels={"simple": "Simple"},
+                           paper={"simple": {"exact_match": (0.82, 0.01)}})
+    assert "Simple" in table and "0.70 +/- 0.10" in table and "0.82 +/- 0.01" in table
+
+
+def test_aggregate_dir_and_command_line(tmp_path):
+    for model, values in (("lstm", (0.1, 0.3)), ("simple", (0.9, 0.8))):
+        for seed, value in enumerate(values, start=1):
+            d = tmp_path / model / f"seed{seed}"
+            d.mkdir(parents=True)
+            (d / "score.json").write_text(json.dumps({"n": 4, "exact_match": value}))
+    (tmp_path / "lstm" / "seed3").mkdir()  # unfinished run: no score.json
+    assert [(m, s) for m, s, _ in find_score_files(str(tmp_path))] == [
+        ("lstm", 1), ("lstm", 2), ("simple", 1), ("simple", 2)]
+    summary = aggregate_dir(str(tmp_path), models=["simple", "lstm"], seeds=[1, 2])
+    assert list(summary) == ["simple", "lstm"]
+    assert summary["lstm"]["metrics"]["exact_match"]["mean"] == pytest.approx(0.2)
+    assert summary["simple"]["metrics"]["exact_match"]["std"] == pytest.approx(0.05)
+
+    out = tmp_path / "summary.json"
+    proc = subprocess.run([sys.executable, os.path.join(REPO, "tools", "aggregate_results.py"), str(tmp_path),
+                           "--json", str(out)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "0.20 +/- 0.10" in proc.stdout and "0.85 +/- 0.05" in proc.stdout
+    data = json.loads(out.read_text())
+    assert data["models"]["simple"]["metrics"]["exact_match"]["n"] == 2
+    proc = subprocess.run([sys.executable, os.path.join(REPO, "tools", "aggregate_results.py"),
+                           str(tmp_path / "lstm" / "seed3")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "no <model>/seed<N>/score.json" in proc.stderr
+
+
+# --------------------------------------------------------------------------------------------------------------
+# End to end (slow)
+# --------------------------------------------------------------------------------------------------------------
+
+@pytest.mark.slow
 def test_colors_recipe_runs_end_to_end(tmp_path):
-    proc = subprocess.run(
-        ["bash", os.path.join(REPO, "examples", "colors", "run.sh"), "--max-update", "3", "--work", str(tmp_path)],
-        capture_output=True, text=True, timeout=900,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    out = proc.stdout
+    """The README's main job on a very short schedule (the real one is 560 updates)."""
+    out = ok(run_recipe("colors", "--max-update", "3", "--work", tmp_path))
     assert "lexicon (Simple rule, section 4.2): 4 entries" in out
     assert "LSTM (--arch lstm_plain)" in out and "LSTM + Lex.: Simple (--arch lex_lstm)" in out
     # Both models decoded all 10 test sentences (score.py checks the count against the reference).
-    for model in ("lstm", "lex_simple"):
+    for model in ("lstm", "simple"):
         with open(tmp_path / model / "seed1" / "generate.txt") as f:
             assert sum(line.startswith("H-") for line in f) == 10
+        assert (tmp_path / model / "seed1" / "checkpoint_last.pt").exists()
+
+
+@pytest.mark.slow
+def test_scan_recipe_two_models_two_seeds(tmp_path, tiny_scan):
+    work = tmp_path / "work"
+    args = ("--data", tiny_scan, "--work", work, "--cpu-small", "--max-update", "20", "--models", "lstm,simple",
+            "--seeds", "2")
+    out = ok(run_recipe("scan", *args))
+    assert "CPU-SMALL" in out and "1 of 40 training pairs held out" in out
+    for model in ("lstm", "simple"):
+        for seed in (1, 2):
+            run = work / model / f"seed{seed}"
+            score = json.loads((run / "score.json").read_text())
+            assert score["n"] == 10 and 0.0 <= score["exact_match"] <= 1.0
+            config = json.loads((run / "config.json").read_text())
+            assert config["settings"] == "cpu-small" and config["seed"] == seed
+            assert "--max-update 20" in config["commands"]["train"]
+            assert json.loads((run / "run.json").read_text())["training"]["updates"] == 20
+    summary = json.loads((work / "summary.json").read_text())
+    assert summary["settings"] == "cpu-small" and summary["seeds"] == [1, 2]
+    assert set(summary["models"]) == {"lstm", "simple"}
+    for model in ("lstm", "simple"):
+        em = summary["models"][model]["metrics"]["exact_match"]
+        assert em["n"] == 2 and em["seeds"] == [1, 2] and "mean" in em and "std" in em
+    assert summary["paper"]["simple"]["exact_match"] == [0.92, 0.17]
+    assert json.loads((work / "config.json").read_text())["hparams"]["hidden"] == 128
+
+    # Restartable: a second run skips the finished (model, seed) pairs...
+    again = ok(run_recipe("scan", *args))
+    assert again.count("done before: skipped") == 4
+    # ...and refuses to mix them with runs of other settings.
+    proc = run_recipe("scan", "--data", tiny_scan, "--work", work, "--cpu-small", "--max-update", "21",
+                      "--models", "lstm", "--seeds", "1")
+    assert proc.returncode == 2 and "other settings" in proc.stderr and "--force" in proc.stderr

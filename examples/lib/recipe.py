@@ -1,0 +1,1035 @@
+#!/usr/bin/env python
+"""The one driver behind examples/{colors,scan,cogs,eng_cmn}/run.sh (Akyurek & Andreas 2021, section 5).
+
+    python examples/lib/recipe.py TASK [options]      # TASK: colors, scan, cogs, eng_cmn (run.sh passes it)
+
+For each task: prepare the data (official layouts) -> learn the lexicons (tools/build_lexicon.py) ->
+fairseq-preprocess -> for every seed and model: fairseq-train -> fairseq-generate -> tools/score.py --json ->
+mean +/- std over seeds (fairseq_lexical.metrics.aggregate), printed as a table and written to WORK/summary.json.
+
+Layout of WORK:
+    config.json                      the recipe's settings (paper or CPU-small), models, seeds, data files
+    data/                            train/valid/test .src/.tgt (whitespace-normalised), lexcorpus.src/.tgt
+    bin/                             fairseq-preprocess output (+ prepared.json: what it was made from)
+    lexicons/<method>.tsv            learned lexicons (+ .log)
+    <model>/seed<N>/                 config.json, train.log, generate.txt, generate.log, score.json, run.json
+    summary.json                     mean +/- std over the seeds of this invocation, per model and metric
+
+A (model, seed) whose score.json exists is skipped (unless --force); its config.json must then match the current
+settings, else the recipe stops (use --force or another --work). An unfinished run with matching settings resumes
+from its checkpoint_last.pt (fairseq's own restore); one with other settings starts again.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import hashlib
+import json
+import math
+import os
+import platform
+import random
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field, replace
+from typing import Dict, List, Optional, Sequence, Tuple
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+os.environ.setdefault("FAIRSEQ_LEXICAL_OFFLINE", "1")  # this process needs neither fairseq nor torch
+sys.path.insert(0, ROOT)
+
+from fairseq_lexical.corpus import CorpusError, write_parallel  # noqa: E402
+from fairseq_lexical.metrics.aggregate import aggregate_dir, format_mean_std, format_summary  # noqa: E402
+
+PROG = "run.sh"
+
+
+class RecipeError(Exception):
+    """A user-facing error: printed as `run.sh: error: ...`, exit status 2."""
+
+
+def say(*parts) -> None:
+    print(*parts, flush=True)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Models and lexicons
+# ----------------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ModelSpec:
+    label: str                   # row label of the tables
+    arch: str                    # full-size fairseq arch (the CPU-small one adds "_small")
+    lexicon: Optional[str]       # None (plain LSTM), "identity", "uniform", or a lexicon method ("simple", ...)
+    extra: Tuple[str, ...] = ()  # further fairseq-train options
+
+    @property
+    def lexical(self) -> bool:
+        return self.lexicon is not None
+
+
+MODELS: Dict[str, ModelSpec] = {
+    "lstm": ModelSpec("LSTM", "lstm_plain", None),
+    "copy": ModelSpec("LSTM + copy", "lex_lstm", "identity"),
+    "simple": ModelSpec("LSTM + Lex.: Simple", "lex_lstm", "simple"),
+    "pmi": ModelSpec("LSTM + Lex.: PMI", "lex_lstm", "pmi"),
+    "ibm2": ModelSpec("LSTM + Lex.: IBMM2 (IBM Model 2)", "lex_lstm", "ibm2"),
+    "ibm1": ModelSpec("LSTM + Lex.: IBMM2 as released (IBM Model 1)", "lex_lstm", "ibm1"),
+    "bayes": ModelSpec("LSTM + Lex.: Bayesian", "lex_lstm", "bayes"),
+    "uniform": ModelSpec("LSTM + Lex.: Uniform (learned)", "lex_lstm", "uniform", ("--lexicon-trainable",)),
+    "soft": ModelSpec("LSTM + Lex.: Simple, Soft (tau 0.1)", "lex_lstm", "simple", ("--lexicon-temperature", "0.1")),
+    "learned": ModelSpec("LSTM + Lex.: Simple, Soft + Learned", "lex_lstm", "simple",
+                         ("--lexicon-temperature", "0.1", "--lexicon-trainable")),
+}
+
+# method -> (tools/build_lexicon.py options, description printed with the entry count)
+LEXICON_METHODS: Dict[str, Tuple[Tuple[str, ...], str]] = {
+    "simple": (("--method", "simple"), "Simple rule, section 4.2"),
+    "pmi": (("--method", "pmi"), "PMI, eq. 13"),
+    "ibm2": (("--method", "ibm2", "--symmetrize", "intersect"),
+             "IBM Model 2, optimised tension, intersect, eq. 12"),
+    "ibm1": (("--method", "ibm1", "--symmetrize", "intersect"),
+             "IBM Model 1, intersect: what the authors' released 'IBMM2' lexicons are"),
+    "bayes": (("--method", "bayes", "--seed", "0"), "Bayesian, Frank et al. 2007, eq. 14"),
+}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Hyper-parameters
+# ----------------------------------------------------------------------------------------------------------------
+
+def noam_peak_lr(d_model: int, warmup: int, factor: float = 1.0) -> float:
+    """Peak of the Noam schedule factor * d^-0.5 * min(step^-0.5, step * warmup^-1.5), reached at step = warmup;
+    fairseq's inverse_sqrt with --lr = this peak and --warmup-updates = warmup is the same schedule."""
+    return factor * d_model ** -0.5 * warmup ** -0.5
+
+
+@dataclass
+class HParams:
+    hidden: int                      # LSTM hidden size = embedding size (informational; the arch sets it)
+    lr: float                        # peak learning rate of inverse_sqrt (= the Noam peak)
+    warmup: int
+    clip_norm: float
+    batch_size: int
+    update_freq: int
+    max_update: int
+    validate_every: Optional[int]    # None: no validation (Colors)
+    patience: Optional[int]          # early stopping on validation loss, in validations (None: off)
+    write_dropout: float
+    write_dropout_models: str        # "lexical" or "all": which models get --write-dropout
+    sentence_avg: bool               # loss summed per sentence, averaged over sentences (the authors' code)
+    adam_betas: Optional[str]        # None: fairseq's default (0.9, 0.999)
+    beam: int
+    checkpoint: str                  # "last" or "best"
+    max_len_b: int                   # fairseq-generate --max-len-b (output length limit)
+    gen_batch_size: int = 128
+    log_interval: int = 100
+    lexicon_top_k: Optional[int] = None
+
+
+# Appendix C.1 (COGS, SCAN, English-Chinese share these) + the authors' scripts (exp/*/*.sh of
+# github.com/ekinakyurek/lexical) where the paper is silent: batch 512 = 128 x 4 accumulated, Adam betas
+# (0.9, 0.998), validation every 500 updates with early stopping on validation loss (tolerance 10), the loss summed
+# over tokens and averaged over sentences, the final model evaluated.
+PAPER_COMMON = HParams(
+    hidden=512, lr=noam_peak_lr(512, 4000), warmup=4000, clip_norm=5.0, batch_size=128, update_freq=4,
+    max_update=8000, validate_every=500, patience=10, write_dropout=0.0, write_dropout_models="lexical",
+    sentence_avg=True, adam_betas="(0.9, 0.998)", beam=5, checkpoint="last", max_len_b=200,
+)
+# CPU-sized (not the paper's): 2 x 128 LSTM, batch 64, 2000 updates, Noam schedule for d = 128 with 400 warm-up.
+CPU_SMALL_COMMON = replace(
+    PAPER_COMMON, hidden=128, lr=noam_peak_lr(128, 400), warmup=400, batch_size=64, update_freq=1,
+    max_update=2000, validate_every=250, log_interval=50,
+)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Tasks
+# ----------------------------------------------------------------------------------------------------------------
+
+@dataclass
+class Prepared:
+    train: List[Tuple[str, str]]
+    valid: Optional[List[Tuple[str, str]]]       # None: no validation set (Colors: the training set stands in)
+    test: List[Tuple[str, str]]
+    lexcorpus: List[Tuple[str, str]]             # what the lexicons are learned from
+    files: Dict[str, str]                        # role -> data file read
+    notes: List[str] = field(default_factory=list)
+    score_args: List[str] = field(default_factory=list)   # task-specific tools/score.py options
+
+
+class Task:
+    name = ""
+    title = ""
+    default_models = "paper"
+    paper_models: Tuple[str, ...] = ()
+    paper_seeds = 1
+    columns: Tuple[Tuple[str, str], ...] = (("exact_match", "exact match"),)
+    paper_table = ""
+    lexicon_build_args: Tuple[str, ...] = ()
+    args: Optional[argparse.Namespace] = None  # set by main(): the parsed options
+
+    def add_args(self, parser: argparse.ArgumentParser) -> None:
+        pass
+
+    def default_data(self) -> Optional[str]:
+        return None
+
+    def default_work(self, args) -> str:
+        return os.path.join(os.environ.get("TMPDIR", "/tmp"), f"fairseq_lexical_{self.name}")
+
+    def hparams(self, args) -> HParams:
+        return CPU_SMALL_COMMON if args.cpu_small else PAPER_COMMON
+
+    def patience_for(self, model: str, hp: HParams) -> Optional[int]:
+        return hp.patience
+
+    def locate(self, data: str) -> Dict[str, str]:
+        raise NotImplementedError
+
+    def prepare(self, args, files: Dict[str, str]) -> Prepared:
+        raise NotImplementedError
+
+    def paper(self, args) -> Dict[str, Dict[str, Tuple[float, float]]]:
+        return {}
+
+    def result_line(self, score: dict) -> str:
+        return f"exact match {score['exact_match']:.4f}"
+
+    def extra_report(self, args, summary, labels) -> str:
+        return ""
+
+
+def find_file(data: str, name: str, subdirs: Sequence[str] = ("",)) -> str:
+    """DATA/<subdir>/<name> for the first subdir where it exists; else an error naming every place looked at."""
+    tried = []
+    for sub in subdirs:
+        path = os.path.join(data, sub, name) if sub else os.path.join(data, name)
+        if os.path.isfile(path):
+            return path
+        tried.append(path)
+    raise RecipeError(f"data file not found: {name} (looked for {' and '.join(tried)})")
+
+
+def read_corpus(path: str, fmt: str) -> List[Tuple[str, str]]:
+    from fairseq_lexical.lexicon.builder import read_pairs  # numpy/numba: imported only when data is read
+
+    try:
+        if fmt == "cogs":
+            return read_pairs(path, fmt="tsv-columns", columns=(0, 1))
+        return read_pairs(path, fmt=fmt)
+    except CorpusError as e:
+        raise RecipeError(str(e)) from None
+
+
+# Exact match, mean +/- std over seeds, as printed in Table 2 (16 seeds for Colors, 10 for SCAN and COGS).
+def _p(mean, std):
+    return {"exact_match": (mean, std)}
+
+
+class Colors(Task):
+    name = "colors"
+    title = "Colors test exact match"
+    default_models = "lstm,simple"
+    paper_models = ("lstm", "simple", "pmi", "ibm2", "ibm1", "bayes")
+    paper_seeds = 16
+    paper_table = "Table 2"
+
+    def default_data(self):
+        return os.path.join(ROOT, "examples", "colors", "data")
+
+    def hparams(self, args):
+        # Appendix C.1 for Colors: batch 5 (1/3 of the 14 examples), clip 0.5, warm-up 32 epochs (= 89 updates),
+        # extra dropout 0.5 before p_write; the authors' scripts: 200 epochs (= 560 updates), no validation set.
+        # The loss normalisation (per token) and Adam betas (fairseq's) are those of the first version of this
+        # recipe, kept as its defaults (--sentence-avg --adam-betas "(0.9, 0.998)" give the authors' code's).
+        hp = replace(PAPER_COMMON, lr=0.0047, warmup=89, clip_norm=0.5, batch_size=5, update_freq=1, max_update=560,
+                     validate_every=None, patience=None, write_dropout=0.5, write_dropout_models="all",
+                     sentence_avg=False, adam_betas=None, gen_batch_size=32)
+        if args.cpu_small:
+            hp = replace(hp, hidden=128)
+        return hp
+
+    def locate(self, data):
+        return {"train": find_file(data, "train.tsv"), "test": find_file(data, "test.tsv")}
+
+    def prepare(self, args, files):
+        train = read_corpus(files["train"], "tsv")
+        return Prepared(train=train, valid=None, test=read_corpus(files["test"], "tsv"), lexcorpus=train,
+                        files=files, notes=["no validation set: the training set stands in for fairseq, "
+                                            "validation is disabled and the last checkpoint is used"])
+
+    def paper(self, args):
+        # Table 2, Colors column; IBMM2's row is shown beside both IBM variants (see the README).
+        return {"lstm": _p(0.00, 0.00), "simple": _p(0.79, 0.02), "pmi": _p(0.41, 0.19), "ibm2": _p(0.79, 0.02),
+                "ibm1": _p(0.79, 0.02), "bayes": _p(0.51, 0.21)}
+
+
+SCAN_SPLITS = {
+    # split: (folder in brendenlake/SCAN, train file, test file)
+    "jump": ("add_prim_split", "tasks_train_addprim_jump.txt", "tasks_test_addprim_jump.txt"),
+    "around_right": ("template_split", "tasks_train_template_around_right.txt",
+                     "tasks_test_template_around_right.txt"),
+}
+
+
+class Scan(Task):
+    name = "scan"
+    paper_models = ("lstm", "simple", "pmi", "ibm2", "ibm1", "bayes")
+    paper_seeds = 10
+    paper_table = "Table 2"
+
+    def add_args(self, parser):
+        g = parser.add_argument_group("SCAN")
+        g.add_argument("--split", choices=sorted(SCAN_SPLITS), default="jump",
+                       help="jump (add_prim_split) or around_right (template_split); default jump")
+        g.add_argument("--valid-fraction", type=float, default=0.01,
+                       help="share of the training file held out for validation (default 0.01, as the authors' "
+                            "code; at least one pair)")
+        g.add_argument("--valid-seed", type=int, default=0, help="seed of the held-out draw (default 0)")
+
+    def default_work(self, args):
+        return os.path.join(os.environ.get("TMPDIR", "/tmp"), f"fairseq_lexical_scan_{args.split}")
+
+    def hparams(self, args):
+        # Appendix C.1: "For SCAN and Colors, we applied additional dropout (p=0.5) in the last layer of p_write";
+        # the authors' SCAN scripts apply it to the lexical models only (the plain LSTM has no p_write).
+        return replace(super().hparams(args), write_dropout=0.5, write_dropout_models="lexical")
+
+    def patience_for(self, model, hp):
+        # The authors' SCAN scripts: tolerance 20 for Simple, PMI and Bayesian, 10 for the LSTM and IBM runs.
+        if hp.patience is not None and model in ("simple", "pmi", "bayes") and self.args.patience is None:
+            return 20
+        return hp.patience
+
+    def locate(self, data):
+        folder, train, test = SCAN_SPLITS[self.args.split]
+        return {"train": find_file(data, train, (folder, "")), "test": find_file(data, test, (folder, ""))}
+
+    def prepare(self, args, files):
+        full = read_corpus(files["train"], "scan")
+        n_valid = max(1, int(math.floor(len(full) * args.valid_fraction)))
+        if n_valid >= len(full):
+            raise RecipeError(f"{files['train']}: {len(full)} pairs are too few to hold out {n_valid} for validation")
+        held = set(random.Random(args.valid_seed).sample(range(len(full)), n_valid))
+        train = [p for i, p in enumerate(full) if i not in held]
+        valid = [p for i, p in enumerate(full) if i in held]
+        return Prepared(
+            train=train, valid=valid, test=read_corpus(files["test"], "scan"), lexcorpus=full, files=files,
+            notes=[f"validation: {n_valid} of {len(full)} training pairs held out (fraction {args.valid_fraction}, "
+                   f"seed {args.valid_seed}); the lexicons are learned from the whole training file"])
+
+    def paper(self, args):
+        if args.split == "jump":
+            return {"lstm": _p(0.00, 0.00), "simple": _p(0.92, 0.17), "pmi": _p(0.95, 0.08),
+                    "ibm2": _p(0.79, 0.27), "ibm1": _p(0.79, 0.27), "bayes": _p(0.82, 0.21)}
+        return {"lstm": _p(0.09, 0.05), "simple": _p(0.95, 0.01), "pmi": _p(0.02, 0.04), "ibm2": _p(0.00, 0.00),
+                "ibm1": _p(0.00, 0.00), "bayes": _p(0.02, 0.04)}
+
+
+class Cogs(Task):
+    name = "cogs"
+    title = "COGS generalization (gen) exact match"
+    paper_models = ("lstm", "copy", "simple", "pmi", "ibm2", "ibm1", "bayes", "uniform", "soft", "learned")
+    paper_seeds = 10
+    paper_table = "Tables 2 and 5"
+
+    def add_args(self, parser):
+        g = parser.add_argument_group("COGS")
+        g.add_argument("--gen", default="gen.tsv",
+                       help="generalization set in the data directory (default gen.tsv; gen_2020.tsv is the "
+                            "2020 version the paper used)")
+
+    def hparams(self, args):
+        # COGS outputs reach 480 tokens (recursion cases of gen): fairseq-generate's default limit is 200.
+        return replace(super().hparams(args), max_len_b=512)
+
+    def locate(self, data):
+        subdirs = ("", "data")
+        return {"train": find_file(data, "train.tsv", subdirs), "valid": find_file(data, "dev.tsv", subdirs),
+                "test": find_file(data, self.args.gen, subdirs)}
+
+    def prepare(self, args, files):
+        train = read_corpus(files["train"], "cogs")
+        return Prepared(
+            train=train, valid=read_corpus(files["valid"], "cogs"), test=read_corpus(files["test"], "cogs"),
+            lexcorpus=train, files=files, score_args=["--categories", files["test"], "--cogs-table3"],
+            notes=["train on train.tsv, validate on dev.tsv, test on " + os.path.basename(files["test"])])
+
+    def paper(self, args):
+        # Table 2 (COGS column) and Table 5 (Uniform, Soft, Learned; its LSTM row reads 0.51 +/- 0.06).
+        return {"lstm": _p(0.51, 0.05), "copy": _p(0.66, 0.03), "simple": _p(0.82, 0.01), "pmi": _p(0.82, 0.00),
+                "ibm2": _p(0.82, 0.00), "ibm1": _p(0.82, 0.00), "bayes": _p(0.70, 0.04),
+                "uniform": _p(0.56, 0.07), "soft": _p(0.83, 0.00), "learned": _p(0.83, 0.01)}
+
+    def extra_report(self, args, summary, labels):
+        rows = []
+        for entry in summary.values():
+            for name in entry["metrics"]:
+                if name.startswith("cogs_table3.") and name.endswith(".exact_match"):
+                    row = name[len("cogs_table3."):-len(".exact_match")]
+                    if row not in rows:
+                        rows.append(row)
+        if not rows:
+            return ""
+        header = ["Table 3 row"] + list(summary)
+        table = [header]
+        for row in rows:
+            key = f"cogs_table3.{row}.exact_match"
+            table.append([row] + [format_mean_std(summary[m]["metrics"].get(key)) for m in summary])
+        widths = [max(len(r[k]) for r in table) for k in range(len(header))]
+        lines = ["  ".join([r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:], widths[1:])]).rstrip()
+                 for r in table]
+        return ("== COGS gen exact match per Table 3 row, mean +/- std (the paper's Table 3 has no numbers in our "
+                "copy of the text)\n" + "\n".join(lines))
+
+
+class EngCmn(Task):
+    name = "eng_cmn"
+    title = "English-Chinese test BLEU"
+    paper_models = ("lstm", "pmi", "simple", "ibm2", "ibm1")
+    paper_seeds = 5
+    paper_table = "Table 4"
+    columns = (("bleu", "BLEU"), ("one_shot.bleu", "1-shot BLEU"))
+    # The mutual-exclusivity fallback would write millions of uniform entries here (3,618 unmapped English words x
+    # 6,694 unclaimed Chinese words for Simple; the builder refuses): without it an unmapped word maps to itself or
+    # to <unk> in the model.
+    lexicon_build_args = ("--no-fallback",)
+
+    def hparams(self, args):
+        # PMI's tau = 0 rows tie over thousands of words here ('.' -> 8,849 words seen only with it): keep 8 per row.
+        return replace(super().hparams(args), lexicon_top_k=8)
+
+    def locate(self, data):
+        return {split: find_file(data, f"cmn.txt_{name}_tokenized.tsv")
+                for split, name in (("train", "train"), ("valid", "dev"), ("test", "test"))}
+
+    def prepare(self, args, files):
+        train = read_corpus(files["train"], "tsv")
+        return Prepared(
+            train=train, valid=read_corpus(files["valid"], "tsv"), test=read_corpus(files["test"], "tsv"),
+            lexcorpus=train, files=files,
+            score_args=["--bleu", "--tokenize", "none", "--train-source", "TRAIN_SRC", "--test-source", "TEST_SRC"],
+            notes=["the TSV files are already tokenised (Moses English, jieba Chinese, appendix E.3): BLEU over "
+                   "those tokens (--tokenize none); 1-shot = test sentences with an English word seen once in "
+                   "training"])
+
+    def paper(self, args):
+        p = {"lstm": (24.18, 0.37, 17.47, 0.64), "pmi": (24.36, 0.09, 18.46, 0.13),
+             "simple": (24.35, 0.09, 18.46, 0.19), "ibm2": (25.49, 0.42, 19.62, 0.64),
+             "ibm1": (25.49, 0.42, 19.62, 0.64)}
+        return {m: {"bleu": (a, b), "one_shot.bleu": (c, d)} for m, (a, b, c, d) in p.items()}
+
+    def result_line(self, score):
+        one = score.get("one_shot", {})
+        one_bleu = one.get("bleu")
+        return (f"BLEU {score['bleu']:.2f}  1-shot BLEU "
+                f"{'n/a' if one_bleu is None else format(one_bleu, '.2f')} ({one.get('n', 0)} sentences)")
+
+
+TASKS = {t.name: t for t in (Colors(), Scan(), Cogs(), EngCmn())}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Command line
+# ----------------------------------------------------------------------------------------------------------------
+
+def build_parser(task: Task) -> argparse.ArgumentParser:
+    paper_list = ",".join(task.paper_models)
+    parser = argparse.ArgumentParser(
+        prog=f"bash examples/{task.name}/run.sh",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=f"{task.name}: prepare -> lexicons -> fairseq-preprocess -> train -> generate -> score, for each "
+                    f"model and seed, then mean +/- std over seeds (see examples/{task.name}/README.md).",
+        epilog=(f"Models: {', '.join(f'{k} ({v.label})' for k, v in MODELS.items())}.\n"
+                f"'paper' = the rows of the paper's {task.paper_table} for this task: {paper_list}; 'all' = every "
+                f"model.\nThe paper's defaults are appendix C.1's settings; --cpu-small is a CPU-sized variant, "
+                f"labelled as such in the output, config.json and summary.json."),
+    )
+    g = parser.add_argument_group("data and output")
+    default_data = task.default_data()
+    g.add_argument("--data", default=default_data, required=default_data is None,
+                   help="data directory, official layout" + (f" (default {default_data})" if default_data else ""))
+    g.add_argument("--work", help="work directory (default $TMPDIR/fairseq_lexical_<task>[_<split>], TMPDIR=/tmp)")
+    g = parser.add_argument_group("what to run")
+    g.add_argument("--models", default=task.default_models,
+                   help=f"comma-separated models, or 'paper' / 'all' (default {task.default_models})")
+    g.add_argument("--seeds", type=int, default=1, help=f"run seeds 1..N (default 1; the paper: {task.paper_seeds})")
+    g.add_argument("--seed-list", help="comma-separated seeds instead of 1..N (e.g. to split seeds across machines)")
+    g.add_argument("--force", action="store_true", help="re-run (model, seed) pairs that have a score.json, and "
+                                                         "rebuild the lexicons")
+    g.add_argument("--dry-run", action="store_true", help="check the data and print the commands, run nothing")
+    g.add_argument("--progress-every", type=float, default=PROGRESS_EVERY, metavar="SECONDS",
+                   help=f"how often to print a training run's update count and validation loss (default "
+                        f"{PROGRESS_EVERY:.0f})")
+    g.add_argument("--keep-checkpoints", choices=("used", "all", "none"), default="used",
+                   help="after scoring keep the evaluated checkpoint (default), every checkpoint, or none")
+    g = parser.add_argument_group("settings (defaults: the paper's, appendix C.1)")
+    g.add_argument("--cpu-small", action="store_true",
+                   help="CPU-sized settings, not the paper's: 2 x 128 LSTM and, except on Colors, batch 64, "
+                        "2000 updates, 400 warm-up updates, validation every 250 updates")
+    g.add_argument("--max-update", type=int, help="training updates")
+    g.add_argument("--lr", type=float, help="peak learning rate of the inverse-sqrt (Noam) schedule")
+    g.add_argument("--warmup-updates", type=int)
+    g.add_argument("--batch-size", type=int, help="sentences per batch (times --update-freq per update)")
+    g.add_argument("--update-freq", type=int, help="batches accumulated per update")
+    g.add_argument("--patience", type=int, help="early stopping after N validations without a better validation "
+                                                "loss (0: off)")
+    g.add_argument("--beam", type=int, help="beam size of fairseq-generate (1: greedy, the authors' test decoding)")
+    g.add_argument("--checkpoint", choices=("last", "best"), help="checkpoint to evaluate")
+    avg = g.add_mutually_exclusive_group()
+    avg.add_argument("--sentence-avg", dest="sentence_avg", action="store_true", default=None,
+                     help="loss summed per sentence, averaged over sentences (the authors' code)")
+    avg.add_argument("--token-avg", dest="sentence_avg", action="store_false", help="loss averaged over tokens")
+    g.add_argument("--adam-betas", help="e.g. '(0.9, 0.998)'")
+    g.add_argument("--lexicon", help="use this lexicon file for the Simple rows (simple, soft, learned) instead of "
+                                     "learning one")
+    g.add_argument("--lexicon-top-k", type=int, help="keep at most K targets per lexicon row in the model (0: all)")
+    g.add_argument("--train-args", default="", help="further fairseq-train options (one quoted string)")
+    g.add_argument("--generate-args", default="", help="further fairseq-generate options (one quoted string)")
+    task.add_args(parser)
+    return parser
+
+
+def parse_models(text: str, task: Task) -> List[str]:
+    names = []
+    for item in [t.strip() for t in text.split(",") if t.strip()]:
+        if item == "paper":
+            names += task.paper_models
+        elif item == "all":
+            names += list(MODELS)
+        elif item in MODELS:
+            names.append(item)
+        else:
+            raise RecipeError(f"--models: unknown model {item!r} (choose from {', '.join(MODELS)}, paper, all)")
+    if not names:
+        raise RecipeError("--models: no model given")
+    return list(dict.fromkeys(names))
+
+
+def parse_seeds(args) -> List[int]:
+    if args.seed_list:
+        try:
+            seeds = [int(s) for s in args.seed_list.split(",") if s.strip()]
+        except ValueError:
+            raise RecipeError(f"--seed-list {args.seed_list!r}: expected comma-separated integers") from None
+    else:
+        if args.seeds < 1:
+            raise RecipeError(f"--seeds must be >= 1, got {args.seeds}")
+        seeds = list(range(1, args.seeds + 1))
+    if not seeds:
+        raise RecipeError("no seed to run")
+    return list(dict.fromkeys(seeds))
+
+
+def effective_hparams(task: Task, args) -> HParams:
+    hp = task.hparams(args)
+    overrides = {
+        "max_update": args.max_update, "lr": args.lr, "warmup": args.warmup_updates, "batch_size": args.batch_size,
+        "update_freq": args.update_freq, "beam": args.beam, "checkpoint": args.checkpoint,
+        "sentence_avg": args.sentence_avg, "adam_betas": args.adam_betas,
+    }
+    hp = replace(hp, **{k: v for k, v in overrides.items() if v is not None})
+    if args.patience is not None:
+        hp = replace(hp, patience=args.patience or None)
+    if args.lexicon_top_k is not None:
+        hp = replace(hp, lexicon_top_k=args.lexicon_top_k or None)
+    for name in ("max_update", "batch_size", "update_freq", "beam"):
+        if getattr(hp, name) < 1:
+            raise RecipeError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(hp, name)}")
+    if hp.checkpoint == "best" and hp.validate_every is None:
+        raise RecipeError(f"--checkpoint best needs a validation set; {task.name} has none")
+    return hp
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Running things
+# ----------------------------------------------------------------------------------------------------------------
+
+def tool(name: str) -> str:
+    """A console script of this environment (fairseq-train, ...)."""
+    return os.path.join(os.path.dirname(sys.executable), name)
+
+
+def child_env() -> Dict[str, str]:
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    env.pop("FAIRSEQ_LEXICAL_OFFLINE", None)  # fairseq children import the plugin as --user-dir
+    return env
+
+
+def show(cmd: Sequence[str]) -> str:
+    return " ".join(shlex.quote(str(c)) for c in cmd)
+
+
+PROGRESS_EVERY = 60.0  # seconds between progress lines of a training run (--progress-every)
+
+
+def _training_progress(log_path: str, offset: int, last: Dict[str, str]) -> int:
+    """Read the training log from offset; keep the latest update count and validation loss in `last`."""
+    with open(log_path, errors="replace") as f:
+        f.seek(offset)
+        for line in f:
+            m = re.findall(r"num_updates[ =](\d+)", line)
+            if m:
+                last["updates"] = m[-1]
+            m = re.search(r"valid on 'valid' subset \| loss ([0-9.]+)", line)
+            if m:
+                last["valid_loss"] = m.group(1)
+        return f.tell()
+
+
+def run_logged(cmd: Sequence[str], stdout_path: str, stderr_path: Optional[str] = None, what: str = "",
+               append: bool = False, progress: Optional[str] = None) -> float:
+    """Run cmd with stdout (and stderr) to files; on failure show the log's tail and stop. Returns seconds.
+    With `progress` (a prefix), print the training log's update count and validation loss now and then."""
+    start = time.time()
+    with open(stdout_path, "a" if append else "w") as out:
+        err = open(stderr_path, "w") if stderr_path else subprocess.STDOUT
+        try:
+            proc = subprocess.Popen([str(c) for c in cmd], stdout=out, stderr=err, env=child_env())
+            offset, last, shown, next_report = 0, {}, None, time.time() + PROGRESS_EVERY
+            while proc.poll() is None:
+                try:
+                    proc.wait(timeout=min(2.0, PROGRESS_EVERY))
+                except subprocess.TimeoutExpired:
+                    pass
+                if progress and time.time() >= next_report:
+                    next_report = time.time() + PROGRESS_EVERY
+                    offset = _training_progress(stdout_path, offset, last)
+                    if last.get("updates") and last.get("updates") != shown:
+                        shown = last["updates"]
+                        valid = f", validation loss {last['valid_loss']}" if "valid_loss" in last else ""
+                        say(f"{progress}update {shown}{valid} ({hms(time.time() - start)})")
+        except BaseException:
+            if proc.poll() is None:  # interrupted: stop the child we started
+                proc.terminate()
+                proc.wait()
+            raise
+        finally:
+            if stderr_path:
+                err.close()
+    if proc.returncode != 0:
+        log = stderr_path or stdout_path
+        with open(log, errors="replace") as f:
+            tail = f.readlines()[-25:]
+        sys.stderr.write("".join(tail))
+        raise RecipeError(f"{what or os.path.basename(str(cmd[0]))} failed (exit {proc.returncode}); "
+                          f"log: {log}\ncommand: {show(cmd)}")
+    return time.time() - start
+
+
+def sha1_files(paths: Sequence[str]) -> str:
+    h = hashlib.sha1()
+    for p in paths:
+        with open(p, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def write_json(path: str, data) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2, ensure_ascii=False)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def read_json(path: str):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def count_entries(path: str) -> int:
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return sum(1 for line in f if line.strip() and not line.startswith("#"))
+
+
+def hms(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds} s" if seconds < 120 else f"{seconds // 60} min {seconds % 60:02d} s"
+
+
+class Recipe:
+    def __init__(self, task: Task, args):
+        self.task, self.args = task, args
+        self.work = os.path.abspath(args.work or task.default_work(args))
+        self.data_dir = self.work + "/data"
+        self.bin = self.work + "/bin"
+        self.lexdir = self.work + "/lexicons"
+        self.hp = effective_hparams(task, args)
+        self.models = parse_models(args.models, task)
+        self.seeds = parse_seeds(args)
+        self.settings = "cpu-small" if args.cpu_small else "paper"
+        self.settings_label = ("CPU-SMALL settings (not the paper's: smaller model / shorter training)"
+                               if args.cpu_small else "the paper's settings (appendix C.1)")
+        if args.lexicon and not os.path.isfile(args.lexicon):
+            raise RecipeError(f"--lexicon {args.lexicon}: file not found")
+        if not os.path.isdir(args.data):
+            raise RecipeError(f"--data {args.data}: not a directory")
+        self.files = task.locate(os.path.abspath(args.data))
+        self.data_sha1 = ""
+
+    # -- preparation --------------------------------------------------------------------------------------------
+    def prepare(self) -> Prepared:
+        prep = self.task.prepare(self.args, self.files)
+        os.makedirs(self.data_dir, exist_ok=True)
+        write_parallel(self.data_dir + "/train", prep.train)
+        write_parallel(self.data_dir + "/test", prep.test)
+        write_parallel(self.data_dir + "/valid", prep.valid if prep.valid is not None else prep.train)
+        write_parallel(self.data_dir + "/lexcorpus", prep.lexcorpus)
+        parts = [f"{self.data_dir}/{s}.{l}" for s in ("train", "valid", "test", "lexcorpus") for l in ("src", "tgt")]
+        self.data_sha1 = sha1_files(parts)
+        say(f"== data: {len(prep.train)} train, "
+            + (f"{len(prep.valid)} validation, " if prep.valid is not None else "")
+            + f"{len(prep.test)} test pairs from {', '.join(sorted(set(self.files.values())))}")
+        for note in prep.notes:
+            say(f"   {note}")
+        stamp_path = self.bin + "/prepared.json"
+        cmd = [tool("fairseq-preprocess"), "--source-lang", "src", "--target-lang", "tgt",
+               "--trainpref", self.data_dir + "/train", "--validpref", self.data_dir + "/valid",
+               "--testpref", self.data_dir + "/test", "--destdir", self.bin, "--workers", "1"]
+        stamp = {"data_sha1": self.data_sha1, "command": show(cmd)}
+        if os.path.isfile(stamp_path) and read_json(stamp_path) == stamp:
+            say(f"== fairseq-preprocess: up to date ({self.bin})")
+        else:
+            if os.path.isdir(self.bin):
+                shutil.rmtree(self.bin)
+            secs = run_logged(cmd, self.work + "/preprocess.log", what="fairseq-preprocess")
+            write_json(stamp_path, stamp)
+            say(f"== fairseq-preprocess: {self.bin} ({hms(secs)})")
+        return prep
+
+    # -- lexicons -----------------------------------------------------------------------------------------------
+    def lexicon_path(self, method: str) -> str:
+        if method == "simple" and self.args.lexicon:
+            return os.path.abspath(self.args.lexicon)
+        return f"{self.lexdir}/{method}.tsv"
+
+    def lexicon_command(self, method: str) -> List[str]:
+        opts, _ = LEXICON_METHODS[method]
+        return [sys.executable, os.path.join(ROOT, "tools", "build_lexicon.py"), *opts, *self.task.lexicon_build_args,
+                "--src", self.data_dir + "/lexcorpus.src", "--tgt", self.data_dir + "/lexcorpus.tgt",
+                "-o", f"{self.lexdir}/{method}.tsv", "--no-progress"]
+
+    def build_lexicons(self) -> None:
+        methods = [MODELS[m].lexicon for m in self.models if MODELS[m].lexicon in LEXICON_METHODS]
+        os.makedirs(self.lexdir, exist_ok=True)
+        stamp_path = self.lexdir + "/built.json"
+        stamps = read_json(stamp_path) if os.path.isfile(stamp_path) else {}
+        for method in dict.fromkeys(methods):
+            path = self.lexicon_path(method)
+            desc = LEXICON_METHODS[method][1]
+            if method == "simple" and self.args.lexicon:
+                say(f"== lexicon (given with --lexicon): {count_entries(path)} entries in {path}")
+                continue
+            cmd = self.lexicon_command(method)
+            key = {"data_sha1": self.data_sha1, "command": show(cmd[1:])}
+            if os.path.isfile(path) and stamps.get(method) == key and not self.args.force:
+                say(f"== lexicon ({desc}): {count_entries(path)} entries in {path} (up to date)")
+                continue
+            secs = run_logged(cmd, f"{self.lexdir}/{method}.log", what=f"build_lexicon.py --method {method}")
+            stamps[method] = key
+            write_json(stamp_path, stamps)
+            say(f"== lexicon ({desc}): {count_entries(path)} entries in {path} ({hms(secs)})")
+
+    # -- one (model, seed) ---------------------------------------------------------------------------------------
+    def arch(self, spec: ModelSpec) -> str:
+        return spec.arch + ("_small" if self.args.cpu_small else "")
+
+    def label(self, model: str) -> str:
+        spec = MODELS[model]
+        return f"{spec.label} (--arch {self.arch(spec)})"
+
+    def model_args(self, model: str) -> List[str]:
+        spec = MODELS[model]
+        out = ["--arch", self.arch(spec)]
+        if spec.lexicon in LEXICON_METHODS:
+            out += ["--lexicon", self.lexicon_path(spec.lexicon)]
+            if self.hp.lexicon_top_k and "--lexicon-temperature" not in spec.extra:
+                out += ["--lexicon-top-k", str(self.hp.lexicon_top_k)]
+        elif spec.lexicon is not None:
+            out += ["--lexicon", spec.lexicon]
+        out += list(spec.extra)
+        if self.hp.write_dropout and (self.hp.write_dropout_models == "all" or spec.lexical):
+            out += ["--write-dropout", str(self.hp.write_dropout)]
+        return out
+
+    def train_command(self, model: str, seed: int, out: str) -> List[str]:
+        hp = self.hp
+        cmd = [tool("fairseq-train"), self.bin, "--user-dir", os.path.join(ROOT, "fairseq_lexical"),
+               *self.model_args(model), "--criterion", "lexical_cross_entropy"]
+        if hp.sentence_avg:
+            cmd.append("--sentence-avg")
+        cmd += ["--optimizer", "adam"]
+        if hp.adam_betas:
+            cmd += ["--adam-betas", hp.adam_betas]
+        cmd += ["--lr", f"{hp.lr:.6g}", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(hp.warmup),
+                "--clip-norm", str(hp.clip_norm), "--batch-size", str(hp.batch_size),
+                "--update-freq", str(hp.update_freq), "--required-batch-size-multiple", "1",
+                "--max-update", str(hp.max_update), "--seed", str(seed), "--save-dir", out,
+                "--no-epoch-checkpoints", "--log-format", "simple", "--log-interval", str(hp.log_interval),
+                "--num-workers", "0"]
+        if hp.validate_every is None:
+            cmd += ["--disable-validation", "--save-interval", "100000"]
+        else:
+            cmd += ["--validate-interval", "100000", "--validate-interval-updates", str(hp.validate_every),
+                    "--save-interval", "100000", "--save-interval-updates", str(hp.validate_every),
+                    "--keep-interval-updates", "1"]
+            patience = self.task.patience_for(model, hp)
+            if patience:
+                cmd += ["--patience", str(patience)]
+        return cmd + shlex.split(self.args.train_args)
+
+    def checkpoint_path(self, out: str) -> str:
+        return f"{out}/checkpoint_{self.hp.checkpoint}.pt"
+
+    def generate_command(self, out: str) -> List[str]:
+        hp = self.hp
+        return [tool("fairseq-generate"), self.bin, "--user-dir", os.path.join(ROOT, "fairseq_lexical"),
+                "--path", self.checkpoint_path(out), "--gen-subset", "test", "--beam", str(hp.beam),
+                "--batch-size", str(hp.gen_batch_size), "--max-len-a", "0", "--max-len-b", str(hp.max_len_b),
+                "--num-workers", "0", *shlex.split(self.args.generate_args)]
+
+    def score_command(self, out: str, prep_score_args: Sequence[str]) -> List[str]:
+        args = [a.replace("TRAIN_SRC", self.data_dir + "/train.src").replace("TEST_SRC", self.data_dir + "/test.src")
+                for a in prep_score_args]
+        return [sys.executable, os.path.join(ROOT, "tools", "score.py"), f"{out}/generate.txt",
+                "--reference", self.data_dir + "/test.tgt", *args, "--json"]
+
+    def fingerprint(self, model: str, seed: int, commands: Dict[str, List[str]]) -> Dict[str, object]:
+        """What a finished run must agree on to be reused: the commands (work directory abstracted), the data and
+        the lexicon's content."""
+        def norm(cmd):
+            return show(cmd).replace(self.work, "$WORK").replace(sys.executable, "python").replace(ROOT, "$REPO")
+        spec = MODELS[model]
+        lex_sha1 = None
+        if spec.lexicon in LEXICON_METHODS and os.path.isfile(self.lexicon_path(spec.lexicon)):
+            lex_sha1 = sha1_files([self.lexicon_path(spec.lexicon)])
+        return {"data_sha1": self.data_sha1, "lexicon_sha1": lex_sha1,
+                **{k: norm(v) for k, v in commands.items()}}
+
+    def commands(self, model: str, seed: int, out: str, prep: Prepared) -> Dict[str, List[str]]:
+        return {"train": self.train_command(model, seed, out), "generate": self.generate_command(out),
+                "score": self.score_command(out, prep.score_args)}
+
+    def stale(self, model: str, seed: int, prep: Prepared) -> Optional[str]:
+        """Why the finished run of (model, seed) does not match the current settings, or None."""
+        out = f"{self.work}/{model}/seed{seed}"
+        if self.args.force or not os.path.isfile(f"{out}/score.json"):
+            return None
+        fp = self.fingerprint(model, seed, self.commands(model, seed, out, prep))
+        config_path = f"{out}/config.json"
+        old = (read_json(config_path).get("fingerprint") or {}) if os.path.isfile(config_path) else {}
+        diff = [k.replace("_sha1", "") for k in fp if old.get(k) != fp[k]]
+        return f"{out}: {', '.join(diff)} differ" if diff else None
+
+    def check_finished_runs(self, prep: Prepared) -> None:
+        problems = [p for seed in self.seeds for model in self.models if (p := self.stale(model, seed, prep))]
+        if problems:
+            raise RecipeError("finished runs with other settings (the train/generate/score commands, data or "
+                              "lexicon differ):\n  " + "\n  ".join(problems)
+                              + "\nuse --force to re-run them, or another --work")
+
+    def run_one(self, model: str, seed: int, prep: Prepared, index: str) -> Optional[dict]:
+        out = f"{self.work}/{model}/seed{seed}"
+        commands = self.commands(model, seed, out, prep)
+        if self.args.dry_run:
+            say(f"{index} {model} seed {seed}:")
+            for k, cmd in commands.items():
+                say(f"   {k}: {show(cmd)}")
+            return None
+        fp = self.fingerprint(model, seed, commands)
+        config_path, score_path = f"{out}/config.json", f"{out}/score.json"
+        if os.path.isfile(score_path) and not self.args.force:
+            why = self.stale(model, seed, prep)
+            if why:
+                raise RecipeError(f"finished run with other settings: {why}; use --force or another --work")
+            score = read_json(score_path)
+            say(f"{index} seed {seed}  {model}  {self.task.result_line(score)}  (done before: skipped)")
+            return score
+        trained = None  # an earlier invocation's finished training, reused when only decoding/scoring is missing
+        resuming = False
+        if os.path.isdir(out):
+            old = read_json(config_path).get("fingerprint") if os.path.isfile(config_path) else None
+            same = old == fp and not self.args.force
+            if same and os.path.isfile(f"{out}/train.done") and os.path.isfile(self.checkpoint_path(out)):
+                trained = read_json(f"{out}/train.done")
+                say(f"{index} {model} seed {seed}: training finished before, decoding {self.checkpoint_path(out)}")
+            elif same and os.path.isfile(f"{out}/checkpoint_last.pt"):
+                resuming = True
+                say(f"{index} {model} seed {seed}: resuming training from {out}/checkpoint_last.pt")
+            else:
+                shutil.rmtree(out)
+        os.makedirs(out, exist_ok=True)
+        config = {
+            "task": self.task.name, "model": model, "label": self.label(model), "seed": seed,
+            "settings": self.settings, "settings_label": self.settings_label, "hparams": asdict(self.hp),
+            "patience": self.task.patience_for(model, self.hp) if self.hp.validate_every else None,
+            "lexicon": self.lexicon_path(MODELS[model].lexicon) if MODELS[model].lexicon in LEXICON_METHODS
+            else MODELS[model].lexicon,
+            "checkpoint": self.checkpoint_path(out), "fingerprint": fp,
+            "commands": {k: show(v) for k, v in commands.items()},
+        }
+        write_json(config_path, config)
+        start = time.time()
+        if trained is None:
+            say(f"{index} {model} seed {seed}: training ({self.hp.max_update} updates max) ...")
+            t_train = run_logged(commands["train"], f"{out}/train.log", what=f"fairseq-train ({model}, seed {seed})",
+                                 append=resuming, progress=f"{index}    {model} seed {seed}: ")
+            stopped = self.training_summary(f"{out}/train.log")
+            if not os.path.isfile(self.checkpoint_path(out)):
+                raise RecipeError(f"{self.checkpoint_path(out)} was not written (see {out}/train.log)")
+            write_json(f"{out}/train.done", {"train_s": round(t_train, 1), "training": stopped})
+        else:
+            t_train, stopped = trained["train_s"], trained["training"]
+        t_gen = run_logged(commands["generate"], f"{out}/generate.txt", f"{out}/generate.log",
+                           what=f"fairseq-generate ({model}, seed {seed})")
+        t_score = run_logged(commands["score"], score_path + ".tmp", f"{out}/score.log",
+                             what=f"score.py ({model}, seed {seed})")
+        os.replace(score_path + ".tmp", score_path)
+        score = read_json(score_path)
+        total = time.time() - start + (t_train if trained is not None else 0.0)
+        write_json(f"{out}/run.json", {
+            "train_s": round(t_train, 1), "generate_s": round(t_gen, 1), "score_s": round(t_score, 1),
+            "total_s": round(total, 1), "training": stopped, "finished": datetime.datetime.now().isoformat(),
+            "host": platform.node(), "settings": self.settings})
+        self.clean_checkpoints(out)
+        say(f"{index} seed {seed}  {model}  {self.task.result_line(score)}  "
+            f"(train {hms(t_train)}{', ' + stopped['text'] if stopped['text'] else ''}; "
+            f"decode {hms(t_gen)}; total {hms(total)})")
+        return score
+
+    @staticmethod
+    def training_summary(log_path: str) -> Dict[str, object]:
+        updates, early, device = None, False, "cpu"
+        with open(log_path, errors="replace") as f:
+            for line in f:
+                m = re.findall(r"num_updates[ =](\d+)", line)
+                if m:
+                    updates = int(m[-1])
+                if "early stop" in line:
+                    early = True
+                m = re.search(r"capabilities = .*name = (.+)$", line)
+                if m:
+                    device = m.group(1).strip()
+        text = f"{updates} updates" if updates is not None else ""
+        if early:
+            text += " (early stop on validation loss)"
+        return {"updates": updates, "early_stop": early, "device": device, "text": text}
+
+    def clean_checkpoints(self, out: str) -> None:
+        keep = self.args.keep_checkpoints
+        if keep == "all":
+            return
+        used = os.path.basename(self.checkpoint_path(out))
+        for name in os.listdir(out):
+            if name.endswith(".pt") and (keep == "none" or name != used):
+                os.remove(os.path.join(out, name))
+
+    # -- everything -----------------------------------------------------------------------------------------------
+    def config(self) -> Dict[str, object]:
+        args = self.args
+        return {
+            "task": self.task.name, "split": getattr(args, "split", None), "settings": self.settings,
+            "settings_label": self.settings_label, "hparams": asdict(self.hp),
+            "models": {m: self.label(m) for m in self.models}, "seeds": self.seeds,
+            "data": self.files, "work": self.work, "command": " ".join(shlex.quote(a) for a in sys.argv),
+            "date": datetime.datetime.now().isoformat(), "host": platform.node(),
+            "python": sys.version.split()[0],
+        }
+
+    def run(self) -> int:
+        t0 = time.time()
+        hp = self.hp
+        say(f"== {self.task.name}{' ' + self.args.split if self.task.name == 'scan' else ''}: work directory "
+            f"{self.work}")
+        say(f"== settings: {self.settings_label}")
+        say(f"   {hp.hidden}-unit 2-layer LSTM, batch {hp.batch_size} x {hp.update_freq}, lr {hp.lr:.3g} "
+            f"(inverse sqrt, {hp.warmup} warm-up), clip {hp.clip_norm}, {hp.max_update} updates, "
+            + (f"validation every {hp.validate_every} updates, " if hp.validate_every else "no validation, ")
+            + f"checkpoint_{hp.checkpoint}.pt, beam {hp.beam}")
+        say(f"== models: {', '.join(self.models)}; seeds: {', '.join(map(str, self.seeds))}")
+        if self.args.dry_run:
+            say("== dry run: data files found (" + ", ".join(f"{k}: {v}" for k, v in self.files.items())
+                + "); the commands would be:")
+            say(f"   lexicons: " + "; ".join(show(self.lexicon_command(m)) for m in dict.fromkeys(
+                MODELS[x].lexicon for x in self.models if MODELS[x].lexicon in LEXICON_METHODS)))
+            prep_args = self.task.prepare(self.args, self.files).score_args
+            total = len(self.seeds) * len(self.models)
+            k = 0
+            for seed in self.seeds:
+                for model in self.models:
+                    k += 1
+                    self.run_one(model, seed, Prepared([], None, [], [], {}, score_args=prep_args), f"[{k}/{total}]")
+            return 0
+        os.makedirs(self.work, exist_ok=True)
+        write_json(self.work + "/config.json", self.config())
+        prep = self.prepare()
+        self.build_lexicons()
+        self.check_finished_runs(prep)
+        total = len(self.seeds) * len(self.models)
+        k = 0
+        for seed in self.seeds:
+            for model in self.models:
+                k += 1
+                self.run_one(model, seed, prep, f"[{k}/{total}]")
+        self.report(time.time() - t0)
+        return 0
+
+    def report(self, seconds: float) -> None:
+        summary = aggregate_dir(self.work, models=self.models, seeds=self.seeds)
+        labels = {m: self.label(m) for m in self.models}
+        paper = self.task.paper(self.args)
+        title = self.task.title or f"SCAN {self.args.split} test exact match"
+        say("")
+        tag = " [CPU-SMALL: not the paper's settings]" if self.args.cpu_small else ""
+        say(f"== {title}, mean +/- std over {len(self.seeds)} seed(s){tag} "
+            f"(paper: {self.task.paper_table}, {self.task.paper_seeds} seeds)")
+        say(format_summary(summary, self.task.columns, labels=labels, paper=paper))
+        extra = self.task.extra_report(self.args, summary, labels)
+        if extra:
+            say("")
+            say(extra)
+        path = self.work + "/summary.json"
+        write_json(path, {
+            "task": self.task.name, "split": getattr(self.args, "split", None), "title": title,
+            "settings": self.settings, "settings_label": self.settings_label, "hparams": asdict(self.hp),
+            "seeds": self.seeds, "columns": [list(c) for c in self.task.columns],
+            "std": "population standard deviation (ddof=0); std_sample: ddof=1",
+            "paper": {m: {k: list(v) for k, v in d.items()} for m, d in paper.items() if m in self.models},
+            "models": {m: dict(label=labels[m], **summary[m]) for m in summary},
+        })
+        say(f"== summary: {path}; settings: {self.work}/config.json; total wall time {hms(seconds)}")
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in TASKS:
+        print(f"usage: recipe.py {{{','.join(TASKS)}}} [options] (normally called by examples/<task>/run.sh)",
+              file=sys.stderr)
+        return 2
+    task = TASKS[argv[0]]
+    parser = build_parser(task)
+    args = parser.parse_args(argv[1:])
+    task.args = args  # the task's own options (--split, --gen) and whether --patience was given
+    global PROGRESS_EVERY
+    PROGRESS_EVERY = max(1.0, args.progress_every)
+    try:
+        return Recipe(task, args).run()
+    except RecipeError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted (finished runs are kept; run again to go on)", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
