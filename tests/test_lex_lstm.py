@@ -112,3 +112,25 @@ def test_identity_and_uniform_lexicons_build(toy_data):
         lp = model.get_normalized_probs(model(**net), log_probs=True)
         torch.testing.assert_close(lp.exp().sum(-1), torch.ones(lp.shape[:2]), atol=1e-5, rtol=0)
     assert model.decoder.lexical_head.dense  # a trainable uniform lexicon is stored densely
+
+
+def test_embedding_init_normal_is_torch_default_scale(toy_data):
+    torch.manual_seed(2)
+    uniform, _, _ = build_model(toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", toy_data / "lexicon.tsv")
+    normal, _, _ = build_model(toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", toy_data / "lexicon.tsv",
+                               "--embedding-init", "normal")
+    for model, lo, hi in ((uniform, 0.0, 0.1), (normal, 0.8, 1.2)):
+        for embed in (model.encoder.embed_tokens, model.decoder.embed_tokens):
+            rows = torch.cat([embed.weight[: embed.padding_idx], embed.weight[embed.padding_idx + 1:]])
+            assert lo < rows.std().item() < hi
+            assert embed.weight[embed.padding_idx].abs().sum().item() == 0
+
+
+def test_copy_token_gate_decodes_like_teacher_forcing(toy_data):
+    torch.manual_seed(3)
+    model, task, _ = build_model(
+        toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", toy_data / "lexicon.tsv",
+        "--gate-form", "copy-token", "--gate-features", "output", "--dropout", "0",
+    )
+    assert_incremental_matches_teacher_forcing(model, toy_batch(task, PAIRS))
+    assert_beam_scores_match_teacher_forcing(model, task, toy_batch(task, PAIRS), beam=5)

@@ -115,6 +115,9 @@ class LexLSTMModel(LSTMModel):
         parser.add_argument("--write-dropout", type=float, metavar="D",
                             help="dropout on the features of p_write's projection (the paper's extra 0.5 "
                                  "for SCAN and Colors)")
+        parser.add_argument("--embedding-init", choices=["uniform", "normal"],
+                            help="uniform: fairseq's LSTM default, U(-0.1, 0.1); normal: N(0, 1), torch's "
+                                 "nn.Embedding default, which the authors' released code used (default uniform)")
 
     @classmethod
     def build_model(cls, args, task):
@@ -122,6 +125,13 @@ class LexLSTMModel(LSTMModel):
         if not utils.eval_bool(args.decoder_attention):
             raise ValueError("lex_lstm needs decoder attention (the lexicon is read through alpha, eq. 9)")
         model = super().build_model(args, task)
+        if args.embedding_init == "normal":
+            # N(0, 1) rows are ~sqrt(d) long against ~0.06 sqrt(d) for U(-0.1, 0.1): word identity dominates the
+            # encoder states that the attention reads.
+            for embed in (model.encoder.embed_tokens, model.decoder.embed_tokens):
+                nn.init.normal_(embed.weight, 0.0, 1.0)
+                with torch.no_grad():
+                    embed.weight[embed.padding_idx].zero_()
         model.encoder.__class__ = LexLSTMEncoder
         decoder = model.decoder
         decoder.__class__ = LexLSTMDecoder
@@ -151,6 +161,7 @@ def lex_lstm_base(args):
     args.decoder_out_embed_dim = getattr(args, "decoder_out_embed_dim", args.decoder_embed_dim)
     args.write_dropout = getattr(args, "write_dropout", 0.0)
     args.gate_features = getattr(args, "gate_features", "hidden")
+    args.embedding_init = getattr(args, "embedding_init", None) or "uniform"
     args.lexicon = getattr(args, "lexicon", None)
     lexicon_arch_defaults(args)
     lstm_base_architecture(args)
