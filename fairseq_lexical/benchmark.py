@@ -31,6 +31,7 @@ class BenchResult:
     static_mb: float
     cuda_peak_mb: float | None = None
     sentences_per_s: float | None = None  # beam-search generation, where measured
+    peak_mb: float | None = None  # profiler peak of one training step above the memory held before it, if measured
 
 
 class _Task:
@@ -114,6 +115,28 @@ def activation_bytes(model, batch) -> int:
     loss.backward()
     model.zero_grad(set_to_none=True)
     return sum(seen.values())
+
+
+def peak_step_bytes(model, batch) -> int | None:
+    """Peak of the CPU memory allocated during one forward + backward pass, above what was allocated when it
+    started (parameters, batch): saved activations plus every temporary, including what activation checkpointing
+    recomputes in the backward pass, which ``activation_bytes`` cannot see. From the memory timeline of
+    ``torch.profiler`` (a private module of torch; None where it is unavailable). Takes seconds per model."""
+    from torch.profiler import ProfilerActivity, profile
+
+    try:
+        from torch.profiler._memory_profiler import MemoryProfileTimeline
+    except ImportError:
+        return None
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True, with_stack=True) as prof:
+        _loss(model, batch).backward()
+    model.zero_grad(set_to_none=True)
+    try:
+        _, sizes = MemoryProfileTimeline(prof._memory_profile())._coalesce_timeline(torch.device("cpu"))
+    except Exception:  # noqa: BLE001  (private API: any change in it only loses the column)
+        return None
+    totals = [sum(row) for row in sizes]
+    return int(max(totals) - totals[0]) if totals else None
 
 
 def static_bytes(model) -> int:
@@ -246,14 +269,18 @@ def format_results(results: List[BenchResult], baseline: str) -> str:
     base = next(r for r in results if r.name == baseline)
     lines = [f"{'model':<28}{'tokens/s':>10}{'ratio':>8}{'activ. MB':>11}{'ratio':>8}{'static MB':>11}"
              + (f"{'cuda peak MB':>14}{'ratio':>8}" if base.cuda_peak_mb is not None else "")
-             + (f"{'gen sent/s':>12}{'ratio':>8}" if base.sentences_per_s is not None else "")]
+             + (f"{'gen sent/s':>12}{'ratio':>8}" if base.sentences_per_s is not None else "")
+             + (f"{'peak MB':>10}{'ratio':>8}" if base.peak_mb is not None else "")]
     for r in results:
         line = (f"{r.name:<28}{r.tokens_per_s:>10.0f}{r.tokens_per_s / base.tokens_per_s:>8.2f}"
                 f"{r.activation_mb:>11.1f}{r.activation_mb / base.activation_mb:>8.2f}{r.static_mb:>11.1f}")
         if r.cuda_peak_mb is not None:
             line += f"{r.cuda_peak_mb:>14.1f}{r.cuda_peak_mb / base.cuda_peak_mb:>8.2f}"
-        if r.sentences_per_s is not None:
-            line += f"{r.sentences_per_s:>12.1f}{r.sentences_per_s / base.sentences_per_s:>8.2f}"
+        if base.sentences_per_s is not None:
+            line += (f"{r.sentences_per_s:>12.1f}{r.sentences_per_s / base.sentences_per_s:>8.2f}"
+                     if r.sentences_per_s is not None else f"{'-':>12}{'':>8}")
+        if base.peak_mb is not None and r.peak_mb is not None:
+            line += f"{r.peak_mb:>10.1f}{r.peak_mb / base.peak_mb:>8.2f}"
         lines.append(line)
     return "\n".join(lines)
 
@@ -356,4 +383,119 @@ def bench_transformer(opts: argparse.Namespace, progress=print) -> str:
         )
         for r in results:
             r.sentences_per_s = speed[r.name]
+    return format_results(results, baseline="transformer (fairseq)")
+
+
+# -- R-Dangle ---------------------------------------------------------------------------------------------------------
+def rdangle_per_prefix_forward(model, src_tokens, src_lengths, prev_output_tokens):
+    """Reference teacher forcing of an `rdangle_transformer` model: a plain loop over target positions.
+
+    For each decoder position t (0-based) with re-encoding point s = (t // o) o: the adaptive encoder reads
+    [x ; y_0..y_s] (eq. 11 / 15), the decoder runs over the whole prefix y_0..y_t with those keys and an empty
+    memory (eqs. 12-13 / 16, 20 collapse to this under teacher forcing), and position t's output is kept. One
+    adaptive encoding and one decoder pass per target position: the naive per-prefix loop the stacked training
+    of ``RDangleDecoder`` replaces (same modules, same parameters; nothing of ``StackPlan`` is used).
+    """
+    dec = model.decoder
+    encoder_out = model.encoder(src_tokens, src_lengths=src_lengths)
+    x_in = dec.embed(prev_output_tokens)
+    pad = prev_output_tokens.eq(dec.padding_idx)
+    features, attns, contexts = [], [], []
+    for t in range(prev_output_tokens.size(1)):
+        s = (t // dec.interval) * dec.interval
+        key_states = dec.adaptive_keys(encoder_out, x_in[:, : s + 1], pad[:, : s + 1])
+        feats, attn = dec.decode_prefix(encoder_out, x_in[:, : t + 1], key_states)
+        features.append(feats[:, -1])
+        attns.append(attn[:, -1])
+        contexts.append(torch.bmm(attn[:, -1:], dec.value_states(encoder_out, key_states)).squeeze(1))
+    return dec.output(torch.stack(features, 1), torch.stack(attns, 1), torch.stack(contexts, 1), x_in,
+                      encoder_out["src_tokens"][0])
+
+
+class PerPrefixLoop(torch.nn.Module):
+    """An `rdangle_transformer` model trained through ``rdangle_per_prefix_forward`` (benchmark and tests)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, src_tokens, src_lengths, prev_output_tokens, **kwargs):
+        return rdangle_per_prefix_forward(self.model, src_tokens, src_lengths, prev_output_tokens)
+
+    def get_normalized_probs(self, net_output, log_probs, sample=None):
+        return self.model.get_normalized_probs(net_output, log_probs, sample)
+
+    def get_targets(self, sample, net_output):
+        return sample["target"]
+
+
+def rdangle_size_args(hidden: int, layers: int, heads: int, ffn: int) -> List[str]:
+    """R-Dangle with as many distinct encoder layers as the baseline: k1 = 1, k2 = layers - 1 (shared mode)."""
+    return [
+        "--adaptive-concat-layers", "1", "--adaptive-source-layers", str(layers - 1), "--decoder-layers", str(layers),
+        "--encoder-embed-dim", str(hidden), "--decoder-embed-dim", str(hidden),
+        "--encoder-ffn-embed-dim", str(ffn), "--decoder-ffn-embed-dim", str(ffn),
+        "--encoder-attention-heads", str(heads), "--decoder-attention-heads", str(heads),
+        "--dropout", "0.1", "--share-all-embeddings",
+    ]
+
+
+def parse_intervals(spec: str, tgt_len: int):
+    """'1,2,once' -> [(label, o)]; 'once' is o = the target length (one encoding, at the first step)."""
+    out = []
+    for item in spec.split(","):
+        item = item.strip()
+        if item == "once":
+            out.append(("once", max(tgt_len, 1)))
+        elif item:
+            out.append((item, int(item)))
+    return out
+
+
+def bench_rdangle(opts: argparse.Namespace, progress=print) -> str:
+    """rdangle_transformer at several re-encoding intervals (and, for o = 1, the per-prefix loop) against fairseq's
+    transformer of the same sizes: training tokens/s and activation memory, then beam-search sentences/s.
+
+    All models share a joined dictionary and embeddings; every R-Dangle model starts from the same weights."""
+    import fairseq_lexical  # noqa: F401  (registers rdangle_transformer)
+
+    torch.manual_seed(opts.seed)
+    vocab = synthetic_dictionary(opts.vocab, "w")
+    task = _Task(vocab, vocab)
+    base = transformer_size_args(opts.hidden, opts.layers, opts.heads, opts.ffn)
+    size = rdangle_size_args(opts.hidden, opts.layers, opts.heads, opts.ffn)
+    extra = ["--kv-mode", opts.kv_mode, "--relative-positions", str(opts.relative_positions),
+             "--reencode-chunk-size", str(opts.chunk_size), "--reencode-buckets", str(getattr(opts, "buckets", 4))]
+    models = {"transformer (fairseq)": attach_criterion(build_fairseq_model(["--arch", "transformer", *base], task),
+                                                        task, False)}
+    state = None
+    for label, o in parse_intervals(opts.intervals, opts.tgt_len):
+        model = build_fairseq_model(["--arch", "rdangle_transformer", *size, *extra, "--reencode-interval", str(o)],
+                                    task)
+        if state is None:
+            state = model.state_dict()
+        model.load_state_dict(state)
+        models[f"rdangle o={label}"] = attach_criterion(model, task, True)
+    if opts.naive:
+        model = build_fairseq_model(["--arch", "rdangle_transformer", *size, *extra, "--reencode-interval", "1"], task)
+        model.load_state_dict(state)
+        models["rdangle o=1 per-prefix loop"] = attach_criterion(PerPrefixLoop(model), task, True)
+    batches = synthetic_batches(vocab, vocab, 4, opts.batch_size, opts.src_len, opts.tgt_len, opts.seed)
+    results = compare_training(models, batches, opts.steps, opts.warmup, opts.device, progress)
+    if opts.gen_batches > 0:
+        gen_models = {name: m for name, m in models.items() if not isinstance(m, PerPrefixLoop)}
+        gen_batches = synthetic_batches(
+            vocab, vocab, opts.gen_batches, opts.gen_batch_size, opts.src_len, opts.tgt_len, opts.seed + 1
+        )
+        speed = compare_generation(
+            gen_models, vocab, gen_batches, opts.beam, opts.tgt_len, opts.gen_rounds, opts.device, progress
+        )
+        for r in results:
+            r.sentences_per_s = speed.get(r.name)
+    if opts.peak_memory and opts.device == "cpu":  # on a GPU, compare_training reports the CUDA peak
+        for r in results:
+            models[r.name].train()
+            peak = peak_step_bytes(models[r.name], batches[0])
+            r.peak_mb = None if peak is None else peak / 2**20
+            progress(f"peak memory of {r.name}: {r.peak_mb} MB")
     return format_results(results, baseline="transformer (fairseq)")

@@ -1,0 +1,573 @@
+"""`rdangle_transformer`: R-Dangle (Zheng & Lapata 2023), the disentangled Transformer that re-encodes the source
+with the target prefix at intervals, optionally with the shared lexical head on top.
+
+At decoder step t (1-based; the decoder input at step t is y_t, y_1 = </s> as BOS) a re-encoding point
+t_i = 1 + i o (``--reencode-interval o``) recomputes the source keys from C_t = [x ; y_1..y_t] with the adaptive
+encoder (eqs. 3-6, 11, 15) and recomputes all target-side states y_1..y_t of every decoder layer with them (eq. 12 /
+16: the decoder runs over the whole prefix with an empty memory). Between points the decoder is an ordinary
+incremental Transformer decoder over the cached states and the keys of the last point (eqs. 13, 20). With
+``--kv-mode shared`` the cross-attention takes keys and values from H_t (Dangle, R-Dangle_shr, eqs. 8-10); with
+``--kv-mode sep`` values come from a value encoder run once per sentence (eq. 14) and only the keys are re-encoded
+(eqs. 15-19). Teacher-forced training stacks the segments of every target along the batch dimension
+(``StackPlan``); docs/rdangle.md maps every equation to the code.
+
+fairseq's view: the *encoder* embeds the source and, in ``sep`` mode, runs the value encoder (nothing in it
+depends on the target); the adaptive encoder's layers are registered under the encoder (``encoder.adaptive``) but
+run from the *decoder*, at the re-encoding points, because they read the target prefix.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from typing import Dict, List, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
+
+from fairseq import utils
+from fairseq.models import (
+    FairseqEncoder,
+    FairseqEncoderDecoderModel,
+    FairseqIncrementalDecoder,
+    register_model,
+    register_model_architecture,
+)
+from fairseq.modules import PositionalEmbedding
+
+from ..modules.dangle import AdaptiveEncoder, KVDecoderStack, LayerSizes, StackPlan
+from .lexicon_options import add_lexicon_args, build_lexical_head, lexicon_arch_defaults
+
+logger = logging.getLogger(__name__)
+
+GATE_FEATURES = ("context", "hidden", "input")
+DEFAULT_MAX_POSITIONS = 1024
+_CACHE = "rdangle"
+
+
+def Embedding(num_embeddings, embedding_dim, padding_idx):
+    m = nn.Embedding(num_embeddings, embedding_dim, padding_idx=padding_idx)
+    nn.init.normal_(m.weight, mean=0, std=embedding_dim ** -0.5)
+    nn.init.constant_(m.weight[padding_idx], 0)
+    return m
+
+
+class _Embedder(nn.Module):
+    """Token embedding x sqrt(C) (fairseq's scaling) + absolute positions (none with relative positions) + dropout."""
+
+    def __init__(self, embed_tokens: nn.Embedding, padding_idx: int, max_positions: int, relative: bool,
+                 dropout: float, scale: bool, learned_pos: bool):
+        super().__init__()
+        self.embed_tokens = embed_tokens
+        dim = embed_tokens.embedding_dim
+        self.embed_scale = math.sqrt(dim) if scale else 1.0
+        self.embed_positions = (
+            None if relative else PositionalEmbedding(max_positions, dim, padding_idx, learned=learned_pos)
+        )
+        self.dropout = dropout
+
+    def forward(self, tokens: Tensor, last_only: bool = False) -> Tensor:
+        x = self.embed_scale * self.embed_tokens(tokens[:, -1:] if last_only else tokens)
+        if self.embed_positions is not None:
+            positions = self.embed_positions(tokens)
+            x = x + (positions[:, -1:] if last_only else positions)
+        return F.dropout(x, p=self.dropout, training=self.training)
+
+
+class RDangleEncoder(FairseqEncoder):
+    """Embeds the source and runs the value encoder (``sep`` mode). Owns the adaptive encoder's layers."""
+
+    def __init__(self, args, dictionary, embed_tokens, adaptive: AdaptiveEncoder):
+        super().__init__(dictionary)
+        self.padding_idx = dictionary.pad()
+        self.max_source_positions = args.max_source_positions
+        self.embed = _Embedder(embed_tokens, self.padding_idx, args.max_source_positions, args.relative_positions > 0,
+                               args.dropout, not args.no_scale_embedding, args.encoder_learned_pos)
+        self.adaptive = adaptive
+        self.kv_mode = args.kv_mode
+
+    @property
+    def embed_tokens(self):
+        return self.embed.embed_tokens
+
+    def forward(self, src_tokens, src_lengths=None, **kwargs):
+        padding_mask = src_tokens.eq(self.padding_idx)
+        x = self.embed(src_tokens)
+        out = {
+            "src_tokens": [src_tokens],
+            "encoder_padding_mask": [padding_mask],
+            "src_embed": [x],  # B x S x C, the source part of C_t (before the segment embedding)
+            "value_states": [],
+        }
+        if self.kv_mode == "sep":
+            out["value_states"] = [self.adaptive.values(x, padding_mask)]  # H^v, eq. 14
+        return out
+
+    def reorder_encoder_out(self, encoder_out: Dict[str, List[Tensor]], new_order):
+        return {key: [t.index_select(0, new_order) for t in value] for key, value in encoder_out.items()}
+
+    def max_positions(self):
+        return self.max_source_positions
+
+
+class RDangleDecoder(FairseqIncrementalDecoder):
+    """Re-encodes at the interval points and decodes; ends in the lexical head when there is one.
+
+    Returns logits (or, with a lexical head, fp32 log-probabilities of eq. 10 of Akyurek & Andreas) and an extra
+    dict with ``attn`` [B x T x S] (the cross-attention of ``--alignment-layer`` averaged over its first
+    ``--alignment-heads`` heads: what the head reads) and, with a head, ``p_gate`` (B x T).
+    """
+
+    def __init__(self, args, dictionary, embed_tokens, adaptive: AdaptiveEncoder, sizes: LayerSizes):
+        super().__init__(dictionary)
+        # The adaptive encoder is registered under the encoder; the decoder only calls it (a plain attribute,
+        # not a submodule, so that its parameters are not listed twice).
+        object.__setattr__(self, "adaptive", adaptive)
+        self.padding_idx = dictionary.pad()
+        self.max_target_positions = args.max_target_positions
+        self.embed = _Embedder(embed_tokens, self.padding_idx, args.max_target_positions, args.relative_positions > 0,
+                               args.dropout, not args.no_scale_embedding, args.decoder_learned_pos)
+        self.stack = KVDecoderStack(sizes, args.decoder_layers)
+        self.kv_mode = args.kv_mode
+        self.interval = args.reencode_interval
+        self.chunk_rows = args.reencode_chunk_size
+        self.buckets = args.reencode_buckets
+        self.output_embed_dim = sizes.dim
+        if args.share_decoder_input_output_embed:
+            self.output_projection = nn.Linear(sizes.dim, len(dictionary), bias=False)
+            self.output_projection.weight = embed_tokens.weight
+        else:
+            self.output_projection = nn.Linear(sizes.dim, len(dictionary), bias=False)
+            nn.init.normal_(self.output_projection.weight, mean=0, std=sizes.dim ** -0.5)
+        self.lexical_head = None
+        self.alignment_layer = args.decoder_layers - 1
+        self.alignment_heads: Optional[int] = None
+        self.gate_feature_names: List[str] = list(GATE_FEATURES)
+
+    @property
+    def embed_tokens(self):
+        return self.embed.embed_tokens
+
+    # -- the pieces (also used by the per-prefix reference loop in fairseq_lexical.benchmark) -----------------
+    def average_heads(self, probs: Tensor) -> Tensor:
+        """(B, H, q, S) -> (B, q, S): mean over the first ``alignment_heads`` heads (all by default)."""
+        if self.alignment_heads is not None:
+            probs = probs[:, : self.alignment_heads]
+        return probs.mean(dim=1)
+
+    def adaptive_keys(self, encoder_out, x_in: Tensor, tgt_mask: Tensor) -> Tensor:
+        """H_t (eqs. 3-6, 11, 15) for prefixes x_in (R, t, C); tgt_mask (R, t) blocks positions outside them."""
+        return self.adaptive.keys(encoder_out["src_embed"][0], encoder_out["encoder_padding_mask"][0], x_in, tgt_mask)
+
+    def decode_prefix(self, encoder_out, x_in: Tensor, key_states: Tensor):
+        """Eq. 12 / 16: the decoder over the whole prefix x_in (B, t, C) with empty memory and keys from
+        ``key_states``; returns the features (B, t, C) and the aligned attention (B, t, S)."""
+        keys = self.stack.project_keys(key_states)
+        value_states = key_states if self.kv_mode == "shared" else encoder_out["value_states"][0]
+        values = self.stack.project_values(value_states)
+        x, align, _ = self.stack(x_in, keys, values, encoder_out["encoder_padding_mask"][0], self.alignment_layer)
+        return x, self.average_heads(align)
+
+    def value_states(self, encoder_out, key_states: Tensor) -> Tensor:
+        """The source states the values are made of (H_t when shared, H^v when separate): the gate's c_t."""
+        return key_states if self.kv_mode == "shared" else encoder_out["value_states"][0]
+
+    def output(self, features: Tensor, attn: Tensor, context: Optional[Tensor], x_in: Tensor, src_tokens: Tensor):
+        """Output layer and, when present, the lexical head. ``context`` (B, T, C) is c_t = sum_j a_tj v_j."""
+        logits = self.output_projection(features)
+        extra = {"attn": [attn]}
+        if self.lexical_head is None:
+            return logits, extra
+        parts = []
+        for name in self.gate_feature_names:
+            parts.append({"context": context, "hidden": features, "input": x_in}[name])
+        gate_features = torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
+        log_probs, p_gate = self.lexical_head(logits, gate_features, attn, src_tokens)
+        extra["p_gate"] = p_gate
+        return log_probs, extra
+
+    @property
+    def needs_context(self) -> bool:
+        return self.lexical_head is not None and "context" in self.gate_feature_names
+
+    # -- fairseq interface -------------------------------------------------------------------------------------
+    def forward(self, prev_output_tokens, encoder_out=None, incremental_state=None, features_only=False, **kwargs):
+        if incremental_state is not None:
+            features, attn, context, x_in = self._incremental(prev_output_tokens, encoder_out, incremental_state)
+        else:
+            features, attn, context, x_in = self._teacher_forced(prev_output_tokens, encoder_out)
+        if features_only:
+            return features, {"attn": [attn]}
+        return self.output(features, attn, context, x_in, encoder_out["src_tokens"][0])
+
+    def extract_features(self, prev_output_tokens, encoder_out=None, incremental_state=None, **kwargs):
+        return self.forward(prev_output_tokens, encoder_out, incremental_state, features_only=True)
+
+    def output_layer(self, features):
+        return self.output_projection(features)
+
+    def get_normalized_probs(self, net_output, log_probs: bool, sample=None):
+        if self.lexical_head is None:
+            return super().get_normalized_probs(net_output, log_probs, sample)
+        lprobs = net_output[0]  # already normalised fp32 log-probabilities (eq. 10 is not a softmax of logits)
+        return lprobs if log_probs else lprobs.exp()
+
+    def max_positions(self):
+        return self.max_target_positions
+
+    # -- training: the stacked segments -------------------------------------------------------------------------
+    def _teacher_forced(self, prev, encoder_out):
+        """All re-encoding segments of the batch at once (see ``StackPlan``): rows (segment, sentence) stacked
+        along the batch dimension, each with its own prefix mask, then each output position taken from its
+        segment's row. Positions past a target's end get zero features (they are padding)."""
+        bsz, tgt_len = prev.shape
+        if bool(prev[:, 0].eq(self.padding_idx).any()):
+            raise ValueError("rdangle_transformer needs right-padded targets (fairseq's default, "
+                             "--left-pad-target False): a target's real tokens must start at position 0")
+        src_embed = encoder_out["src_embed"][0]
+        x_in = self.embed(prev)  # decoder inputs; also the target part of C_t
+        lengths = prev.ne(self.padding_idx).sum(dim=1)
+        plan = StackPlan(lengths, tgt_len, self.interval, self.chunk_rows, self.buckets)
+        sep = self.kv_mode == "sep"
+        values_sent = self.stack.project_values(encoder_out["value_states"][0]) if sep else []
+        checkpointed = self.chunk_rows > 0 and self.training and torch.is_grad_enabled() and len(plan.chunks) > 1
+        feats, attns, contexts, dests = [], [], [], []
+        for (lo, hi), (enc_len, dec_len) in zip(plan.chunks, plan.lengths_of_chunks):
+            row, pos, dest = plan.selection(lo, hi)
+            args = (x_in, src_embed, encoder_out["encoder_padding_mask"][0], plan.sentence[lo:hi],
+                    plan.start[lo:hi], row, pos, enc_len, dec_len, *values_sent)
+            if checkpointed:  # bounded memory: a chunk's activations are rebuilt in the backward pass
+                out = checkpoint(self._chunk, *args, use_reentrant=False)
+            else:
+                out = self._chunk(*args)
+            feats.append(out[0])
+            attns.append(out[1])
+            if out[2] is not None:
+                contexts.append(out[2])
+            dests.append(dest)
+        dest = torch.cat(dests)
+        dim, src_len = x_in.size(-1), src_embed.size(1)
+        features = x_in.new_zeros(bsz * tgt_len, dim).index_copy(0, dest, torch.cat(feats))
+        attn = x_in.new_zeros(bsz * tgt_len, src_len).index_copy(0, dest, torch.cat(attns))
+        features, attn = features.view(bsz, tgt_len, dim), attn.view(bsz, tgt_len, src_len)
+        context = None
+        if self.needs_context:
+            if sep:
+                context = torch.bmm(attn, encoder_out["value_states"][0])
+            else:
+                context = x_in.new_zeros(bsz * tgt_len, dim).index_copy(0, dest, torch.cat(contexts))
+                context = context.view(bsz, tgt_len, dim)
+        return features, attn, context, x_in
+
+    def _chunk(self, x_in, src_embed, src_padding_mask, sentence, start, row, pos, enc_len, dec_len, *values_sent):
+        """One chunk of stacked rows: adaptive keys for each row's prefix, the decoder over each row's positions,
+        the kept outputs (N, C), their aligned attention (N, S) and, shared mode, their context (N, C)."""
+        src = src_embed.index_select(0, sentence)
+        src_pad = src_padding_mask.index_select(0, sentence)
+        tgt = x_in[:, :enc_len].index_select(0, sentence)
+        tgt_mask = torch.arange(enc_len, device=x_in.device).unsqueeze(0) > start.unsqueeze(1)  # y_<=t_i only
+        key_states = self.adaptive.keys(src, src_pad, tgt, tgt_mask)
+        keys = self.stack.project_keys(key_states)
+        if self.kv_mode == "shared":
+            values = self.stack.project_values(key_states)
+        else:
+            values = [v.index_select(0, sentence) for v in values_sent]
+        x, align, _ = self.stack(x_in[:, :dec_len].index_select(0, sentence), keys, values, src_pad,
+                                 self.alignment_layer)
+        attn = self.average_heads(align)[row, pos]
+        context = None
+        if self.needs_context and self.kv_mode == "shared":
+            context = torch.bmm(attn.unsqueeze(1), key_states.index_select(0, row)).squeeze(1)
+        return x[row, pos], attn, context
+
+    # -- generation: incremental decoding with re-encoding points --------------------------------------------------
+    def _incremental(self, prev, encoder_out, incremental_state):
+        cache = self.get_incremental_state(incremental_state, _CACHE)
+        if cache is None:
+            cache = {}
+        step = prev.size(1) - 1
+        num_layers = len(self.stack.layers)
+        src_pad = encoder_out["encoder_padding_mask"][0]
+        if self.kv_mode == "sep" and "value.0" not in cache:  # V = H^v W^V, once per sentence (eq. 18)
+            for i, v in enumerate(self.stack.project_values(encoder_out["value_states"][0])):
+                cache[f"value.{i}"] = v
+        if step % self.interval == 0:
+            # Re-encoding point t = step + 1 (eq. 11 / 15) and all target-side states recomputed (eq. 12 / 16).
+            x_in = self.embed(prev)
+            key_states = self.adaptive_keys(encoder_out, x_in, prev.eq(self.padding_idx))
+            for i, k in enumerate(self.stack.project_keys(key_states)):
+                cache[f"key.{i}"] = k
+            if self.kv_mode == "shared":
+                for i, v in enumerate(self.stack.project_values(key_states)):
+                    cache[f"value.{i}"] = v
+                cache["value_states"] = key_states
+            past, start = None, 0
+        else:  # eq. 13 / 20: ordinary incremental step over the cached states and the last keys
+            x_in = self.embed(prev, last_only=True)
+            past = [(cache[f"self_k.{i}"], cache[f"self_v.{i}"]) for i in range(num_layers)]
+            start = step
+        keys = [cache[f"key.{i}"] for i in range(num_layers)]
+        values = [cache[f"value.{i}"] for i in range(num_layers)]
+        x, align, layer_caches = self.stack(x_in, keys, values, src_pad, self.alignment_layer, past=past, start=start)
+        for i, (k, v) in enumerate(layer_caches):
+            cache[f"self_k.{i}"], cache[f"self_v.{i}"] = k, v
+        self.set_incremental_state(incremental_state, _CACHE, cache)
+        x, x_in = x[:, -1:], x_in[:, -1:]
+        attn = self.average_heads(align[:, :, -1:])
+        context = None
+        if self.needs_context:
+            states = cache["value_states"] if self.kv_mode == "shared" else encoder_out["value_states"][0]
+            context = torch.bmm(attn, states)
+        return x, attn, context, x_in
+
+    def reorder_incremental_state(self, incremental_state, new_order):
+        cache = self.get_incremental_state(incremental_state, _CACHE)
+        if cache is None:
+            return
+        for key in list(cache):
+            cache[key] = cache[key].index_select(0, new_order)
+        self.set_incremental_state(incremental_state, _CACHE, cache)
+
+
+def _positive(args, name: str, minimum: int, what: str):
+    value = getattr(args, name)
+    option = "--" + name.replace("_", "-")
+    if value is None or value < minimum:
+        raise ValueError(f"{option} must be an integer >= {minimum} ({what}), got {value}")
+
+
+@register_model("rdangle_transformer")
+class RDangleModel(FairseqEncoderDecoderModel):
+    @staticmethod
+    def add_args(parser):
+        parser.add_argument("--activation-fn", choices=utils.get_available_activation_fns())
+        parser.add_argument("--dropout", type=float, metavar="D", help="dropout after embeddings and sub-layers")
+        parser.add_argument("--attention-dropout", type=float, metavar="D", help="dropout on attention weights")
+        parser.add_argument("--activation-dropout", type=float, metavar="D",
+                            help="dropout after the feed-forward activation")
+        parser.add_argument("--encoder-embed-dim", type=int, metavar="N",
+                            help="model size (source and target embeddings, every layer)")
+        parser.add_argument("--encoder-ffn-embed-dim", type=int, metavar="N",
+                            help="feed-forward size of the adaptive and value encoders")
+        parser.add_argument("--encoder-attention-heads", type=int, metavar="N")
+        parser.add_argument("--encoder-normalize-before", action="store_true", help="pre-norm encoder layers")
+        parser.add_argument("--encoder-learned-pos", action="store_true", help="learned absolute source positions")
+        parser.add_argument("--decoder-embed-dim", type=int, metavar="N", help="must equal --encoder-embed-dim")
+        parser.add_argument("--decoder-ffn-embed-dim", type=int, metavar="N")
+        parser.add_argument("--decoder-layers", type=int, metavar="N")
+        parser.add_argument("--decoder-attention-heads", type=int, metavar="N")
+        parser.add_argument("--decoder-normalize-before", action="store_true", help="pre-norm decoder layers")
+        parser.add_argument("--decoder-learned-pos", action="store_true", help="learned absolute target positions")
+        parser.add_argument("--share-decoder-input-output-embed", action="store_true")
+        parser.add_argument("--share-all-embeddings", action="store_true",
+                            help="one embedding table for source, target and output (joined dictionary)")
+        parser.add_argument("--no-scale-embedding", action="store_true", help="do not scale embeddings by sqrt(C)")
+        parser.add_argument("--adaptive-concat-layers", type=int, metavar="K1",
+                            help="k1: adaptive encoder layers over [x ; y_<=t] (eq. 5)")
+        parser.add_argument("--adaptive-source-layers", type=int, metavar="K2",
+                            help="k2: adaptive encoder layers over the source slice (eq. 6)")
+        parser.add_argument("--kv-mode", choices=["shared", "sep"],
+                            help="shared: keys and values from the adaptive encodings (Dangle, R-Dangle_shr); "
+                                 "sep: values from a value encoder run once, keys re-encoded (R-Dangle_sep)")
+        parser.add_argument("--value-encoder-layers", type=int, metavar="N",
+                            help="sep: layers of the value encoder (eq. 14), the shared ones included")
+        parser.add_argument("--shared-kv-layers", type=int, metavar="N",
+                            help="sep: top layers shared by the value encoder and the adaptive (key) encoder")
+        parser.add_argument("--reencode-interval", type=int, metavar="O",
+                            help="re-encode at decoder steps t = 1, 1+O, 1+2O, ... (1: every step, Dangle; "
+                                 ">= the target length: once, at the first step)")
+        parser.add_argument("--reencode-chunk-size", type=int, metavar="N",
+                            help="training: stack at most N (segment, sentence) rows per pass and recompute each "
+                                 "chunk in the backward pass (activation checkpointing: bounded memory, about a "
+                                 "third more compute); 0 (default): no limit, nothing recomputed")
+        parser.add_argument("--reencode-buckets", type=int, metavar="G",
+                            help="training: run the stacked rows as G passes of growing prefix length, so that "
+                                 "short prefixes are not padded to the longest (default 4; 1: one pass)")
+        parser.add_argument("--relative-positions", type=int, metavar="K",
+                            help="Shaw et al. relative positions clipped at distance K (0: absolute positions)")
+        add_lexicon_args(parser)
+        parser.add_argument("--alignment-layer", type=int, metavar="N",
+                            help="decoder layer whose cross-attention the lexicon reads (default: the last)")
+        parser.add_argument("--alignment-heads", type=int, metavar="N",
+                            help="average that attention over the first N heads only (default: all)")
+        parser.add_argument("--gate-features", metavar="LIST",
+                            help="comma-separated inputs of the lexical gate: context (c_t over the value "
+                                 "states), hidden (d_t), input (x_t); default all three")
+
+    @classmethod
+    def build_model(cls, args, task):
+        rdangle_base(args)
+        if not getattr(args, "max_source_positions", None):
+            args.max_source_positions = DEFAULT_MAX_POSITIONS
+        if not getattr(args, "max_target_positions", None):
+            args.max_target_positions = DEFAULT_MAX_POSITIONS
+        validate_args(args)
+        src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
+        dim = args.encoder_embed_dim
+        if args.share_all_embeddings:
+            if src_dict != tgt_dict:
+                raise ValueError("--share-all-embeddings requires a joined dictionary")
+            src_embed = tgt_embed = Embedding(len(src_dict), dim, src_dict.pad())
+            args.share_decoder_input_output_embed = True
+        else:
+            src_embed = Embedding(len(src_dict), dim, src_dict.pad())
+            tgt_embed = Embedding(len(tgt_dict), dim, tgt_dict.pad())
+        activation = utils.get_activation_fn(args.activation_fn)
+        common = dict(dim=dim, dropout=args.dropout, attention_dropout=args.attention_dropout,
+                      activation_dropout=args.activation_dropout, activation_fn=activation,
+                      relative_positions=args.relative_positions)
+        enc_sizes = LayerSizes(heads=args.encoder_attention_heads, ffn_dim=args.encoder_ffn_embed_dim,
+                               normalize_before=args.encoder_normalize_before, **common)
+        dec_sizes = LayerSizes(heads=args.decoder_attention_heads, ffn_dim=args.decoder_ffn_embed_dim,
+                               normalize_before=args.decoder_normalize_before, **common)
+        adaptive = AdaptiveEncoder(enc_sizes, args.adaptive_concat_layers, args.adaptive_source_layers, args.kv_mode,
+                                   args.value_encoder_layers, args.shared_kv_layers)
+        encoder = RDangleEncoder(args, src_dict, src_embed, adaptive)
+        decoder = RDangleDecoder(args, tgt_dict, tgt_embed, adaptive, dec_sizes)
+        layer = args.alignment_layer if args.alignment_layer is not None else args.decoder_layers - 1
+        if layer < 0:
+            layer += args.decoder_layers
+        decoder.alignment_layer = layer
+        decoder.alignment_heads = args.alignment_heads
+        decoder.gate_feature_names = [n.strip() for n in args.gate_features.split(",") if n.strip()]
+        decoder.lexical_head = build_lexical_head(args, src_dict, tgt_dict,
+                                                  gate_input_dim=dim * len(decoder.gate_feature_names))
+        if args.lexicon == "identity" and src_dict != tgt_dict:
+            logger.warning("--lexicon identity with separate dictionaries: only strings present in both can be copied")
+        return cls(encoder, decoder)
+
+
+def validate_args(args):
+    """Clear errors, naming the option, for values the model cannot run with."""
+    _positive(args, "reencode_interval", 1, "1 re-encodes at every step (Dangle); O re-encodes at t = 1, 1+O, ...")
+    _positive(args, "reencode_chunk_size", 0, "0 stacks every segment in one pass")
+    _positive(args, "reencode_buckets", 1, "1 runs the stacked rows in one pass")
+    _positive(args, "relative_positions", 0, "0 uses absolute positions")
+    _positive(args, "adaptive_concat_layers", 1, "the target prefix reaches the keys through these layers")
+    _positive(args, "adaptive_source_layers", 0, "layers over the source slice")
+    _positive(args, "decoder_layers", 1, "decoder layers")
+    if args.decoder_embed_dim != args.encoder_embed_dim:
+        raise ValueError(f"--decoder-embed-dim {args.decoder_embed_dim} must equal --encoder-embed-dim "
+                         f"{args.encoder_embed_dim} (source and target tokens share the adaptive encoder)")
+    if args.kv_mode == "sep":
+        _positive(args, "value_encoder_layers", 1, "the value encoder of eq. 14")
+        _positive(args, "shared_kv_layers", 0, "top layers shared by the key and value encoders")
+        if args.shared_kv_layers > min(args.value_encoder_layers, args.adaptive_source_layers):
+            raise ValueError(
+                f"--shared-kv-layers {args.shared_kv_layers} must be <= --value-encoder-layers "
+                f"({args.value_encoder_layers}) and <= --adaptive-source-layers ({args.adaptive_source_layers})"
+            )
+    layer = args.alignment_layer if args.alignment_layer is not None else args.decoder_layers - 1
+    if not -args.decoder_layers <= layer < args.decoder_layers:
+        raise ValueError(f"--alignment-layer {args.alignment_layer}: the decoder has {args.decoder_layers} layers")
+    heads = args.alignment_heads
+    if heads is not None and not 1 <= heads <= args.decoder_attention_heads:
+        raise ValueError(f"--alignment-heads {heads}: each layer has {args.decoder_attention_heads} heads")
+    names = [n.strip() for n in args.gate_features.split(",") if n.strip()]
+    if not names or len(set(names)) != len(names) or any(n not in GATE_FEATURES for n in names):
+        raise ValueError(f"--gate-features {args.gate_features!r}: choose from {', '.join(GATE_FEATURES)}")
+
+
+def _kv_layer_defaults(args, encoder_layers: int):
+    """Adaptive/value encoder depths from a budget of distinct encoder layers, as in appendix C: shared mode
+    k1 = 2, k2 = L - 2 (L = 12: 2 + 10); sep mode k1 = 2, k2 = L - 4, a value encoder of L - 2 layers whose top
+    k2 are the key encoder's (L = 12: k1 = 2, k2 = 8, 10-layer value and key encoders, 8 shared)."""
+    sep = getattr(args, "kv_mode", None) == "sep"
+    k1 = min(2, encoder_layers - 1)
+    args.adaptive_concat_layers = getattr(args, "adaptive_concat_layers", k1)
+    k1 = args.adaptive_concat_layers
+    args.adaptive_source_layers = getattr(args, "adaptive_source_layers", encoder_layers - (2 * k1 if sep else k1))
+    args.value_encoder_layers = getattr(args, "value_encoder_layers", k1 + args.adaptive_source_layers)
+    args.shared_kv_layers = getattr(args, "shared_kv_layers", args.adaptive_source_layers)
+
+
+@register_model_architecture("rdangle_transformer", "rdangle_transformer")
+def rdangle_base(args):
+    """R-Dangle at fairseq's `transformer_iwslt_de_en` sizes: 512, FFN 1024, 4 heads, 6 decoder layers and 6
+    distinct encoder layers (shared: k1 = 2, k2 = 4; sep: k1 = 2, k2 = 2, 4-layer value encoder, 2 shared).
+    Defaults: --kv-mode shared, --reencode-interval 1, absolute (sinusoidal) positions, no lexicon."""
+    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 512)
+    args.encoder_ffn_embed_dim = getattr(args, "encoder_ffn_embed_dim", 1024)
+    args.encoder_attention_heads = getattr(args, "encoder_attention_heads", 4)
+    args.decoder_embed_dim = getattr(args, "decoder_embed_dim", args.encoder_embed_dim)
+    args.decoder_ffn_embed_dim = getattr(args, "decoder_ffn_embed_dim", 1024)
+    args.decoder_attention_heads = getattr(args, "decoder_attention_heads", 4)
+    args.decoder_layers = getattr(args, "decoder_layers", 6)
+    args.kv_mode = getattr(args, "kv_mode", "shared")
+    _kv_layer_defaults(args, 6)
+    _common_defaults(args)
+
+
+def _common_defaults(args):
+    args.activation_fn = getattr(args, "activation_fn", "relu")
+    args.dropout = getattr(args, "dropout", 0.3)
+    args.attention_dropout = getattr(args, "attention_dropout", 0.0)
+    args.activation_dropout = getattr(args, "activation_dropout", 0.0)
+    args.encoder_normalize_before = getattr(args, "encoder_normalize_before", False)
+    args.decoder_normalize_before = getattr(args, "decoder_normalize_before", False)
+    args.encoder_learned_pos = getattr(args, "encoder_learned_pos", False)
+    args.decoder_learned_pos = getattr(args, "decoder_learned_pos", False)
+    args.share_decoder_input_output_embed = getattr(args, "share_decoder_input_output_embed", False)
+    args.share_all_embeddings = getattr(args, "share_all_embeddings", False)
+    args.no_scale_embedding = getattr(args, "no_scale_embedding", False)
+    args.kv_mode = getattr(args, "kv_mode", "shared")
+    args.reencode_interval = getattr(args, "reencode_interval", 1)
+    args.reencode_chunk_size = getattr(args, "reencode_chunk_size", 0)
+    args.reencode_buckets = getattr(args, "reencode_buckets", 4)
+    args.relative_positions = getattr(args, "relative_positions", 0)
+    args.lexicon = getattr(args, "lexicon", "none")
+    args.alignment_layer = getattr(args, "alignment_layer", None)
+    args.alignment_heads = getattr(args, "alignment_heads", None)
+    args.gate_features = getattr(args, "gate_features", ",".join(GATE_FEATURES))
+    lexicon_arch_defaults(args)
+
+
+@register_model_architecture("rdangle_transformer", "rdangle_transformer_iwslt_de_en")
+def rdangle_iwslt_de_en(args):
+    """The same as `rdangle_transformer` (named after the fairseq configuration whose sizes it has)."""
+    rdangle_base(args)
+
+
+@register_model_architecture("rdangle_transformer", "dangle_transformer")
+def dangle_transformer(args):
+    """Dangle (Zheng & Lapata 2022) as the paper's baseline: `transformer_iwslt_de_en` sizes, keys and values from
+    the adaptive encodings, re-encoding at every step (R-Dangle_shr with interval 1)."""
+    args.kv_mode = getattr(args, "kv_mode", "shared")
+    args.reencode_interval = getattr(args, "reencode_interval", 1)
+    rdangle_base(args)
+
+
+@register_model_architecture("rdangle_transformer", "rdangle_transformer_big")
+def rdangle_transformer_big(args):
+    """Appendix C's bigger configuration: 12 decoder layers and 12 distinct encoder layers (shared: k1 = 2,
+    k2 = 10; sep: k1 = 2, k2 = 8, 10-layer value and key encoders with the top 8 shared), pre-norm, dropout 0.3
+    on attention weights and 0.4 after the feed-forward activation, relative positions (K = 16: our choice, the
+    paper gives none). Sizes otherwise as `transformer_iwslt_de_en` (512, FFN 1024, 4 heads)."""
+    args.decoder_layers = getattr(args, "decoder_layers", 12)
+    args.kv_mode = getattr(args, "kv_mode", "shared")
+    _kv_layer_defaults(args, 12)
+    args.encoder_normalize_before = getattr(args, "encoder_normalize_before", True)
+    args.decoder_normalize_before = getattr(args, "decoder_normalize_before", True)
+    args.attention_dropout = getattr(args, "attention_dropout", 0.3)
+    args.activation_dropout = getattr(args, "activation_dropout", 0.4)
+    args.dropout = getattr(args, "dropout", 0.3)
+    args.relative_positions = getattr(args, "relative_positions", 16)
+    rdangle_base(args)
+
+
+@register_model_architecture("rdangle_transformer", "rdangle_transformer_tiny")
+def rdangle_transformer_tiny(args):
+    """CPU-sized, for tests: 64, FFN 64, 2 heads, 2 decoder layers, 2 distinct encoder layers (shared: k1 = 1,
+    k2 = 1; sep: k1 = 1, k2 = 1, a 2-layer value encoder whose top layer is the key encoder's)."""
+    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 64)
+    args.encoder_ffn_embed_dim = getattr(args, "encoder_ffn_embed_dim", 64)
+    args.encoder_attention_heads = getattr(args, "encoder_attention_heads", 2)
+    args.decoder_ffn_embed_dim = getattr(args, "decoder_ffn_embed_dim", 64)
+    args.decoder_attention_heads = getattr(args, "decoder_attention_heads", 2)
+    args.decoder_layers = getattr(args, "decoder_layers", 2)
+    args.adaptive_concat_layers = getattr(args, "adaptive_concat_layers", 1)
+    args.adaptive_source_layers = getattr(args, "adaptive_source_layers", 1)
+    args.value_encoder_layers = getattr(args, "value_encoder_layers", 2)
+    args.shared_kv_layers = getattr(args, "shared_kv_layers", 1)
+    rdangle_base(args)

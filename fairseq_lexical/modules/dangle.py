@@ -1,0 +1,326 @@
+"""Building blocks of (R-)Dangle (Zheng & Lapata 2022, 2023): the adaptive encoder, the key/value decoder and the
+plan that stacks the re-encoding segments of a batch for teacher-forced training.
+
+Equations (numbers of Zheng & Lapata 2023, "Real-World Compositional Generalization with Disentangled
+Sequence-to-Sequence Learning"):
+
+- ``AdaptiveEncoder.keys``: C_t = [x ; y_1..y_t] (eq. 3) through k1 Transformer layers with full attention (eq. 5),
+  the source slice of the result through k2 more layers (eq. 6): H_t (eq. 4, 11) or H^k_t (eq. 15).
+- ``AdaptiveEncoder.values``: the value encoder H^v = f_Encoder(x) (eq. 14), run once per sentence; its top
+  ``shared_layers`` layers are the key encoder's top layers (appendix C: 10-layer value and key encoders with
+  k1 = 2, k2 = 8, the top 8 shared: 12 distinct layers).
+- ``KVDecoderStack``: a Transformer decoder whose cross-attention takes keys and values from two (possibly
+  equal) sources: K_t = H^k_t W^K, V = H^v W^V (eqs. 17-19); with keys = values = H_t it is eqs. 8-10.
+- ``StackPlan``: which copy of the target prefix each re-encoding segment gets in training (see its docstring).
+
+All tensors are batch first (B x L x C). Masks are boolean, True = blocked.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, List, Optional, Sequence, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .relative_attention import (
+    RelativeMultiheadAttention,
+    joint_relative_index,
+    num_relative_joint,
+    num_relative_single,
+    relative_index,
+)
+
+
+def causal_mask(q_len: int, k_len: int, q_start: int, device=None) -> Tensor:
+    """(q_len, k_len) boolean mask, True where key j lies after query q_start + i."""
+    q = torch.arange(q_start, q_start + q_len, device=device).unsqueeze(1)
+    k = torch.arange(k_len, device=device).unsqueeze(0)
+    return k > q
+
+
+class _FeedForward(nn.Module):
+    def __init__(self, dim, ffn_dim, activation_fn, activation_dropout):
+        super().__init__()
+        self.fc1 = nn.Linear(dim, ffn_dim)
+        self.fc2 = nn.Linear(ffn_dim, dim)
+        self.activation_fn = activation_fn
+        self.activation_dropout = activation_dropout
+        for fc in (self.fc1, self.fc2):
+            nn.init.xavier_uniform_(fc.weight)
+            nn.init.constant_(fc.bias, 0.0)
+
+    def forward(self, x):
+        x = self.activation_fn(self.fc1(x))
+        x = F.dropout(x, p=self.activation_dropout, training=self.training)
+        return self.fc2(x)
+
+
+class LayerSizes:
+    """What every layer of the model shares: sizes, dropouts, activation, pre/post norm, relative clipping K."""
+
+    def __init__(self, dim: int, heads: int, ffn_dim: int, dropout: float, attention_dropout: float,
+                 activation_dropout: float, activation_fn: Callable, normalize_before: bool, relative_positions: int):
+        self.dim, self.heads, self.ffn_dim = dim, heads, ffn_dim
+        self.dropout, self.attention_dropout, self.activation_dropout = dropout, attention_dropout, activation_dropout
+        self.activation_fn, self.normalize_before = activation_fn, normalize_before
+        self.relative_positions = relative_positions
+
+
+class EncoderLayer(nn.Module):
+    """A Transformer encoder layer (full self-attention, feed-forward), pre- or post-norm as fairseq's."""
+
+    def __init__(self, sizes: LayerSizes, num_relative: int = 0):
+        super().__init__()
+        self.self_attn = RelativeMultiheadAttention(sizes.dim, sizes.heads, sizes.attention_dropout, num_relative)
+        self.self_attn_layer_norm = nn.LayerNorm(sizes.dim)
+        self.ffn = _FeedForward(sizes.dim, sizes.ffn_dim, sizes.activation_fn, sizes.activation_dropout)
+        self.final_layer_norm = nn.LayerNorm(sizes.dim)
+        self.dropout = sizes.dropout
+        self.normalize_before = sizes.normalize_before
+
+    def _block(self, x, norm, fn):
+        residual = x
+        if self.normalize_before:
+            x = norm(x)
+        x = F.dropout(fn(x), p=self.dropout, training=self.training) + residual
+        return x if self.normalize_before else norm(x)
+
+    def forward(self, x: Tensor, key_padding_mask: Optional[Tensor] = None, rel_index: Optional[Tensor] = None):
+        x = self._block(x, self.self_attn_layer_norm,
+                        lambda h: self.self_attn(h, h, h, key_padding_mask=key_padding_mask, rel_index=rel_index,
+                                                         need_weights=False)[0])
+        return self._block(x, self.final_layer_norm, self.ffn)
+
+
+class KVDecoderLayer(nn.Module):
+    """A Transformer decoder layer whose cross-attention reads already-projected keys and values (eqs. 17-19).
+
+    ``past`` holds this layer's self-attention keys and values of earlier positions (B, H, t, d); the layer
+    returns the extended pair, so a caller can decode one position at a time or many at once.
+    """
+
+    def __init__(self, sizes: LayerSizes, num_relative: int = 0):
+        super().__init__()
+        self.self_attn = RelativeMultiheadAttention(sizes.dim, sizes.heads, sizes.attention_dropout, num_relative)
+        self.self_attn_layer_norm = nn.LayerNorm(sizes.dim)
+        self.encoder_attn = RelativeMultiheadAttention(sizes.dim, sizes.heads, sizes.attention_dropout)
+        self.encoder_attn_layer_norm = nn.LayerNorm(sizes.dim)
+        self.ffn = _FeedForward(sizes.dim, sizes.ffn_dim, sizes.activation_fn, sizes.activation_dropout)
+        self.final_layer_norm = nn.LayerNorm(sizes.dim)
+        self.dropout = sizes.dropout
+        self.normalize_before = sizes.normalize_before
+
+    def forward(
+        self,
+        x: Tensor,
+        cross_key: Tensor,
+        cross_value: Tensor,
+        cross_padding_mask: Optional[Tensor],
+        self_attn_mask: Optional[Tensor] = None,
+        self_rel_index: Optional[Tensor] = None,
+        past: Optional[Tuple[Tensor, Tensor]] = None,
+        need_weights: bool = True,
+    ) -> Tuple[Tensor, Optional[Tensor], Tuple[Tensor, Tensor]]:
+        residual = x
+        h = self.self_attn_layer_norm(x) if self.normalize_before else x
+        attn = self.self_attn
+        q, k, v = attn.project_query(h), attn.project_key(h), attn.project_value(h)
+        if past is not None:
+            k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
+        h, _ = attn.attend(q, k, v, attn_mask=self_attn_mask, rel_index=self_rel_index, need_weights=False)
+        x = F.dropout(h, p=self.dropout, training=self.training) + residual
+        if not self.normalize_before:
+            x = self.self_attn_layer_norm(x)
+
+        residual = x
+        h = self.encoder_attn_layer_norm(x) if self.normalize_before else x
+        h, probs = self.encoder_attn.attend(self.encoder_attn.project_query(h), cross_key, cross_value,
+                                            key_padding_mask=cross_padding_mask, need_weights=need_weights)
+        x = F.dropout(h, p=self.dropout, training=self.training) + residual
+        if not self.normalize_before:
+            x = self.encoder_attn_layer_norm(x)
+
+        residual = x
+        h = self.final_layer_norm(x) if self.normalize_before else x
+        x = F.dropout(self.ffn(h), p=self.dropout, training=self.training) + residual
+        if not self.normalize_before:
+            x = self.final_layer_norm(x)
+        return x, probs, (k, v)
+
+
+class AdaptiveEncoder(nn.Module):
+    """The adaptive (key) encoder of eqs. 3-6 / 15 and, with ``kv_mode='sep'``, the value encoder of eq. 14.
+
+    Layers: ``concat_layers`` (k1, over [x ; y_<=t], full attention, segment embeddings; relative positions use the
+    joint table: source-source, target-target, two cross-segment rows), ``source_layers`` (k2, over the source
+    slice) and, in ``sep`` mode, ``value_layers`` (the value encoder's own bottom layers; its top ``shared_layers``
+    layers are the last ``shared_layers`` of ``source_layers``, the same modules).
+    """
+
+    def __init__(self, sizes: LayerSizes, concat_layers: int, source_layers: int, kv_mode: str = "shared",
+                 value_layers: int = 0, shared_layers: int = 0):
+        super().__init__()
+        if kv_mode not in ("shared", "sep"):
+            raise ValueError(f"--kv-mode must be 'shared' or 'sep', got {kv_mode!r}")
+        K = sizes.relative_positions
+        self.relative_positions = K
+        self.kv_mode = kv_mode
+        joint_rows = num_relative_joint(K) if K else 0
+        single_rows = num_relative_single(K) if K else 0
+        self.concat_layers = nn.ModuleList(EncoderLayer(sizes, joint_rows) for _ in range(concat_layers))
+        self.source_layers = nn.ModuleList(EncoderLayer(sizes, single_rows) for _ in range(source_layers))
+        # Segment (type) embeddings of C_t: row 0 source, row 1 target.
+        self.segment_embed = nn.Parameter(torch.empty(2, sizes.dim).normal_(0, sizes.dim ** -0.5))
+        self.key_layer_norm = nn.LayerNorm(sizes.dim) if sizes.normalize_before else None
+        self.shared_layers = shared_layers if kv_mode == "sep" else 0
+        if kv_mode == "sep":
+            self.value_layers = nn.ModuleList(
+                EncoderLayer(sizes, single_rows) for _ in range(value_layers - shared_layers)
+            )
+            self.value_layer_norm = nn.LayerNorm(sizes.dim) if sizes.normalize_before else None
+
+    def _source_rel(self, src_len: int, device) -> Optional[Tensor]:
+        K = self.relative_positions
+        return relative_index(src_len, src_len, K, device=device) if K else None
+
+    def keys(self, src: Tensor, src_padding_mask: Tensor, tgt: Tensor, tgt_mask: Tensor) -> Tensor:
+        """H_t (R, S, C) from embedded source (R, S, C) and target prefix (R, T, C); ``tgt_mask`` (R, T) blocks
+        target positions that are not part of each row's prefix (and padding)."""
+        src_len, tgt_len = src.size(1), tgt.size(1)
+        x = torch.cat([src + self.segment_embed[0], tgt + self.segment_embed[1]], dim=1)  # eq. 3
+        mask = torch.cat([src_padding_mask, tgt_mask], dim=1)
+        K = self.relative_positions
+        rel = joint_relative_index(src_len, tgt_len, K, device=x.device) if K else None
+        for layer in self.concat_layers:  # eq. 5
+            x = layer(x, mask, rel)
+        h = x[:, :src_len]
+        rel = self._source_rel(src_len, h.device)
+        for layer in self.source_layers:  # eq. 6
+            h = layer(h, src_padding_mask, rel)
+        return self.key_layer_norm(h) if self.key_layer_norm is not None else h
+
+    def values(self, src: Tensor, src_padding_mask: Tensor) -> Tensor:
+        """H^v (B, S, C) of eq. 14 (``sep`` mode only)."""
+        rel = self._source_rel(src.size(1), src.device)
+        shared = list(self.source_layers)[len(self.source_layers) - self.shared_layers:]
+        h = src
+        for layer in list(self.value_layers) + shared:
+            h = layer(h, src_padding_mask, rel)
+        return self.value_layer_norm(h) if self.value_layer_norm is not None else h
+
+
+class KVDecoderStack(nn.Module):
+    """The decoder layers of eqs. 12-13 / 16, 20, over any run of positions start..start+q-1.
+
+    ``forward`` with ``past=None`` and ``start=0`` is the teacher-forced decoder over a whole prefix (causal mask);
+    with the caches of positions 0..start-1 it decodes the next positions incrementally. Relative positions in the
+    self-attention use the target table (distances clipped to K, keys never after the query).
+    """
+
+    def __init__(self, sizes: LayerSizes, num_layers: int):
+        super().__init__()
+        K = sizes.relative_positions
+        self.relative_positions = K
+        rows = num_relative_single(K) if K else 0
+        self.layers = nn.ModuleList(KVDecoderLayer(sizes, rows) for _ in range(num_layers))
+        self.layer_norm = nn.LayerNorm(sizes.dim) if sizes.normalize_before else None
+
+    def project_keys(self, key_states: Tensor) -> List[Tensor]:
+        """K = H^k W^K for every layer (eq. 17)."""
+        return [layer.encoder_attn.project_key(key_states) for layer in self.layers]
+
+    def project_values(self, value_states: Tensor) -> List[Tensor]:
+        """V = H^v W^V for every layer (eq. 18)."""
+        return [layer.encoder_attn.project_value(value_states) for layer in self.layers]
+
+    def forward(
+        self,
+        x: Tensor,
+        keys: Sequence[Tensor],
+        values: Sequence[Tensor],
+        src_padding_mask: Optional[Tensor],
+        alignment_layer: int,
+        past: Optional[Sequence[Tuple[Tensor, Tensor]]] = None,
+        start: int = 0,
+    ) -> Tuple[Tensor, Tensor, List[Tuple[Tensor, Tensor]]]:
+        """x (B, q, C) the embedded inputs of positions start..start+q-1. Returns the features (B, q, C), the
+        cross-attention probabilities of ``alignment_layer`` (B, H, q, S) and every layer's self-attention
+        (keys, values) of positions 0..start+q-1."""
+        q_len = x.size(1)
+        k_len = start + q_len
+        mask = causal_mask(q_len, k_len, start, device=x.device) if q_len > 1 else None
+        K = self.relative_positions
+        rel = relative_index(q_len, k_len, K, q_start=start, device=x.device) if K else None
+        caches, align = [], None
+        for i, layer in enumerate(self.layers):
+            x, probs, kv = layer(x, keys[i], values[i], src_padding_mask, mask, rel,
+                                 None if past is None else past[i], need_weights=i == alignment_layer)
+            caches.append(kv)
+            if i == alignment_layer:
+                align = probs
+        if self.layer_norm is not None:
+            x = self.layer_norm(x)
+        return x, align, caches
+
+
+class StackPlan:
+    """How a teacher-forced batch is stacked: one row per (re-encoding segment i, sentence b).
+
+    Segment i starts at decoder position s_i = i * o (0-based; the paper's re-encoding point t_i = 1 + i * o,
+    1-based) and covers positions s_i .. e_i - 1, e_i = min(s_i + o, T). Its row sees the target prefix
+    y_<=t_i, i.e. decoder inputs 0..s_i, in the adaptive encoder, and runs the decoder over positions
+    0..e_i - 1 with H_{t_i}; its outputs at s_i..e_i - 1 are kept. Rows whose segment starts at or after the
+    sentence's length (all padding) are left out. Rows are ordered by segment, then sentence (so prefix lengths
+    grow along the order), split at segment boundaries into ``buckets`` runs of about equal row count and each run
+    into chunks of at most ``chunk_rows`` rows (0: no limit). Every chunk is one pass, only as long as its longest row needs: with one
+    pass at o = 1 about half of the stacked positions would be padding, with 4 buckets about an eighth.
+    """
+
+    def __init__(self, lengths: Tensor, tgt_len: int, interval: int, chunk_rows: int = 0, buckets: int = 1):
+        device = lengths.device
+        self.tgt_len, self.interval = tgt_len, interval
+        num_segments = math.ceil(tgt_len / interval)
+        starts = torch.arange(num_segments, device=device) * interval
+        valid = starts.unsqueeze(1) < lengths.unsqueeze(0)  # (segments, B)
+        segment, sentence = valid.nonzero(as_tuple=True)  # ordered by segment, then sentence
+        self.sentence = sentence
+        self.start = segment * interval
+        self.end = (self.start + interval).clamp(max=tgt_len)
+        self.length = lengths[sentence]  # real positions of each row's sentence
+        rows = sentence.numel()
+        # Buckets: runs of whole segments (prefix lengths grow along the order; the rows of one segment all have
+        # the same lengths, so cutting inside a segment would gain nothing), of about rows / buckets rows each,
+        # run as separate passes so that short prefixes are not padded to the longest one.
+        seg_starts = [0] + torch.nonzero(segment[1:] != segment[:-1]).add_(1).flatten().tolist() + [rows]
+        bounds = [0]
+        for g in range(1, max(buckets, 1)):
+            target = g * rows / buckets
+            cut = next((b for b in seg_starts if b >= target), rows)
+            if bounds[-1] < cut < rows:
+                bounds.append(cut)
+        bounds.append(rows)
+        self.chunks = []  # and chunks of at most chunk_rows rows inside each bucket
+        for lo_bucket, hi_bucket in zip(bounds[:-1], bounds[1:]):
+            step = chunk_rows if chunk_rows > 0 else max(hi_bucket - lo_bucket, 1)
+            self.chunks += [(lo, min(lo + step, hi_bucket)) for lo in range(lo_bucket, hi_bucket, step)]
+        # Python ints for slicing, decided once here (one host transfer).
+        starts_list, ends_list = self.start.tolist(), self.end.tolist()
+        self.lengths_of_chunks = [(starts_list[hi - 1] + 1, max(ends_list[lo:hi])) for lo, hi in self.chunks]
+
+    @property
+    def rows(self) -> int:
+        return self.sentence.numel()
+
+    def selection(self, lo: int, hi: int) -> Tuple[Tensor, Tensor, Tensor]:
+        """For chunk rows lo..hi-1: (row within the chunk, position, destination b * T + position) of every kept
+        output, i.e. positions s_i..e_i-1 of the row that are real tokens of its sentence."""
+        start, end, length = self.start[lo:hi], self.end[lo:hi], self.length[lo:hi]
+        offsets = torch.arange(self.interval, device=start.device)
+        pos = start.unsqueeze(1) + offsets.unsqueeze(0)  # (rows, o)
+        keep = (pos < end.unsqueeze(1)) & (pos < length.unsqueeze(1))
+        row = torch.arange(hi - lo, device=start.device).unsqueeze(1).expand_as(pos)[keep]
+        pos = pos[keep]
+        dest = self.sentence[lo:hi][row] * self.tgt_len + pos
+        return row, pos, dest

@@ -1,0 +1,178 @@
+"""Multi-head attention with optional relative position representations (Shaw, Uszkoreit & Vaswani 2018), the
+position scheme R-Dangle uses (Zheng & Lapata 2023, appendix C).
+
+Shaw et al. add a learned vector for the clipped distance between query i and key j to the key and to the value:
+
+    e_ij = q_i . (k_j + a^K_ij) / sqrt(d)            alpha_i = softmax_j(e_ij)
+    z_i  = sum_j alpha_ij (v_j + a^V_ij)              a^K_ij = w^K[r(i, j)],  a^V_ij = w^V[r(i, j)]
+
+with one table per layer, shared by the heads (vectors of the head size d). Here r(i, j) is an index into that
+table: for a single sequence r(i, j) = clip(j - i, -K, K) + K (2K + 1 rows). For R-Dangle's concatenation
+C_t = [x ; y_1..y_t] (eq. 3), ``joint_relative_index`` gives source-source pairs their own clipped-distance rows,
+target-target pairs their own, and the two kinds of cross-segment pairs one learned row each (source query ->
+target key, target query -> source key): 2 (2K + 1) + 2 rows.
+
+Everything is batch first (B x L x C); the module exposes its projections so that decoders can cache keys and values.
+The relative scores cost a (B, H, L_q, R) product with the R-row table and a gather, never an (L_q, L_k, d) tensor.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+def num_relative_single(max_distance: int) -> int:
+    """Rows of a single-sequence table: distances -K..K."""
+    return 2 * max_distance + 1
+
+
+def num_relative_joint(max_distance: int) -> int:
+    """Rows of a table for [source ; target]: source-source, target-target, then the two cross-segment rows."""
+    return 2 * num_relative_single(max_distance) + 2
+
+
+def relative_index(q_len: int, k_len: int, max_distance: int, q_start: int = 0, k_start: int = 0,
+                   offset: int = 0, device=None) -> Tensor:
+    """(q_len, k_len) long tensor r(i, j) = clip((k_start + j) - (q_start + i), -K, K) + K + offset."""
+    q = torch.arange(q_start, q_start + q_len, device=device).unsqueeze(1)
+    k = torch.arange(k_start, k_start + k_len, device=device).unsqueeze(0)
+    return (k - q).clamp(-max_distance, max_distance) + max_distance + offset
+
+
+def joint_relative_index(src_len: int, tgt_len: int, max_distance: int, device=None) -> Tensor:
+    """(S + T, S + T) indices for the concatenation [x_1..x_S ; y_1..y_T].
+
+    Rows 0..2K: source-source distances; 2K+1..4K+1: target-target distances; 4K+2: source query -> target key;
+    4K+3: target query -> source key. Distances are index differences: fairseq left-pads sources and right-pads
+    targets, so the real tokens of each segment are contiguous and padding (masked as keys) never shifts them.
+    """
+    single = num_relative_single(max_distance)
+    idx = torch.empty(src_len + tgt_len, src_len + tgt_len, dtype=torch.long, device=device)
+    idx[:src_len, :src_len] = relative_index(src_len, src_len, max_distance, device=device)
+    idx[src_len:, src_len:] = relative_index(tgt_len, tgt_len, max_distance, offset=single, device=device)
+    idx[:src_len, src_len:] = 2 * single
+    idx[src_len:, :src_len] = 2 * single + 1
+    return idx
+
+
+class RelativeMultiheadAttention(nn.Module):
+    """Scaled dot-product multi-head attention, batch first, with an optional relative position table.
+
+    Args:
+        embed_dim, num_heads: sizes (the head size is embed_dim / num_heads).
+        dropout: dropout on the attention probabilities (the returned weights are before dropout).
+        num_relative: rows of the relative table (0: no relative positions; the module is then plain attention).
+    """
+
+    def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, num_relative: int = 0):
+        super().__init__()
+        if embed_dim % num_heads:
+            raise ValueError(f"embedding size {embed_dim} is not divisible by {num_heads} attention heads")
+        self.embed_dim, self.num_heads = embed_dim, num_heads
+        self.head_dim = embed_dim // num_heads
+        self.scaling = self.head_dim ** -0.5
+        self.dropout = dropout
+        self.q_proj = nn.Linear(embed_dim, embed_dim)
+        self.k_proj = nn.Linear(embed_dim, embed_dim)
+        self.v_proj = nn.Linear(embed_dim, embed_dim)
+        self.out_proj = nn.Linear(embed_dim, embed_dim)
+        self.num_relative = num_relative
+        if num_relative:
+            self.relative_keys = nn.Parameter(torch.empty(num_relative, self.head_dim))
+            self.relative_values = nn.Parameter(torch.empty(num_relative, self.head_dim))
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        # fairseq's MultiheadAttention initialisation (self-attention case).
+        for proj in (self.q_proj, self.k_proj, self.v_proj):
+            nn.init.xavier_uniform_(proj.weight, gain=1 / math.sqrt(2))
+        nn.init.xavier_uniform_(self.out_proj.weight)
+        nn.init.constant_(self.out_proj.bias, 0.0)
+        if self.num_relative:
+            nn.init.normal_(self.relative_keys, std=self.head_dim ** -0.5)
+            nn.init.normal_(self.relative_values, std=self.head_dim ** -0.5)
+
+    # -- projections (B x L x C -> B x H x L x d) ------------------------------------------------------------
+    def _split(self, x: Tensor) -> Tensor:
+        bsz, length, _ = x.shape
+        return x.view(bsz, length, self.num_heads, self.head_dim).transpose(1, 2)
+
+    def project_query(self, x: Tensor) -> Tensor:
+        return self._split(self.q_proj(x) * self.scaling)
+
+    def project_key(self, x: Tensor) -> Tensor:
+        return self._split(self.k_proj(x))
+
+    def project_value(self, x: Tensor) -> Tensor:
+        return self._split(self.v_proj(x))
+
+    # -- attention over projected tensors ----------------------------------------------------------------------
+    def attend(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        key_padding_mask: Optional[Tensor] = None,
+        attn_mask: Optional[Tensor] = None,
+        rel_index: Optional[Tensor] = None,
+        need_weights: bool = True,
+    ) -> Tuple[Tensor, Optional[Tensor]]:
+        """q (B, H, Lq, d) pre-scaled, k and v (B, H, Lk, d).
+
+        key_padding_mask (B, Lk) and attn_mask (Lq, Lk) or (B, Lq, Lk) are boolean, True = blocked.
+        rel_index (Lq, Lk) or (B, Lq, Lk): rows of the relative table (required when the module has one).
+        Returns the output (B, Lq, C) after the output projection and the probabilities (B, H, Lq, Lk) before
+        dropout (None when ``need_weights`` is False: without a relative table the fused kernel
+        ``F.scaled_dot_product_attention`` then computes the same attention without materialising them).
+        """
+        bsz, heads, q_len, _ = q.shape
+        k_len = k.size(2)
+        if not need_weights and not self.num_relative:
+            allowed = None
+            if attn_mask is not None:
+                allowed = ~(attn_mask.unsqueeze(1) if attn_mask.dim() == 3 else attn_mask)
+            if key_padding_mask is not None:
+                keep = ~key_padding_mask[:, None, None, :]
+                allowed = keep if allowed is None else allowed & keep
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, scale=1.0,
+                                                 dropout_p=self.dropout if self.training else 0.0)
+            return self.out_proj(out.transpose(1, 2).reshape(bsz, q_len, self.embed_dim)), None
+        scores = torch.matmul(q, k.transpose(-1, -2))
+        if self.num_relative:
+            if rel_index is None:
+                raise ValueError("this attention layer has relative positions: rel_index is required")
+            index = self._expand_index(rel_index, bsz, heads, q_len, k_len)
+            rel_scores = torch.matmul(q, self.relative_keys.t().to(q.dtype))  # (B, H, Lq, R)
+            scores = scores + rel_scores.gather(-1, index)
+        if attn_mask is not None:
+            mask = attn_mask.unsqueeze(1) if attn_mask.dim() == 3 else attn_mask
+            scores = scores.masked_fill(mask, float("-inf"))
+        if key_padding_mask is not None:
+            scores = scores.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
+        probs = torch.softmax(scores.float(), dim=-1).type_as(scores)
+        dropped = F.dropout(probs, p=self.dropout, training=self.training)
+        out = torch.matmul(dropped, v)
+        if self.num_relative:
+            per_row = dropped.new_zeros(bsz, heads, q_len, self.num_relative).scatter_add_(-1, index, dropped)
+            out = out + torch.matmul(per_row, self.relative_values.to(dropped.dtype))
+        out = out.transpose(1, 2).reshape(bsz, q_len, self.embed_dim)
+        return self.out_proj(out), probs
+
+    @staticmethod
+    def _expand_index(rel_index: Tensor, bsz: int, heads: int, q_len: int, k_len: int) -> Tensor:
+        if rel_index.dim() == 2:
+            return rel_index.view(1, 1, q_len, k_len).expand(bsz, heads, q_len, k_len)
+        return rel_index.unsqueeze(1).expand(bsz, heads, q_len, k_len)
+
+    def forward(self, query: Tensor, key: Tensor, value: Tensor, key_padding_mask: Optional[Tensor] = None,
+                attn_mask: Optional[Tensor] = None, rel_index: Optional[Tensor] = None,
+                need_weights: bool = True) -> Tuple[Tensor, Optional[Tensor]]:
+        return self.attend(self.project_query(query), self.project_key(key), self.project_value(value),
+                           key_padding_mask, attn_mask, rel_index, need_weights)
+
+    def extra_repr(self) -> str:
+        return f"heads={self.num_heads}, relative_rows={self.num_relative}"
