@@ -1,4 +1,4 @@
-"""Fixes for two defects of fairseq-fixed 0.12.3.1 under torch >= 2.6, applied once when the plugin is imported.
+"""Fixes for defects of fairseq-fixed 0.12.3.1 (under torch >= 2.6), applied once when the plugin is imported.
 
 1. torch.load defaults to ``weights_only=True`` since torch 2.6, and fairseq checkpoints pickle an
    ``argparse.Namespace``, omegaconf containers and a few other objects, so ``fairseq-generate`` and resuming
@@ -7,11 +7,22 @@
 2. ``fairseq.data.data_utils.batch_by_size`` drops the last batch when its size is not a multiple of
    ``--required-batch-size-multiple`` (default 8): ``fairseq-generate`` on 20 sentences translates 16 and
    validation skips samples, without a word. We keep that batch.
+3. With ``--cpu``, fairseq's default ``--ddp-backend pytorch_ddp`` hands torch's DistributedDataParallel
+   ``device_ids=[0]`` for a CPU module, which torch refuses ("device_ids and output_device arguments only work
+   with single-device/multiple-device GPU modules or CPU modules"), so multi-process CPU training (gloo) cannot
+   start. For a module whose parameters are all on the CPU we pass ``device_ids=None``, what torch expects.
+4. Launched by ``torchrun`` (or ``torch.distributed.launch``), fairseq reads RANK / WORLD_SIZE from the environment
+   only if ``--distributed-world-size`` (default: the number of visible GPUs, so 1 on a CPU or one-GPU machine) is
+   above 1; otherwise every process silently trains alone on all the data and they overwrite each other's
+   checkpoints. Given a world size above 1 on a machine without GPUs, it fails picking the device
+   (``device_id = rank % torch.cuda.device_count()``: integer modulo by zero). We take the world size from WORLD_SIZE when the launcher set it, and on a machine without
+   GPUs give every process device id 0 (unused on the CPU).
 """
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 
 import numpy as np
 import torch
@@ -63,11 +74,70 @@ def _keep_last_batch():
     data_utils.batch_by_size = batch_by_size
 
 
+def _cpu_ddp_without_device_ids():
+    from fairseq.models import distributed_fairseq_model as dfm
+
+    original = dfm.DistributedDataParallel
+    if getattr(original, "_fairseq_lexical_cpu_ok", False):
+        return
+
+    class DistributedDataParallel(original):
+        _fairseq_lexical_cpu_ok = True
+
+        def __init__(self, module, *args, **kwargs):
+            devices = {p.device.type for p in module.parameters()}
+            if devices == {"cpu"}:
+                kwargs["device_ids"] = None
+                kwargs["output_device"] = None
+            super().__init__(module, *args, **kwargs)
+
+    DistributedDataParallel.__name__ = DistributedDataParallel.__qualname__ = original.__name__
+    DistributedDataParallel.original = original
+    dfm.DistributedDataParallel = DistributedDataParallel
+
+
+_LAUNCHER_VARIABLES = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK")
+
+
+def _torchrun_world_size_and_cpu():
+    from fairseq.distributed import utils as du
+
+    if getattr(du.infer_init_method, "_fairseq_lexical_torchrun", False):
+        return
+    original_infer = du.infer_init_method
+    original_launch_init = du._infer_torch_distributed_launch_init
+
+    def infer_init_method(cfg, force_distributed=False):
+        launched = all(key in os.environ for key in _LAUNCHER_VARIABLES)
+        if launched and cfg.distributed_init_method is None and not cfg.tpu:
+            world = int(os.environ["WORLD_SIZE"])
+            if world > 1 and cfg.distributed_world_size != world:
+                logger.info("distributed world size %d from WORLD_SIZE (the launcher's)", world)
+                cfg.distributed_world_size = world
+        return original_infer(cfg, force_distributed)
+
+    def _infer_torch_distributed_launch_init(cfg):
+        if torch.cuda.device_count() > 0:
+            return original_launch_init(cfg)
+        cfg.distributed_init_method = "env://"
+        cfg.distributed_world_size = int(os.environ["WORLD_SIZE"])
+        cfg.distributed_rank = int(os.environ["RANK"])
+        cfg.device_id = 0  # no GPU to pick (fairseq would call torch.cuda.set_device for a non-zero id)
+        cfg.distributed_no_spawn = True  # the launcher made the processes
+
+    infer_init_method._fairseq_lexical_torchrun = True
+    infer_init_method.original = original_infer
+    du.infer_init_method = infer_init_method
+    du._infer_torch_distributed_launch_init = _infer_torch_distributed_launch_init
+
+
 def apply():
-    """Apply both fixes (idempotent)."""
+    """Apply the fixes (idempotent)."""
     global _applied
     if _applied:
         return
     _allow_fairseq_checkpoint_globals()
     _keep_last_batch()
+    _cpu_ddp_without_device_ids()
+    _torchrun_world_size_and_cpu()
     _applied = True

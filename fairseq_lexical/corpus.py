@@ -21,7 +21,9 @@ def _read_lines(path: str) -> List[str]:
     with open(path, "rb") as f:
         for lineno, raw in enumerate(f, start=1):
             try:
-                lines.append(raw.decode("utf-8").rstrip("\r\n"))
+                line = raw.decode("utf-8").rstrip("\r\n")
+                # a byte-order mark would otherwise glue itself to the first token
+                lines.append(line[1:] if lineno == 1 and line.startswith("\ufeff") else line)
             except UnicodeDecodeError as e:
                 raise CorpusError(path, f"not valid UTF-8 ({e.reason} at byte {e.start})", lineno) from None
     return lines

@@ -122,6 +122,17 @@ def main(argv=None) -> int:
         from fairseq_lexical.lexicon.alignments import write_pharaoh
 
         write_pharaoh(args.write_alignments, links, len(pairs))
+    from fairseq_lexical.lexicon.fileformat import unwritable_token
+
+    flags = [bool(unwritable_token(src, True) or unwritable_token(tgt, False)) for src, tgt, _ in entries]
+    if any(flags):
+        bad = [e for e, f in zip(entries, flags) if f]
+        kept = [e for e, f in zip(entries, flags) if not f]
+        why = unwritable_token(bad[0][0], True) or unwritable_token(bad[0][1], False)
+        note = (f"skipped {len(bad)} entries whose tokens the lexicon file format cannot hold "
+                f"(e.g. {bad[0][0]!r} -> {bad[0][1]!r}: {why})")
+        print(f"warning: {note}", file=sys.stderr)
+        entries, provenance = kept, list(provenance) + [note]
     if not entries:
         print("error: the lexicon is empty (nothing learned and no fallback entry); no file written", file=sys.stderr)
         return 1

@@ -1,9 +1,11 @@
 """The lexicon file format.
 
 UTF-8 text, one entry per line: ``source_token<TAB>target_token<TAB>score``. Lines starting with ``#`` carry
-provenance (method, parameters, corpus) and are kept verbatim; blank lines are ignored. Scores are finite and
-non-negative (counts, probabilities or posterior weights); how they become lexicon rows is decided later, by the
-temperature of :func:`fairseq_lexical.lexicon.table.build_lexicon_table`.
+provenance (method, parameters, corpus) and are kept verbatim; blank lines are ignored. So a source token cannot
+start with ``#`` (its line would be a comment): the writer refuses one, and tools/build_lexicon.py leaves such
+entries out with a warning. Scores are finite and non-negative (counts, probabilities or posterior weights); how
+they become lexicon rows is decided later, by the temperature of
+:func:`fairseq_lexical.lexicon.table.build_lexicon_table`.
 """
 from __future__ import annotations
 
@@ -79,21 +81,51 @@ def read_lexicon(path: str) -> Tuple[List[Entry], List[str]]:
     return entries, provenance
 
 
+def unwritable_token(tok: str, source: bool) -> str | None:
+    """Why ``tok`` cannot be written to a lexicon file so that it reads back unchanged (None if it can).
+
+    Tabs and line breaks would break the line; surrounding whitespace is stripped by the reader; a line that
+    starts with ``#`` is a comment, and one that starts with a byte-order mark loses it on the first line.
+    """
+    if tok and tok == tok.strip() and "\t" not in tok and "\r" not in tok and "\n" not in tok and not (
+        source and tok[0] in "#\ufeff"
+    ):
+        return None  # the common case, decided without the explanations below
+    if not tok:
+        return "it is empty"
+    if any(c in tok for c in "\t\r\n"):
+        return "it contains a tab or a line break"
+    if tok != tok.strip():
+        return "it starts or ends with whitespace (the reader strips it)"
+    if source and tok[0] in "#\ufeff":
+        return "a line that starts with '#' is a comment" if tok[0] == "#" else "it starts with a byte-order mark"
+    return None
+
+
 def write_lexicon(path: str, entries: Iterable[Entry], provenance: Sequence[str] = ()) -> int:
     """Write entries in the lexicon file format; return how many were written.
 
-    Tokens may not contain tabs or newlines (they would break the format): that raises ValueError.
+    Only what reads back unchanged is written: a token that ``unwritable_token`` refuses (a tab or line break,
+    surrounding whitespace, a source token starting with ``#``), a score that is not a finite non-negative
+    number, or a repeated (source, target) pair raises ValueError (and the file is not written). Provenance lines
+    with line breaks become several comment lines.
     """
-    n = 0
-    with open(path, "w", encoding="utf-8") as f:
+    lines = []
+    seen = set()
+    for src, tgt, score in entries:
+        for tok, is_source in ((src, True), (tgt, False)):
+            why = unwritable_token(tok, is_source)
+            if why:
+                raise ValueError(f"token {tok!r} cannot be written to a lexicon file: {why}")
+        if not (math.isfinite(score) and score >= 0):
+            raise ValueError(f"score {score!r} of {src!r} -> {tgt!r} is not a finite non-negative number")
+        if (src, tgt) in seen:
+            raise ValueError(f"entry {src!r} -> {tgt!r} is repeated")
+        seen.add((src, tgt))
+        lines.append(f"{src}\t{tgt}\t{score:.6g}\n")
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
         for line in provenance:
-            f.write(f"# {line}\n")
-        for src, tgt, score in entries:
-            for tok in (src, tgt):
-                if not tok or any(c in tok for c in "\t\r\n"):
-                    raise ValueError(f"token {tok!r} cannot be written to a lexicon file")
-            if not (math.isfinite(score) and score >= 0):
-                raise ValueError(f"score {score!r} of {src!r} -> {tgt!r} is not a finite non-negative number")
-            f.write(f"{src}\t{tgt}\t{score:.6g}\n")
-            n += 1
-    return n
+            for part in line.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
+                f.write(f"# {part}\n")
+        f.writelines(lines)
+    return len(lines)

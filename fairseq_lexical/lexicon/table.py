@@ -64,8 +64,14 @@ def _row_weights(scores: np.ndarray, temperature: float, top_k: Optional[int]) -
     if temperature == 0:
         w = (scores == scores.max()).astype(np.float64)
     else:
-        z = scores / temperature
-        w = np.exp(z - z.max())
+        with np.errstate(over="ignore", invalid="ignore"):
+            z = scores / temperature
+            w = np.exp(z - z.max())
+        if not np.isfinite(w).all():  # scores / tau overflowed float64 (inf - inf)
+            raise ValueError(
+                f"--lexicon-temperature {temperature:g} is too small for scores up to {scores.max():g} "
+                "(scores / temperature overflows); use 0 for the argmax"
+            )
     w /= w.sum()
     if top_k is not None and len(w) > top_k:
         keep = np.argsort(-w, kind="stable")[:top_k]
@@ -147,7 +153,8 @@ def build_lexicon_table(
     if report["entries_used"] == 0:
         raise ValueError(
             f"none of the {report['entries']} lexicon entries has both tokens in the dictionaries "
-            f"(e.g. {', '.join(examples)})"
+            f"(e.g. {', '.join(examples)}); was the lexicon built from text tokenised like the data given to "
+            "fairseq-preprocess (same BPE, casing, source and target sides)?"
         )
     no_uniform_rows = np.zeros(len(src_symbols), dtype=bool)
     return _pack(rows, no_uniform_rows, uniform_target_support(tgt_symbols, nspecial), report, examples)

@@ -9,10 +9,16 @@ fairseq prints, per sample ``<id>``::
     D-<id>\\t<score>\\t<hypothesis>  the same, detokenised by --tokenizer/--bpe (equal to H without them)
     P-<id>\\t<positional scores>
 
-and log or summary lines, which are ignored. Missing, repeated or unmatched ids are errors, never silently skipped.
+and log or summary lines, which are ignored, except fairseq's warning that it skipped samples longer than
+``max_positions`` (``--skip-invalid-size-inputs-valid-test``): their hypotheses and references are absent, so
+scoring the rest would silently leave out the longest sentences, and that is an error too (fairseq-fixed logs to
+stderr, so the warning is in the file when it holds both streams: ``> gen.out 2>&1``; otherwise the missing ids,
+or an ``expected`` count from a reference file, show the gap). Missing, repeated or unmatched ids are errors, never
+silently skipped.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
@@ -21,6 +27,12 @@ from .textio import ScoringInputError, iter_lines
 
 class GenerateOutputError(ScoringInputError):
     pass
+
+
+# fairseq's warning (fairseq.tasks.fairseq_task / fairseq.data.data_utils) when it drops over-long samples
+_SKIPPED = re.compile(
+    r"([\d,]+) samples have invalid sizes and will be skipped, max_positions=(.*?), first few sample ids=(\[.*?\])"
+)
 
 
 @dataclass
@@ -32,6 +44,29 @@ class GenerateOutput:
 
     def __len__(self) -> int:
         return len(self.hypotheses)
+
+
+def _lines(path: str):
+    """iter_lines, with its errors (missing file, bad UTF-8) as GenerateOutputError."""
+    try:
+        yield from iter_lines(path)
+    except GenerateOutputError:
+        raise
+    except ScoringInputError as e:
+        raise GenerateOutputError(str(e)) from None
+
+
+def _missing_ids(present, upto: int, limit: int = 5) -> Tuple[int, List[int]]:
+    """How many of 0..upto-1 are not in ``present`` (a set or dict of ids), and the first ``limit`` of them; never builds
+    the whole range (a corrupt id such as H-99999999999 must not cost memory)."""
+    count = upto - sum(1 for i in present if 0 <= i < upto)
+    examples: List[int] = []
+    i = 0
+    while len(examples) < min(limit, count):
+        if i not in present:
+            examples.append(i)
+        i += 1
+    return count, examples
 
 
 def parse_generate_output(path: str, expected: Optional[int] = None, hypothesis_prefix: str = "H") -> GenerateOutput:
@@ -47,8 +82,17 @@ def parse_generate_output(path: str, expected: Optional[int] = None, hypothesis_
     refs: Dict[int, Tuple[str, int]] = {}
     srcs: Dict[int, Tuple[str, int]] = {}
     other_hyps = 0  # lines of the hypothesis kind not chosen (to say so when the chosen kind is absent)
-    for lineno, line in iter_lines(path):
+    for lineno, line in _lines(path):
         if len(line) < 3 or line[1] != "-" or line[0] not in "SHTD":
+            skipped = _SKIPPED.search(line)
+            if skipped:
+                count, max_positions, ids = skipped.groups()
+                raise GenerateOutputError(
+                    f"{path}:{lineno}: fairseq skipped {count} samples longer than max_positions={max_positions} "
+                    f"(sample ids {ids}{', ...' if int(count.replace(',', '')) > 10 else ''}): they have no "
+                    "hypothesis, and scoring the others would leave them out silently; decode again with larger "
+                    "--max-source-positions / --max-target-positions (or without --skip-invalid-size-inputs-valid-test)"
+                )
             continue
         kind = line[0]
         head, _, rest = line.partition("\t")
@@ -77,11 +121,11 @@ def parse_generate_output(path: str, expected: Optional[int] = None, hypothesis_
     if n == 0:
         hint = f" (it has {other_hyps} {'D' if hypothesis_prefix == 'H' else 'H'}- lines)" if other_hyps else ""
         raise GenerateOutputError(f"{path}: no hypothesis ({hypothesis_prefix}-) line{hint}")
-    missing = [i for i in range(max(hyps) + 1) if i not in hyps]
-    if missing:
-        raise GenerateOutputError(
-            f"{path}: hypotheses for {len(missing)} sample ids are missing (e.g. {missing[:5]})"
-        )
+    top = max(hyps) + 1
+    if top > n:
+        # with a reference count, the ids past the last hypothesis are missing too (fairseq numbers by line)
+        count, examples = _missing_ids(hyps, max(top, expected or 0))
+        raise GenerateOutputError(f"{path}: hypotheses for {count} sample ids are missing (e.g. {examples})")
     for table, kind in ((refs, "T"), (srcs, "S")):
         extra = sorted(i for i in table if i >= n)
         if extra:

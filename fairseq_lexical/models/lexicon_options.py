@@ -62,7 +62,13 @@ def _load_table(args, src_dict, tgt_dict) -> LexiconTable:
     spec = args.lexicon
     src_symbols, tgt_symbols, nspecial = src_dict.symbols, tgt_dict.symbols, tgt_dict.nspecial
     if spec == "identity":
-        return identity_lexicon_table(src_symbols, tgt_symbols, nspecial, tgt_dict.unk())
+        table = identity_lexicon_table(src_symbols, tgt_symbols, nspecial, tgt_dict.unk())
+        if table.report["rows_identity"] == 0:
+            logger.warning(
+                "--lexicon identity: no source word is also in the target dictionary, so every row maps to <unk> "
+                "and nothing can be copied (fairseq-preprocess --joined-dictionary, or a lexicon file)"
+            )
+        return table
     if spec == "uniform":
         return uniform_lexicon_table(src_symbols, tgt_symbols, nspecial)
     entries, provenance = read_lexicon(spec)

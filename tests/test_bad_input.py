@@ -1,0 +1,329 @@
+"""Bad input, end to end: each case stops with an error naming the file (and line), or is a counted, reported skip.
+
+Already covered elsewhere (not repeated here):
+- lexicon file reader: wrong field count, non-numeric / negative / NaN / inf score, empty token, repeated pair,
+  missing file, no entry, bad UTF-8 (tests/test_lexicon_fileformat.py);
+- lexicon table: no entry with both tokens in the dictionaries, unknown tokens counted (tests/test_lexicon_table.py);
+- build_lexicon.py: unequal line counts of --src/--tgt, an empty side in a TSV, an empty corpus
+  (tests/test_lexicon_learners.py::test_cli_writes_lexicon_and_errors);
+- score.py: bad UTF-8 in generate output, missing / repeated / unmatched ids, reference count mismatch
+  (tests/test_score.py); split_by_overlap.py: empty lines counted, line-count mismatch (tests/test_split_by_overlap.py).
+
+Here: the same problems met through fairseq-train (in this process, through fairseq-train's own entry point, or as
+a real program where the message on the terminal matters), the corpus readers' remaining cases, over-long sentences
+through fairseq-train / fairseq-generate / score.py, and options given to architectures that do not have them.
+`--reencode-interval` <= 0 (R-Dangle) is left to that model's tests.
+"""
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+
+USER_DIR = os.path.join(REPO, "fairseq_lexical")
+BIN = os.path.dirname(sys.executable)
+
+
+def load_tool(name):
+    """A program of tools/ as a module (its main(argv) returns the exit status)."""
+    spec = importlib.util.spec_from_file_location(f"{name}_tool", os.path.join(REPO, "tools", f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def fairseq_train_in_process(*argv):
+    """fairseq-train's entry point (``fairseq_cli.train.cli_main``) in this process: what the program runs."""
+    from fairseq_cli import train
+
+    old = sys.argv
+    sys.argv = ["fairseq-train", *map(str, argv)]
+    try:
+        train.cli_main()
+    finally:
+        sys.argv = old
+
+
+def train_argv(data_bin, lexicon, tmp_path, arch="lex_lstm_small"):
+    return [data_bin, "--user-dir", USER_DIR, "--arch", arch, "--lexicon", lexicon, "--criterion",
+            "lexical_cross_entropy", "--optimizer", "adam", "--lr", "0.001", "--batch-size", "8", "--max-update", "1",
+            "--save-dir", tmp_path / "ckpt", "--num-workers", "0", "--no-save", "--disable-validation"]
+
+
+def start(program, *args, cwd=None):
+    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
+    return subprocess.Popen([os.path.join(BIN, program), *map(str, args)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
+
+
+def finish(proc, timeout=400):
+    out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, out, err
+
+
+# ------------------------------------------------------------------------------------------ corpora and tools
+def build_lexicon_tool():
+    return load_tool("build_lexicon")
+
+
+def test_build_lexicon_names_an_empty_line_of_parallel_files(tmp_path, capsys):
+    src, tgt = tmp_path / "c.src", tmp_path / "c.tgt"
+    src.write_text("bless him\nblessed her\nhim\nher\n")
+    tgt.write_text("BLESS HIM\nBLESS HER\n  \nHER\n")
+    code = build_lexicon_tool().main(["--method", "simple", "--src", str(src), "--tgt", str(tgt),
+                                      "-o", str(tmp_path / "lex.tsv"), "--no-progress"])
+    assert code == 2 and f"{tgt}:3: empty line" in capsys.readouterr().err
+    assert not (tmp_path / "lex.tsv").exists()
+
+
+@pytest.mark.parametrize("layout", ["parallel", "tsv", "scan"])
+def test_build_lexicon_names_the_line_with_bad_utf8(tmp_path, capsys, layout):
+    out = str(tmp_path / "lex.tsv")
+    if layout == "parallel":
+        (tmp_path / "c.src").write_bytes(b"him\nh\xe9r\n")
+        (tmp_path / "c.tgt").write_text("HIM\nHER\n")
+        argv, bad = ["--src", str(tmp_path / "c.src"), "--tgt", str(tmp_path / "c.tgt")], tmp_path / "c.src"
+    elif layout == "tsv":
+        (tmp_path / "c.tsv").write_bytes(b"him\tHIM\nher\tHER\xff\n")
+        argv, bad = ["--tsv", str(tmp_path / "c.tsv")], tmp_path / "c.tsv"
+    else:
+        (tmp_path / "c.txt").write_bytes(b"IN: jump OUT: I_JUMP\nIN: walk\x80 OUT: I_WALK\n")
+        argv, bad = ["--tsv", str(tmp_path / "c.txt"), "--format", "scan"], tmp_path / "c.txt"
+    code = build_lexicon_tool().main(["--method", "simple", *argv, "-o", out, "--no-progress"])
+    assert code == 2 and f"{bad}:2: not valid UTF-8" in capsys.readouterr().err
+    assert not os.path.exists(out)
+
+
+def test_build_lexicon_reads_an_over_long_line_whole_without_shifting_the_others(tmp_path, capsys):
+    """A 200,000-token pair between ordinary ones: counted as one pair; the pairs after it stay aligned."""
+    from fairseq_lexical.lexicon import read_lexicon
+
+    long_src, long_tgt = " ".join(["zz"] * 200_000), " ".join(["ZZ"] * 200_000)
+    src, tgt = tmp_path / "c.src", tmp_path / "c.tgt"
+    src.write_text(f"bless him\n{long_src}\nblessed her\nhim\nher\n")
+    tgt.write_text(f"BLESS HIM\n{long_tgt}\nBLESS HER\nHIM\nHER\n")
+    out = tmp_path / "lex.tsv"
+    assert build_lexicon_tool().main(["--method", "simple", "--src", str(src), "--tgt", str(tgt), "-o", str(out),
+                                      "--no-progress"]) == 0
+    entries, provenance = read_lexicon(str(out))
+    found = {(s, t): c for s, t, c in entries}
+    assert found[("him", "HIM")] == 2.0 and found[("her", "HER")] == 2.0 and found[("zz", "ZZ")] == 1.0
+    assert not any(s == "zz" and t != "ZZ" for s, t in found)
+    assert any("5 pairs" in p or "pairs: 5" in p for p in provenance), provenance
+
+
+def test_build_lexicon_drops_a_byte_order_mark_and_reports_tokens_the_format_cannot_hold(tmp_path, capsys):
+    """A BOM would glue itself to the first token; a source token starting with '#' would be read back as a
+    comment, so the tool leaves such entries out with a warning (also recorded in the file's provenance)."""
+    from fairseq_lexical.lexicon import read_lexicon
+
+    src, tgt = tmp_path / "c.src", tmp_path / "c.tgt"
+    src.write_bytes("\ufeffhim #1\nher\nhim\n#1\n".encode("utf-8"))
+    tgt.write_text("HIM ONE\nHER\nHIM\nONE\n")
+    out = tmp_path / "lex.tsv"
+    assert build_lexicon_tool().main(["--method", "simple", "--src", str(src), "--tgt", str(tgt), "-o", str(out),
+                                      "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: skipped 1 entries whose tokens the lexicon file format cannot hold" in err
+    assert "'#1' -> 'ONE': a line that starts with '#' is a comment" in err
+    entries, provenance = read_lexicon(str(out))
+    assert ("him", "HIM", 2.0) in entries and not any(s.startswith("\ufeff") for s, _, _ in entries)
+    assert any("skipped 1 entries" in p for p in provenance)
+
+
+def test_score_refuses_output_where_fairseq_skipped_over_long_samples(tmp_path):
+    from fairseq_lexical.metrics import GenerateOutputError, parse_generate_output
+
+    path = tmp_path / "gen.txt"
+    path.write_text(
+        "2026-01-01 00:00:00 | WARNING | fairseq.tasks.fairseq_task | 2 samples have invalid sizes and will be "
+        "skipped, max_positions=(4, 1024), first few sample ids=[3, 1]\n"
+        "S-0\ta\nT-0\tA\nH-0\t-0.1\tA\nS-2\tb\nT-2\tB\nH-2\t-0.1\tB\n"
+    )
+    with pytest.raises(GenerateOutputError) as err:
+        parse_generate_output(str(path))
+    assert f"{path}:1: fairseq skipped 2 samples longer than max_positions=(4, 1024) (sample ids [3, 1])" in str(err.value)
+    # the tail case, which the id check alone cannot see: ids 0..1 present, sample 2 skipped
+    path.write_text("S-0\ta\nT-0\tA\nH-0\t-0.1\tA\nS-1\tb\nT-1\tB\nH-1\t-0.1\tB\n"
+                    "WARNING | 1 samples have invalid sizes and will be skipped, max_positions=(4, 1024), "
+                    "first few sample ids=[2]\n")
+    with pytest.raises(GenerateOutputError, match=r"gen.txt:7: fairseq skipped 1 samples"):
+        parse_generate_output(str(path))
+
+
+# ------------------------------------------------------------------------------------- through fairseq-train
+def bad_lexicon(tmp_path, text, mode="w"):
+    path = tmp_path / "bad_lexicon.tsv"
+    if mode == "wb":
+        path.write_bytes(text)
+    else:
+        path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("score", ["nan", "inf", "-inf", "1e999", "NaN"])
+def test_training_stops_on_a_lexicon_with_a_non_finite_score(toy_data, tmp_path, score):
+    from fairseq_lexical.lexicon import LexiconFormatError
+
+    lexicon = bad_lexicon(tmp_path, f"# provenance\na1\tB1\t1\na2\tB2\t{score}\n")
+    with pytest.raises(LexiconFormatError, match=rf"{re.escape(str(lexicon))}:3: score '{re.escape(score)}' is not finite"):
+        fairseq_train_in_process(*train_argv(toy_data / "bin", lexicon, tmp_path))
+
+
+def test_training_stops_on_a_lexicon_that_is_not_utf8(toy_data, tmp_path):
+    from fairseq_lexical.lexicon import LexiconFormatError
+
+    lexicon = bad_lexicon(tmp_path, b"a1\tB1\t1\na\xe92\tB2\t1\n", mode="wb")
+    with pytest.raises(LexiconFormatError, match=rf"{re.escape(str(lexicon))}:2: not valid UTF-8"):
+        fairseq_train_in_process(*train_argv(toy_data / "bin", lexicon, tmp_path))
+
+
+def test_training_stops_on_a_lexicon_whose_tokens_are_all_unknown(toy_data, tmp_path):
+    """A user expects an error: a lexicon none of whose entries can be used is a mistake (another tokenisation, the
+    sides swapped), and training on without it would give a model that silently is not the one asked for."""
+    from fairseq_lexical.lexicon import LexiconFormatError
+
+    lexicon = bad_lexicon(tmp_path, "B1\ta1\t1\nB2\ta2\t1\n")  # the sides swapped
+    with pytest.raises(LexiconFormatError) as err:
+        fairseq_train_in_process(*train_argv(toy_data / "bin", lexicon, tmp_path))
+    message = str(err.value)
+    assert message.startswith(f"{lexicon}: none of the 2 lexicon entries has both tokens in the dictionaries")
+    assert "B1 -> a1" in message and "tokenised like the data" in message
+
+
+def test_a_partly_unknown_lexicon_is_a_counted_warning(toy_data, caplog):
+    from conftest import build_model
+
+    import logging
+
+    lexicon = toy_data / "partly_unknown.tsv"
+    lexicon.write_text("a1\tB1\t1\nzup\tB2\t1\na2\tPURPLE\t1\n")
+    with caplog.at_level(logging.WARNING):
+        build_model(toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", lexicon)
+    assert (f"lexicon {lexicon}: skipped 2 of 3 entries whose tokens are not in the dictionaries "
+            "(1 unknown source, 1 unknown target; e.g. zup -> B2, a2 -> PURPLE)") in caplog.text
+
+
+def test_identity_lexicon_with_no_shared_string_warns(toy_data, caplog):
+    """The toy task's source words (a1, twice, ...) are not target words: --lexicon identity can copy nothing."""
+    from conftest import build_model
+
+    import logging
+
+    with caplog.at_level(logging.WARNING):
+        model, _, _ = build_model(toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", "identity")
+    assert "--lexicon identity: no source word is also in the target dictionary" in caplog.text
+    assert model.decoder.lexical_head is not None  # a legitimate baseline (the paper's LSTM + copy): a warning
+
+
+def test_lexicon_temperature_too_small_for_the_scores_is_an_error():
+    from fairseq_lexical.lexicon import build_lexicon_table
+
+    specials = ["<s>", "<pad>", "</s>", "<unk>"]
+    with pytest.raises(ValueError, match=r"--lexicon-temperature 1e-09 is too small for scores up to 1e\+300"):
+        build_lexicon_table([("a", "A", 1e300), ("a", "B", 1.0)], specials + ["a"], specials + ["A", "B"], 4,
+                            temperature=1e-9)
+
+
+@pytest.mark.parametrize("arch", ["lstm", "transformer", "lla_lstm"])
+def test_lexicon_option_on_an_architecture_without_a_lexical_head_is_rejected(toy_data, tmp_path, capsys, arch):
+    with pytest.raises(SystemExit) as exit_:
+        fairseq_train_in_process(*train_argv(toy_data / "bin", "identity", tmp_path, arch=arch))
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "error: unrecognized arguments: --lexicon identity" in err
+
+
+def test_line_count_mismatch_between_sides_stops_training(toy_data, tmp_path):
+    """fairseq-preprocess binarises each side on its own (its log shows the two counts); fairseq-train refuses."""
+    from fairseq import options
+    from fairseq_cli import preprocess
+
+    lines = (toy_data / "train.tgt").read_text().splitlines()
+    (tmp_path / "train.src").write_text((toy_data / "train.src").read_text())
+    (tmp_path / "train.tgt").write_text("\n".join(lines[:-1]) + "\n")
+    args = options.get_preprocessing_parser().parse_args([
+        "--source-lang", "src", "--target-lang", "tgt", "--trainpref", str(tmp_path / "train"),
+        "--destdir", str(tmp_path / "bin"), "--workers", "1",
+    ])
+    preprocess.main(args)
+    with pytest.raises(AssertionError, match="Source and target must contain the same number of examples"):
+        fairseq_train_in_process(*train_argv(tmp_path / "bin", toy_data / "lexicon.tsv", tmp_path))
+
+
+# ---------------------------------------------------------------------- the real programs, over-long sentences
+@pytest.fixture(scope="module")
+def short_model(toy_data, tmp_path_factory):
+    """A model trained with --max-source-positions 4 (the toy sources have up to 6 tokens with </s>), and in
+    parallel the all-unknown lexicon through the real fairseq-train (its last words on the terminal)."""
+    work = tmp_path_factory.mktemp("bad_cli")
+    unknown = work / "unknown.tsv"
+    unknown.write_text("B1\ta1\t1\n")
+    train = start("fairseq-train", toy_data / "bin", "--user-dir", USER_DIR, "--arch", "lex_lstm_small",
+                  "--lexicon", toy_data / "lexicon.tsv", "--criterion", "lexical_cross_entropy", "--optimizer",
+                  "adam", "--lr", "0.001", "--batch-size", "8", "--max-update", "2", "--max-source-positions", "4",
+                  "--save-dir", work / "ckpt", "--num-workers", "0", "--disable-validation", "--no-epoch-checkpoints")
+    bad = start("fairseq-train", *train_argv(toy_data / "bin", unknown, work))
+    code, out, err = finish(train)
+    assert code == 0, err[-4000:]
+    logs = {"train": out + err, "unknown_lexicon": finish(bad)}
+    ckpt = work / "ckpt" / "checkpoint_last.pt"
+    gen_args = [toy_data / "bin", "--user-dir", USER_DIR, "--path", ckpt, "--gen-subset", "test", "--beam", "2",
+                "--batch-size", "16"]
+    strict = start("fairseq-generate", *gen_args)
+    skipping = start("fairseq-generate", *gen_args, "--skip-invalid-size-inputs-valid-test")
+    logs["generate_strict"] = finish(strict)
+    logs["generate_skipping"] = finish(skipping)
+    return work, logs
+
+
+def long_sources(toy_data, split, limit=4):
+    return [i for i, line in enumerate((toy_data / f"{split}.src").read_text().splitlines())
+            if len(line.split()) + 1 > limit]
+
+
+@pytest.mark.slow
+def test_training_skips_over_long_sentences_with_a_counted_warning(toy_data, short_model):
+    _, logs = short_model
+    n = len(long_sources(toy_data, "train"))
+    assert 0 < n < 60
+    assert re.search(rf"\b{n} samples have invalid sizes and will be skipped, max_positions=\(4, ", logs["train"])
+
+
+@pytest.mark.slow
+def test_generate_stops_on_an_over_long_sentence_or_counts_the_skipped_ones(toy_data, short_model, capsys):
+    work, logs = short_model
+    long_ids = long_sources(toy_data, "test")
+    assert long_ids
+    code, out, err = logs["generate_strict"]
+    assert code != 0 and re.search(r"Size of sample #\d+ is invalid .* since max_positions=\(4, ", err)
+    code, out, err = logs["generate_skipping"]
+    assert code == 0
+    assert len(re.findall(r"^H-", out, re.M)) == 20 - len(long_ids)
+    # fairseq-fixed logs to stderr (importing fairseq configures the root logger there), so the warning is in
+    # `fairseq-generate ... > gen.out 2>&1`; score.py refuses such a file, naming the count and ids
+    assert f"{len(long_ids)} samples have invalid sizes and will be skipped" in err
+    score_cli = load_tool("score")
+    combined = work / "gen_and_log.out"
+    combined.write_text(out + err)
+    assert score_cli.main([str(combined)]) == 2
+    assert f"fairseq skipped {len(long_ids)} samples longer than max_positions=(4, " in capsys.readouterr().err
+    # with stdout alone, the missing ids show the gap; --reference also counts the ones at the end (sample ids are
+    # line numbers, so the last lines' absence shows only against the reference's length)
+    gen = work / "gen.out"
+    gen.write_text(out)
+    assert score_cli.main([str(gen), "--reference", str(toy_data / "test.tgt")]) == 2
+    assert f"hypotheses for {len(long_ids)} sample ids are missing (e.g. {long_ids[:5]})" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_real_program_ends_with_the_lexicon_error(short_model):
+    _, logs = short_model
+    code, out, err = logs["unknown_lexicon"]
+    assert code != 0
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("fairseq_lexical.lexicon.fileformat.LexiconFormatError: ") and "unknown.tsv: none of" in last
