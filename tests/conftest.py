@@ -9,6 +9,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_DATA = os.path.join(os.path.dirname(REPO), "shared", "data")
 sys.path.insert(0, REPO)
 
+import fairseq_lexical  # noqa: E402,F401  (compatibility fixes, e.g. checkpoint loading, for every test module)
+
 
 def shared_data(*parts):
     """Path under ../shared/data, or skip the test with the reason."""

@@ -245,3 +245,19 @@ def test_sparse_mixture_equals_the_dense_mixture_in_value_and_gradient(trainable
     torch.testing.assert_close(sparse, dense, atol=1e-5, rtol=1e-5)
     for a, b in zip(grads_sparse, grads_dense):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+
+
+def test_half_precision_keeps_the_frozen_lexicon_exact():
+    # --fp16 calls model.half(): the frozen rows must not be rounded (a soft row would no longer sum to 1)
+    table = random_table(6, 12, k=3, seed=21)
+    head = LexicalTranslationHead(table, gate_input_dim=4)
+    rows = head.lexicon_weights.clone()
+    head.half()
+    assert head.gate.weight.dtype == torch.float16  # parameters follow .half() as usual
+    assert head.lexicon_weights.dtype == torch.float64 and torch.equal(head.lexicon_weights, rows)
+    assert head.uniform_target_dist.dtype == torch.float64
+    assert head.lexicon_uniform_rows.dtype == torch.uint8
+    attn, src, logits, feats = random_inputs(2, 3, 5, 6, 12, seed=22, gate_dim=4)
+    log_probs, _ = head(logits.half(), feats.half(), attn.half(), src)
+    assert log_probs.dtype == torch.float32
+    torch.testing.assert_close(log_probs.exp().sum(-1), torch.ones(2, 3), atol=1e-3, rtol=0)

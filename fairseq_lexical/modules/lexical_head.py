@@ -186,7 +186,10 @@ class LexicalTranslationHead(nn.Module):
         self.num_target = len(table.uniform_support)
         self.gate = nn.Linear(gate_input_dim, 1)
         nn.init.constant_(self.gate.bias, gate_bias_init)
-        support = torch.from_numpy(table.uniform_support.astype("float32"))
+        # Frozen tables are float64 and keep that dtype through .half()/.to(dtype) (see _apply): averaging n
+        # checkpoints sums and divides them exactly, and --fp16 does not round their rows off 1. Masks are uint8:
+        # fairseq's checkpoint averaging floor-divides integer tensors in place, which a bool cannot hold.
+        support = torch.from_numpy(table.uniform_support.astype("float64"))
         self.register_buffer("uniform_target_dist", support / support.sum())
         if dense:
             probs = torch.from_numpy(table.dense()).float()
@@ -196,13 +199,13 @@ class LexicalTranslationHead(nn.Module):
         targets = torch.from_numpy(table.targets)
         weights = torch.from_numpy(table.weights)
         self.register_buffer("lexicon_targets", targets)
-        self.register_buffer("lexicon_uniform_rows", torch.from_numpy(table.uniform_rows))
+        self.register_buffer("lexicon_uniform_rows", torch.from_numpy(table.uniform_rows).to(torch.uint8))
         # Decided once (not per batch, which would synchronise with the GPU): uniform rows need the dense path.
         self.has_uniform_rows = bool(table.uniform_rows.any())
         if trainable:
             filled = weights > 0
             logits = torch.where(filled, torch.log(weights.clamp_min(_TINY)), torch.full_like(weights, _EMPTY_SLOT_LOGIT))
-            self.register_buffer("lexicon_slot_mask", filled)
+            self.register_buffer("lexicon_slot_mask", filled.to(torch.uint8))
             self._set_tensor("lexicon_logits", logits, parameter=True)
             if targets.shape[1] == 1:
                 logger.warning(
@@ -210,7 +213,17 @@ class LexicalTranslationHead(nn.Module):
                     "use --lexicon-temperature > 0 (soft rows keep several targets) or --lexicon-top-k"
                 )
         else:
-            self.register_buffer("lexicon_weights", weights)
+            self.register_buffer("lexicon_weights", weights.double())
+
+    _FROZEN_FLOAT_BUFFERS = ("uniform_target_dist", "lexicon_weights")
+
+    def _apply(self, fn, recurse=True):
+        # .half(), .bfloat16() and .to(dtype) would round the frozen tables; they follow the device only.
+        frozen = {n: b for n, b in self._buffers.items() if n in self._FROZEN_FLOAT_BUFFERS and b is not None}
+        super()._apply(fn, recurse)
+        for name, before in frozen.items():
+            self._buffers[name] = before.to(device=self._buffers[name].device)
+        return self
 
     def _set_tensor(self, name: str, value: Tensor, parameter: bool):
         if parameter:
@@ -266,7 +279,7 @@ class LexicalTranslationHead(nn.Module):
         uniform = self.lexicon_uniform_rows[src_tokens]
         if uniform.any():
             uniform_mass = torch.bmm(attn, uniform.to(attn.dtype).unsqueeze(-1))  # (B, T, 1)
-            p_lex = p_lex + uniform_mass * self.uniform_target_dist
+            p_lex = p_lex + uniform_mass * self.uniform_target_dist.to(p_lex.dtype)
         return p_lex
 
     def scatter_softmax_probs(self, attn: Tensor, src_tokens: Tensor) -> Tensor:
