@@ -159,6 +159,52 @@ def test_dry_run_commands_carry_the_papers_settings(tmp_path):
     assert not (tmp_path / "w" / "bin").exists()  # a dry run runs nothing
 
 
+def test_dry_run_lla_models_thrush_schedule_metrics_and_damage(tmp_path):
+    """lla / lla_noadv (Thrush 2020): two training calls (Lexicon Unit epochs 1-30 with batch 1, then to epoch 1000
+    with batch 30, Adam 0.001 constant), --thrush scoring, tools/damage.py with Table 2's groups."""
+    write_tiny_layouts(tmp_path)
+    work = ("--work", tmp_path / "w")
+    colors = dry_run("colors", None, "--models", "lla,lla_noadv", "--damage", *work)
+    lines = colors.splitlines()
+    first = [l for l in lines if "train_lexicon:" in l]
+    rest = [l for l in lines if l.strip().startswith("train:")]
+    assert len(first) == 2 and len(rest) == 2
+    for line in first + rest:
+        for opt in ("--arch lla_lstm ", "--lexicon-unit-epochs 30", "--lr 0.001 --lr-scheduler fixed",
+                    "--clip-norm 0", "--disable-validation"):
+            assert opt in line, opt
+        assert "--write-dropout" not in line and "--warmup-updates" not in line
+    assert all("--batch-size 1 --max-epoch 30" in l and "--save-interval 30" in l for l in first)
+    assert all("--batch-size 30 --max-epoch 1000" in l and "--save-interval 1000" in l for l in rest)
+    assert sum("--no-adversary" in l for l in first + rest) == 2
+    assert sum("score.py" in l and "--thrush" in l for l in lines) == 2
+    damage = [l for l in lines if l.strip().startswith("damage:")]
+    assert "--damage none,lstm,lexicon,adversary --seed 1" in damage[0] and "wif kiki lug" in damage[0]
+    assert "--damage none,lstm,lexicon --seed 1" in damage[1]  # no adversary to damage
+    assert "[Thrush 2020's schedule]" in colors
+
+    reduced = dry_run("colors", None, "--models", "lla", "--lla-max-epoch", "200", *work)
+    assert "--max-epoch 200" in reduced and "REDUCED" in reduced and "damage:" not in reduced
+
+    eng = dry_run("eng_cmn", tmp_path / "eng_cmn", "--models", "lla", "--tokenization", "thrush", "--damage",
+                  "none,lexicon", *work)
+    assert "--bleu --tokenize none" in eng and "--thrush" in eng and "--validate-interval 1" in eng
+    assert "--damage none,lexicon" in eng
+
+    cogs = dry_run("cogs", tmp_path / "cogs", "--models", "all", *work)
+    assert "lla_lstm" not in cogs and " lla seed" not in cogs  # 'all' = Akyurek & Andreas' models
+    proc = run_recipe("cogs", "--data", tmp_path / "cogs", "--models", "lstm", "--damage", "--dry-run", *work)
+    assert proc.returncode == 2 and "--damage applies to the lla models" in proc.stderr
+
+
+def test_thrush_tokenization_of_english_chinese():
+    sys.path.insert(0, os.path.join(REPO, "examples", "lib"))
+    from recipe import thrush_tokenize_pair
+
+    assert thrush_tokenize_pair("You &apos;d better take it , Tom .", "你 最好 带 把 伞 ,   Tom 123 .") == (
+        "You ' d better take it , Tom .", "你 最 好 带 把 伞 , Tom 123 .")
+
+
 # --------------------------------------------------------------------------------------------------------------
 # Aggregation over seeds
 # --------------------------------------------------------------------------------------------------------------

@@ -72,6 +72,15 @@ class ModelSpec:
     def lexical(self) -> bool:
         return self.lexicon is not None
 
+    @property
+    def lla(self) -> bool:
+        """Thrush (2020)'s LLA-LSTM: its own schedule (LLA_SETTINGS), Thrush's metrics, --damage applies."""
+        return self.arch.startswith("lla_lstm")
+
+    @property
+    def adversary(self) -> bool:
+        return self.lla and "--no-adversary" not in self.extra
+
 
 MODELS: Dict[str, ModelSpec] = {
     "lstm": ModelSpec("LSTM", "lstm_plain", None),
@@ -85,7 +94,37 @@ MODELS: Dict[str, ModelSpec] = {
     "soft": ModelSpec("LSTM + Lex.: Simple, Soft (tau 0.1)", "lex_lstm", "simple", ("--lexicon-temperature", "0.1")),
     "learned": ModelSpec("LSTM + Lex.: Simple, Soft + Learned", "lex_lstm", "simple",
                          ("--lexicon-temperature", "0.1", "--lexicon-trainable")),
+    # Thrush (2020): the Lexicon and Lexicon-Adversary units (docs/lla.md); not rows of Akyurek & Andreas' tables,
+    # so neither 'paper' nor 'all' includes them.
+    "lla": ModelSpec("LLA-LSTM (Thrush 2020)", "lla_lstm", None),
+    "lla_noadv": ModelSpec("LLA-LSTM, no adversary (Thrush 2020)", "lla_lstm", None, ("--no-adversary",)),
 }
+LLA_MODELS = tuple(m for m, spec in MODELS.items() if spec.lla)
+
+
+@dataclass
+class LlaSettings:
+    """Thrush (2020), 'The hyperparameters are as follows' (the same for every domain): Lexicon Unit batch 1 for
+    the first 30 epochs (sparse Adam, lr 0.1 = Adam lr 0.001 x --lexicon-unit-lr-scale 100, docs/lla.md), then the
+    other modules with batch 30 until epoch 1000, Adam lr 0.001 (torch defaults: constant, betas (0.9, 0.999)),
+    no clipping. Run as two fairseq-train calls (docs/lla.md): epochs 1..lexicon_epochs with lexicon_batch_size,
+    then epochs lexicon_epochs+1..max_epoch with batch_size, resuming checkpoint_last.pt."""
+    lr: float = 0.001
+    batch_size: int = 30
+    lexicon_batch_size: int = 1
+    lexicon_epochs: int = 30
+    max_epoch: int = 1000
+
+    def is_paper(self) -> bool:
+        return self == LlaSettings()
+
+    def describe(self, tag: bool = True) -> str:
+        text = (f"Lexicon Unit alone for epochs 1-{self.lexicon_epochs} (batch {self.lexicon_batch_size}), then the "
+                f"rest to epoch {self.max_epoch} (batch {self.batch_size}); Adam lr {self.lr:g} constant, no clipping")
+        if not tag:
+            return text
+        return text + (" [Thrush 2020's schedule]" if self.is_paper() else " [REDUCED/CHANGED: not Thrush 2020's "
+                                                                             "schedule (30 / 1000 epochs, batch 1 / 30)]")
 
 # method -> (tools/build_lexicon.py options, description printed with the entry count)
 LEXICON_METHODS: Dict[str, Tuple[Tuple[str, ...], str]] = {
@@ -173,6 +212,11 @@ class Task:
     paper_table = ""
     lexicon_build_args: Tuple[str, ...] = ()
     args: Optional[argparse.Namespace] = None  # set by main(): the parsed options
+    # Thrush (2020), for the lla rows: Table 1 (one run each, in %; no std given), Table 2's damage precision (%),
+    # and the example sentence of Table 2 (decoded under every damage condition)
+    thrush_paper: Dict[str, Dict[str, float]] = {}
+    thrush_damage_paper: Dict[str, float] = {}
+    damage_examples: Tuple[str, ...] = ()
 
     def add_args(self, parser: argparse.ArgumentParser) -> None:
         pass
@@ -263,6 +307,13 @@ class Colors(Task):
         return Prepared(train=train, valid=None, test=read_corpus(files["test"], "tsv"), lexcorpus=train,
                         files=files, notes=["no validation set: the training set stands in for fairseq, "
                                             "validation is disabled and the last checkpoint is used"])
+
+    # Thrush 2020, Table 1 (Colors: Prec., Rec., Acc., Exact; the LSTM row reads 90 / 62.50 / 49.48 / 0) and
+    # Table 2 (precision of the LLA-LSTM with its LSTMs or its Lexicon Unit re-initialised; undamaged = Table 1's).
+    thrush_paper = {"lla": {"precision": 90.0, "recall": 62.50, "token_accuracy": 50.90, "exact_match": 0.0},
+                    "lla_noadv": {"precision": 90.0, "recall": 62.50, "token_accuracy": 49.48, "exact_match": 0.0}}
+    thrush_damage_paper = {"none": 90.0, "lstm": 95.0, "lexicon": 90.0}
+    damage_examples = ("wif kiki lug",)
 
     def paper(self, args):
         # Table 2, Colors column; IBMM2's row is shown beside both IBM variants (see the README).
@@ -400,6 +451,22 @@ class EngCmn(Task):
     # 6,694 unclaimed Chinese words for Simple; the builder refuses): without it an unmapped word maps to itself or
     # to <unk> in the model.
     lexicon_build_args = ("--no-fallback",)
+    # Thrush 2020, Table 1 (English to Mandarin: BLEU only; LSTM 9.95) and Table 2 (precision under damage).
+    thrush_paper = {"lla": {"bleu": 11.71}, "lla_noadv": {"bleu": 11.40}}
+    thrush_damage_paper = {"lstm": 87.37, "lexicon": 54.52}
+    damage_examples = ("I ate some fish .",)
+
+    def add_args(self, parser):
+        g = parser.add_argument_group("English-Chinese")
+        g.add_argument("--tokenization", choices=("authors", "thrush"), default="authors",
+                       help="authors (default): the files' Moses/jieba tokens as they are (Akyurek & Andreas); "
+                            "thrush: Thrush 2020's, English split into words and punctuation (Moses escapes undone), "
+                            "Chinese into characters (runs of Latin letters and digits stay one token); applies to "
+                            "every model of the run (default work directory ..._eng_cmn_thrush)")
+
+    def default_work(self, args):
+        suffix = "_thrush" if args.tokenization == "thrush" else ""
+        return os.path.join(os.environ.get("TMPDIR", "/tmp"), f"fairseq_lexical_{self.name}{suffix}")
 
     def hparams(self, args):
         # PMI's tau = 0 rows tie over thousands of words here ('.' -> 8,849 words seen only with it): keep 8 per row.
@@ -410,14 +477,19 @@ class EngCmn(Task):
                 for split, name in (("train", "train"), ("valid", "dev"), ("test", "test"))}
 
     def prepare(self, args, files):
-        train = read_corpus(files["train"], "tsv")
+        read = lambda role: read_corpus(files[role], "tsv")  # noqa: E731
+        train, valid, test = read("train"), read("valid"), read("test")
+        notes = ["the TSV files are already tokenised (Moses English, jieba Chinese, appendix E.3): BLEU over "
+                 "those tokens (--tokenize none); 1-shot = test sentences with an English word seen once in training"]
+        if args.tokenization == "thrush":
+            train, valid, test = ([thrush_tokenize_pair(s, t) for s, t in part] for part in (train, valid, test))
+            notes = ["Thrush 2020's tokenisation (--tokenization thrush): English split into words and punctuation, "
+                     "Chinese into characters (Latin letter/digit runs kept whole); BLEU over these tokens "
+                     "(--tokenize none, i.e. character BLEU for Chinese); 1-shot over these English words"]
         return Prepared(
-            train=train, valid=read_corpus(files["valid"], "tsv"), test=read_corpus(files["test"], "tsv"),
-            lexcorpus=train, files=files,
+            train=train, valid=valid, test=test, lexcorpus=train, files=files,
             score_args=["--bleu", "--tokenize", "none", "--train-source", "TRAIN_SRC", "--test-source", "TEST_SRC"],
-            notes=["the TSV files are already tokenised (Moses English, jieba Chinese, appendix E.3): BLEU over "
-                   "those tokens (--tokenize none); 1-shot = test sentences with an English word seen once in "
-                   "training"])
+            notes=notes)
 
     def paper(self, args):
         p = {"lstm": (24.18, 0.37, 17.47, 0.64), "pmi": (24.36, 0.09, 18.46, 0.13),
@@ -430,6 +502,20 @@ class EngCmn(Task):
         one_bleu = one.get("bleu")
         return (f"BLEU {score['bleu']:.2f}  1-shot BLEU "
                 f"{'n/a' if one_bleu is None else format(one_bleu, '.2f')} ({one.get('n', 0)} sentences)")
+
+
+_MOSES_ESCAPES = (("&apos;", "'"), ("&quot;", '"'), ("&lt;", "<"), ("&gt;", ">"), ("&#91;", "["), ("&#93;", "]"),
+                  ("&#124;", "|"), ("&amp;", "&"))
+
+
+def thrush_tokenize_pair(src: str, tgt: str) -> Tuple[str, str]:
+    """Thrush (2020), English-Chinese: "The English was tokenized by splitting on punctuation and words. The
+    Chinese was tokenized by splitting on punctuation and characters." From the Moses/jieba-tokenised files: undo
+    Moses' escapes, then English = runs of word characters and single punctuation marks ("don 't" -> don ' t);
+    Chinese = every non-space character, except that runs of ASCII letters/digits (names, numbers) stay one token."""
+    for esc, ch in _MOSES_ESCAPES:
+        src, tgt = src.replace(esc, ch), tgt.replace(esc, ch)
+    return (" ".join(re.findall(r"\w+|[^\w\s]", src)), " ".join(re.findall(r"[A-Za-z0-9]+|\S", tgt)))
 
 
 TASKS = {t.name: t for t in (Colors(), Scan(), Cogs(), EngCmn())}
@@ -448,7 +534,7 @@ def build_parser(task: Task) -> argparse.ArgumentParser:
                     f"model and seed, then mean +/- std over seeds (see examples/{task.name}/README.md).",
         epilog=(f"Models: {', '.join(f'{k} ({v.label})' for k, v in MODELS.items())}.\n"
                 f"'paper' = the rows of the paper's {task.paper_table} for this task: {paper_list}; 'all' = every "
-                f"model.\nThe paper's defaults are appendix C.1's settings; --cpu-small is a CPU-sized variant, "
+                f"model but lla and lla_noadv (Thrush 2020, name them).\nThe paper's defaults are appendix C.1's settings; --cpu-small is a CPU-sized variant, "
                 f"labelled as such in the output, config.json and summary.json."),
     )
     g = parser.add_argument_group("data and output")
@@ -491,6 +577,22 @@ def build_parser(task: Task) -> argparse.ArgumentParser:
                                      "learning one")
     g.add_argument("--lexicon-top-k", type=int, help="keep at most K targets per lexicon row in the model (0: all)")
     g.add_argument("--train-args", default="", help="further fairseq-train options (one quoted string)")
+    g = parser.add_argument_group("lla, lla_noadv (Thrush 2020; defaults: the paper's schedule, docs/lla.md)")
+    g.add_argument("--lla-max-epoch", type=int, default=LlaSettings.max_epoch,
+                   help=f"last training epoch (default {LlaSettings.max_epoch})")
+    g.add_argument("--lla-lexicon-epochs", type=int, default=LlaSettings.lexicon_epochs,
+                   help=f"epochs 1..N train the Lexicon Unit alone (default {LlaSettings.lexicon_epochs})")
+    g.add_argument("--lla-batch-size", type=int, default=LlaSettings.batch_size,
+                   help=f"batch size after the Lexicon Unit epochs (default {LlaSettings.batch_size})")
+    g.add_argument("--lla-lexicon-batch-size", type=int, default=LlaSettings.lexicon_batch_size,
+                   help=f"batch size of the Lexicon Unit epochs (default {LlaSettings.lexicon_batch_size})")
+    g.add_argument("--lla-lr", type=float, default=LlaSettings.lr,
+                   help=f"Adam's constant learning rate (default {LlaSettings.lr:g}; the Lexicon Unit gets 100 times it)")
+    g.add_argument("--damage", nargs="?", const="auto", metavar="CONDITIONS",
+                   help="after scoring, run tools/damage.py on each lla model's evaluated checkpoint (Table 2): "
+                        "without a value none,lstm,lexicon and adversary (where the model has one); else "
+                        "comma-separated conditions (groups joined by '+'). Writes <model>/seed<N>/damage.json and "
+                        "a mean +/- std table per condition")
     g.add_argument("--generate-args", default="", help="further fairseq-generate options (one quoted string)")
     task.add_args(parser)
     return parser
@@ -502,7 +604,7 @@ def parse_models(text: str, task: Task) -> List[str]:
         if item == "paper":
             names += task.paper_models
         elif item == "all":
-            names += list(MODELS)
+            names += [m for m in MODELS if m not in LLA_MODELS]
         elif item in MODELS:
             names.append(item)
         else:
@@ -525,6 +627,16 @@ def parse_seeds(args) -> List[int]:
     if not seeds:
         raise RecipeError("no seed to run")
     return list(dict.fromkeys(seeds))
+
+
+def lla_settings(args) -> LlaSettings:
+    lla = LlaSettings(lr=args.lla_lr, batch_size=args.lla_batch_size, lexicon_batch_size=args.lla_lexicon_batch_size,
+                      lexicon_epochs=args.lla_lexicon_epochs, max_epoch=args.lla_max_epoch)
+    if min(lla.batch_size, lla.lexicon_batch_size, lla.lexicon_epochs) < 1:
+        raise RecipeError("--lla-batch-size, --lla-lexicon-batch-size and --lla-lexicon-epochs must be >= 1")
+    if lla.max_epoch <= lla.lexicon_epochs:
+        raise RecipeError(f"--lla-max-epoch ({lla.max_epoch}) must exceed --lla-lexicon-epochs ({lla.lexicon_epochs})")
+    return lla
 
 
 def effective_hparams(task: Task, args) -> HParams:
@@ -664,7 +776,12 @@ class Recipe:
         self.bin = self.work + "/bin"
         self.lexdir = self.work + "/lexicons"
         self.hp = effective_hparams(task, args)
+        self.lla = lla_settings(args)
         self.models = parse_models(args.models, task)
+        self.damage = args.damage
+        self.lla_models = [m for m in self.models if MODELS[m].lla]
+        if self.damage is not None and not any(MODELS[m].lla for m in self.models):
+            raise RecipeError("--damage applies to the lla models (lla, lla_noadv); none is in --models")
         self.seeds = parse_seeds(args)
         self.settings = "cpu-small" if args.cpu_small else "paper"
         self.settings_label = ("CPU-SMALL settings (not the paper's: smaller model / shorter training)"
@@ -757,9 +874,35 @@ class Recipe:
         elif spec.lexicon is not None:
             out += ["--lexicon", spec.lexicon]
         out += list(spec.extra)
-        if self.hp.write_dropout and (self.hp.write_dropout_models == "all" or spec.lexical):
+        if spec.lla:
+            out += ["--lexicon-unit-epochs", str(self.lla.lexicon_epochs)]
+        elif self.hp.write_dropout and (self.hp.write_dropout_models == "all" or spec.lexical):
             out += ["--write-dropout", str(self.hp.write_dropout)]
         return out
+
+    def lla_train_commands(self, model: str, seed: int, out: str) -> Tuple[List[str], List[str]]:
+        """Thrush's schedule as two fairseq-train calls (docs/lla.md): the Lexicon Unit alone with its own batch
+        size for epochs 1..N, then (resuming checkpoint_last.pt) the other modules to the last epoch. Without a
+        validation set a checkpoint is written only at the end of each call (--save-interval = its last epoch;
+        fairseq does not save when --max-epoch ends training); with one, every epoch is validated and saved."""
+        hp, lla = self.hp, self.lla
+        base = [tool("fairseq-train"), self.bin, "--user-dir", os.path.join(ROOT, "fairseq_lexical"),
+                *self.model_args(model), "--criterion", "lexical_cross_entropy", "--optimizer", "adam",
+                "--lr", f"{lla.lr:g}", "--lr-scheduler", "fixed", "--clip-norm", "0",
+                "--required-batch-size-multiple", "1", "--seed", str(seed), "--save-dir", out,
+                "--no-epoch-checkpoints", "--log-format", "simple", "--log-interval", str(hp.log_interval),
+                "--num-workers", "0"]
+        phases = []
+        for batch, last in ((lla.lexicon_batch_size, lla.lexicon_epochs), (lla.batch_size, lla.max_epoch)):
+            cmd = base + ["--batch-size", str(batch), "--max-epoch", str(last)]
+            if hp.validate_every is None:
+                cmd += ["--disable-validation", "--save-interval", str(last)]
+            else:
+                cmd += ["--validate-interval", "1", "--save-interval", "1"]
+                if self.args.patience:  # the paper trains to epoch 1000 and keeps the best; no early stopping
+                    cmd += ["--patience", str(self.args.patience)]
+            phases.append(cmd + shlex.split(self.args.train_args))
+        return phases[0], phases[1]
 
     def train_command(self, model: str, seed: int, out: str) -> List[str]:
         hp = self.hp
@@ -816,8 +959,57 @@ class Recipe:
                 **{k: norm(v) for k, v in commands.items()}}
 
     def commands(self, model: str, seed: int, out: str, prep: Prepared) -> Dict[str, List[str]]:
+        if MODELS[model].lla:  # two training calls; Thrush's precision, recall and token accuracy as well
+            lexicon, rest = self.lla_train_commands(model, seed, out)
+            return {"train_lexicon": lexicon, "train": rest, "generate": self.generate_command(out),
+                    "score": self.score_command(out, [*prep.score_args, "--thrush"])}
         return {"train": self.train_command(model, seed, out), "generate": self.generate_command(out),
                 "score": self.score_command(out, prep.score_args)}
+
+    # -- damage (Thrush 2020, Table 2) ---------------------------------------------------------------------------
+    def damage_conditions(self, model: str) -> List[str]:
+        spec = MODELS[model]
+        conds = [c.strip() for c in self.damage.split(",") if c.strip()] if self.damage != "auto" else \
+            ["none", "lstm", "lexicon", "adversary"]
+        # the adversary group exists only in the model with an adversary
+        return [c for c in conds if spec.adversary or "adversary" not in c.split("+")]
+
+    def damage_command(self, model: str, seed: int, out: str) -> List[str]:
+        hp = self.hp
+        return [sys.executable, os.path.join(ROOT, "tools", "damage.py"), self.bin, "--path",
+                self.checkpoint_path(out), "--damage", ",".join(self.damage_conditions(model)), "--seed", str(seed),
+                "--gen-subset", "test", "--beam", str(hp.beam), "--max-len-a", "0", "--max-len-b", str(hp.max_len_b),
+                "--batch-size", str(hp.gen_batch_size),
+                *[a for e in self.damage_examples() for a in ("--example", e)], "--json"]
+
+    def damage_examples(self) -> List[str]:
+        """The task's Table 2 sentence(s) whose words are all in the source dictionary (damage.py refuses others)."""
+        path = self.bin + "/dict.src.txt"
+        if not os.path.isfile(path):
+            return list(self.task.damage_examples)
+        with open(path, encoding="utf-8") as f:
+            vocab = {line.split()[0] for line in f if line.strip()}
+        return [e for e in self.task.damage_examples if all(w in vocab for w in e.split())]
+
+    def run_damage(self, model: str, seed: int, out: str, index: str) -> None:
+        """tools/damage.py on the evaluated checkpoint: OUT/damage.json (its JSON, the command and the time)."""
+        cmd = self.damage_command(model, seed, out)
+        path = f"{out}/damage.json"
+        if os.path.isfile(path) and not self.args.force and read_json(path).get("command") == show(cmd):
+            return
+        if not os.path.isfile(self.checkpoint_path(out)):
+            say(f"{index} {model} seed {seed}: no {self.checkpoint_path(out)} to damage (removed by "
+                f"--keep-checkpoints none?); skipped")
+            return
+        secs = run_logged(cmd, path + ".tmp", f"{out}/damage.log", what=f"damage.py ({model}, seed {seed})")
+        result = read_json(path + ".tmp")
+        os.remove(path + ".tmp")
+        for r in result["results"]:
+            r.get("damage", {}).pop("parameters", None)  # the per-parameter list stays in damage.log's run only
+        write_json(path, {"command": show(cmd), "seconds": round(secs, 1), **result})
+        say(f"{index} seed {seed}  {model}  damage: " + "; ".join(
+            f"{r['condition']} exact {r['scores']['exact_match']:.2f} prec {100 * r['scores']['precision']:.1f}"
+            for r in result["results"]) + f"  ({hms(secs)})")
 
     def stale(self, model: str, seed: int, prep: Prepared) -> Optional[str]:
         """Why the finished run of (model, seed) does not match the current settings, or None."""
@@ -844,6 +1036,8 @@ class Recipe:
             say(f"{index} {model} seed {seed}:")
             for k, cmd in commands.items():
                 say(f"   {k}: {show(cmd)}")
+            if self.damage is not None and MODELS[model].lla:
+                say(f"   damage: {show(self.damage_command(model, seed, out))}")
             return None
         fp = self.fingerprint(model, seed, commands)
         config_path, score_path = f"{out}/config.json", f"{out}/score.json"
@@ -853,6 +1047,8 @@ class Recipe:
                 raise RecipeError(f"finished run with other settings: {why}; use --force or another --work")
             score = read_json(score_path)
             say(f"{index} seed {seed}  {model}  {self.task.result_line(score)}  (done before: skipped)")
+            if self.damage is not None and MODELS[model].lla:
+                self.run_damage(model, seed, out, index)
             return score
         trained = None  # an earlier invocation's finished training, reused when only decoding/scoring is missing
         resuming = False
@@ -880,9 +1076,17 @@ class Recipe:
         write_json(config_path, config)
         start = time.time()
         if trained is None:
-            say(f"{index} {model} seed {seed}: training ({self.hp.max_update} updates max) ...")
-            t_train = run_logged(commands["train"], f"{out}/train.log", what=f"fairseq-train ({model}, seed {seed})",
-                                 append=resuming, progress=f"{index}    {model} seed {seed}: ")
+            t_train = 0.0
+            if "train_lexicon" in commands:
+                say(f"{index} {model} seed {seed}: training, {self.lla.describe()} ...")
+                t_train = run_logged(commands["train_lexicon"], f"{out}/train.log", append=resuming,
+                                     what=f"fairseq-train, Lexicon Unit epochs ({model}, seed {seed})",
+                                     progress=f"{index}    {model} seed {seed}: ")
+                resuming = True  # the second call appends to the log and resumes checkpoint_last.pt
+            else:
+                say(f"{index} {model} seed {seed}: training ({self.hp.max_update} updates max) ...")
+            t_train += run_logged(commands["train"], f"{out}/train.log", what=f"fairseq-train ({model}, seed {seed})",
+                                  append=resuming, progress=f"{index}    {model} seed {seed}: ")
             stopped = self.training_summary(f"{out}/train.log")
             if not os.path.isfile(self.checkpoint_path(out)):
                 raise RecipeError(f"{self.checkpoint_path(out)} was not written (see {out}/train.log)")
@@ -900,6 +1104,11 @@ class Recipe:
             "train_s": round(t_train, 1), "generate_s": round(t_gen, 1), "score_s": round(t_score, 1),
             "total_s": round(total, 1), "training": stopped, "finished": datetime.datetime.now().isoformat(),
             "host": platform.node(), "settings": self.settings})
+        if self.damage is not None and MODELS[model].lla:  # after run.json: a failure here keeps the run finished
+            t0 = time.time()
+            self.run_damage(model, seed, out, index)
+            run = read_json(f"{out}/run.json")
+            write_json(f"{out}/run.json", {**run, "damage_s": round(time.time() - t0, 1)})
         self.clean_checkpoints(out)
         say(f"{index} seed {seed}  {model}  {self.task.result_line(score)}  "
             f"(train {hms(t_train)}{', ' + stopped['text'] if stopped['text'] else ''}; "
@@ -940,6 +1149,8 @@ class Recipe:
             "task": self.task.name, "split": getattr(args, "split", None), "settings": self.settings,
             "settings_label": self.settings_label, "hparams": asdict(self.hp),
             "models": {m: self.label(m) for m in self.models}, "seeds": self.seeds,
+            "lla": ({**asdict(self.lla), "paper_schedule": self.lla.is_paper(), "damage": self.damage}
+                    if self.lla_models else None),
             "data": self.files, "work": self.work, "command": " ".join(shlex.quote(a) for a in sys.argv),
             "date": datetime.datetime.now().isoformat(), "host": platform.node(),
             "python": sys.version.split()[0],
@@ -955,6 +1166,11 @@ class Recipe:
             f"(inverse sqrt, {hp.warmup} warm-up), clip {hp.clip_norm}, {hp.max_update} updates, "
             + (f"validation every {hp.validate_every} updates, " if hp.validate_every else "no validation, ")
             + f"checkpoint_{hp.checkpoint}.pt, beam {hp.beam}")
+        if self.lla_models:
+            say(f"== {', '.join(self.lla_models)} (Thrush 2020, --arch {self.arch(MODELS['lla'])}): "
+                f"{self.lla.describe()}; last epoch's checkpoint_{hp.checkpoint}.pt, beam {hp.beam}; "
+                f"scored with exact match and Thrush's precision/recall/token accuracy"
+                + ("; --damage " + self.damage if self.damage is not None else ""))
         say(f"== models: {', '.join(self.models)}; seeds: {', '.join(map(str, self.seeds))}")
         if self.args.dry_run:
             say("== dry run: data files found (" + ", ".join(f"{k}: {v}" for k, v in self.files.items())
@@ -992,7 +1208,14 @@ class Recipe:
         tag = " [CPU-SMALL: not the paper's settings]" if self.args.cpu_small else ""
         say(f"== {title}, mean +/- std over {len(self.seeds)} seed(s){tag} "
             f"(paper: {self.task.paper_table}, {self.task.paper_seeds} seeds)")
-        say(format_summary(summary, self.task.columns, labels=labels, paper=paper))
+        columns = tuple(self.task.columns)
+        if self.lla_models:
+            columns += (("precision", "precision"), ("recall", "recall"), ("token_accuracy", "token acc."))
+        say(format_summary(summary, columns, labels=labels, paper=paper))
+        lla_report, damage_summary = self.lla_report(summary, labels)
+        if lla_report:
+            say("")
+            say(lla_report)
         extra = self.task.extra_report(self.args, summary, labels)
         if extra:
             say("")
@@ -1005,8 +1228,82 @@ class Recipe:
             "std": "population standard deviation (ddof=0); std_sample: ddof=1",
             "paper": {m: {k: list(v) for k, v in d.items()} for m, d in paper.items() if m in self.models},
             "models": {m: dict(label=labels[m], **summary[m]) for m in summary},
+            **({"lla": {**asdict(self.lla), "paper_schedule": self.lla.is_paper(),
+                        "thrush_paper": {m: self.task.thrush_paper.get(m) for m in self.lla_models},
+                        "thrush_damage_paper": self.task.thrush_damage_paper,
+                        "damage": damage_summary}} if self.lla_models else {}),
         })
         say(f"== summary: {path}; settings: {self.work}/config.json; total wall time {hms(seconds)}")
+
+
+def _table(rows: List[List[str]]) -> str:
+    widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
+    return "\n".join("  ".join([r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:], widths[1:])]).rstrip()
+                     for r in rows)
+
+
+def _lla_report(self, summary, labels) -> Tuple[str, Dict[str, object]]:
+    """Thrush (2020)'s view of the lla rows, in %: Table 1 (ours per seed and mean +/- std beside the paper's single
+    run) and, with --damage, Table 2 (mean +/- std over seeds per damage condition)."""
+    if not self.lla_models:
+        return "", {}
+    from fairseq_lexical.metrics.aggregate import mean_std
+
+    metrics = [("exact_match", "exact"), ("precision", "prec."), ("recall", "rec."), ("token_accuracy", "acc.")]
+    if "bleu" in self.task.columns[0][0]:
+        metrics = [("bleu", "BLEU")] + metrics
+    pct = lambda name: 1.0 if name == "bleu" else 100.0  # noqa: E731
+    tag = "" if self.lla.is_paper() else " [REDUCED/CHANGED, not Thrush's schedule: " + self.lla.describe(False) + "]"
+    out = [f"== Thrush 2020 Table 1 view (%, mean +/- std over seeds; the paper: one run, no std){tag}"]
+    rows = [["model", "seed"] + [t for _, t in metrics] + ["train s"]]
+    for m in self.lla_models:
+        for seed in self.seeds:
+            path = f"{self.work}/{m}/seed{seed}/score.json"
+            if not os.path.isfile(path):
+                continue
+            sc = read_json(path)
+            run = f"{self.work}/{m}/seed{seed}/run.json"
+            secs = read_json(run).get("train_s") if os.path.isfile(run) else None
+            rows.append([m, str(seed)] + [f"{pct(k) * sc[k]:.2f}" if k in sc else "n/a" for k, _ in metrics]
+                        + ["-" if secs is None else f"{secs:.0f}"])
+        if m in summary:
+            rows.append([m, "mean"] + [format_mean_std(summary[m]["metrics"].get(k), scale=pct(k))
+                                       for k, _ in metrics] + [""])
+        ref = self.task.thrush_paper.get(m)
+        if ref:
+            rows.append([m, "paper"] + [f"{ref[k]:.2f}" if k in ref else "-" for k, _ in metrics] + [""])
+    out.append(_table(rows))
+    damage_summary: Dict[str, object] = {}
+    if self.damage is None:
+        return "\n".join(out), damage_summary
+    rows = [["model", "damaged", "seeds"] + [t for _, t in metrics if _ != "bleu"] + ["paper prec."]]
+    for m in self.lla_models:
+        per_cond: Dict[str, Dict[str, List[float]]] = {}
+        seeds_of: Dict[str, List[int]] = {}
+        for seed in self.seeds:
+            path = f"{self.work}/{m}/seed{seed}/damage.json"
+            if not os.path.isfile(path):
+                continue
+            for r in read_json(path)["results"]:
+                cond = per_cond.setdefault(r["condition"], {})
+                seeds_of.setdefault(r["condition"], []).append(seed)
+                for k, _ in metrics:
+                    if k in r.get("scores", {}):
+                        cond.setdefault(k, []).append(r["scores"][k])
+        damage_summary[m] = {}
+        for cond, vals in per_cond.items():
+            stats = {k: mean_std(v) for k, v in vals.items()}
+            damage_summary[m][cond] = {"seeds": seeds_of[cond], "metrics": stats}
+            ref = self.task.thrush_damage_paper.get(cond) if m == "lla" else None
+            rows.append([m, cond, str(len(seeds_of[cond]))]
+                        + [format_mean_std(stats.get(k), scale=100.0) for k, _ in metrics if k != "bleu"]
+                        + ["-" if ref is None else f"{ref:.2f}"])
+    out += ["", "== Thrush 2020 Table 2 view: tools/damage.py (re-initialised under the training seed), %, "
+                "mean +/- std over seeds (the paper: LLA-LSTM, one run, precision only)" + tag, _table(rows)]
+    return "\n".join(out), damage_summary
+
+
+Recipe.lla_report = _lla_report
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
