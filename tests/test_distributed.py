@@ -67,6 +67,9 @@ def jobs(toy, joined_bin, lexicon, soft_lexicon):
         # two epochs: the Lexicon Unit alone, then the other modules; unused parameters by design in each phase
         "lla_lstm": [bin_, "--arch", "lla_lstm_small", "--lexicon-unit-epochs", "1", "--max-epoch", "2",
                      "--find-unused-parameters", *common],
+        # source keys re-encoded with the target prefix every 2 steps, with the copy head on top
+        "rdangle_transformer": [bin_, "--arch", "rdangle_transformer_tiny", "--reencode-interval", "2",
+                                "--lexicon", lexicon, "--max-update", "6", *common],
     }
 
 
@@ -132,7 +135,7 @@ def results(work, launch, name, rank):
     return record, state
 
 
-ARCHS = ["lex_lstm", "lex_transformer", "pgn_transformer", "lla_lstm"]
+ARCHS = ["lex_lstm", "lex_transformer", "pgn_transformer", "lla_lstm", "rdangle_transformer"]
 
 
 @slow
