@@ -197,6 +197,48 @@ def test_dry_run_lla_models_thrush_schedule_metrics_and_damage(tmp_path):
     assert proc.returncode == 2 and "--damage applies to the lla models" in proc.stderr
 
 
+def test_dry_run_transformer_family_rows(tmp_path):
+    """transformer, lex_transformer, pgn, dangle, rdangle_shr, rdangle_sep: arch, interval, kv-mode, the joined
+    dictionary of pgn; the _tiny archs under --cpu-small; not in 'all'."""
+    write_tiny_layouts(tmp_path)
+    work = ("--work", tmp_path / "w")
+    names = "transformer,lex_transformer,pgn,dangle,rdangle_shr,rdangle_sep"
+    cogs = dry_run("cogs", tmp_path / "cogs", "--models", names, *work)
+    lines = cogs.splitlines()
+    train = {m: next(l for i, l in enumerate(lines) if l.strip().startswith("train:") and f" {m} seed 1:" in lines[i - 1])
+             for m in names.split(",")}
+    gen = {m: next(l for i, l in enumerate(lines) if l.strip().startswith("generate:") and f" {m} seed 1:" in lines[i - 2])
+           for m in names.split(",")}
+    assert "--arch lex_transformer --lexicon none --encoder-embed-dim 512" in train["transformer"]
+    assert "--arch lex_transformer --lexicon " + str(tmp_path / "w" / "lexicons" / "simple.tsv") in train["lex_transformer"]
+    assert "--arch pgn_transformer --lexicon identity" in train["pgn"]
+    assert "--arch dangle_transformer --kv-mode shared --reencode-interval 1 " in train["dangle"]
+    assert "--arch rdangle_transformer_iwslt_de_en --kv-mode shared --reencode-interval 4 " in train["rdangle_shr"]
+    assert "--arch rdangle_transformer_iwslt_de_en --kv-mode sep --reencode-interval 4 " in train["rdangle_sep"]
+    for m, line in train.items():
+        for opt in ("--lr 0.0005", "--warmup-updates 4000", "--adam-betas '(0.9, 0.98)'", "--max-tokens 4096",
+                    "--label-smoothing 0.1", "--weight-decay 0.0001", "--max-update 30000", "--clip-norm 0 "):
+            assert opt in line, (m, opt)
+        assert "--sentence-avg" not in line and "--write-dropout" not in line
+        joined = str(tmp_path / "w" / "bin_joined") + " "
+        assert (joined in line and joined in gen[m]) == (m == "pgn"), m
+    prep = [l for l in lines if "fairseq-preprocess" in l]
+    assert len(prep) == 2 and "--joined-dictionary" in prep[1] and "bin_joined" in prep[1]
+    assert "--joined-dictionary" not in prep[0]
+
+    small = dry_run("scan", tmp_path / "scan", "--split", "around_right", "--models", names, "--cpu-small", *work)
+    assert small.count("--arch lex_transformer_tiny") == 3 and small.count("--arch rdangle_transformer_tiny") == 3
+    assert "--encoder-embed-dim" not in small and "--kv-mode sep --reencode-interval 4" in small
+    assert "--batch-size 64" in small and "--max-update 2000" in small and "CPU-SMALL" in small
+
+    eng = dry_run("eng_cmn", tmp_path / "eng_cmn", "--models", "rdangle_sep,lstm", "--max-update", "123", *work)
+    assert eng.count("--max-update 123") == 2 and "--kv-mode sep" in eng and "bin_joined" not in eng
+
+    everything = dry_run("cogs", tmp_path / "cogs", "--models", "all", *work)
+    assert "--arch lex_transformer" not in everything and "rdangle" not in everything
+    assert "bin_joined" not in everything
+
+
 def test_thrush_tokenization_of_english_chinese():
     sys.path.insert(0, os.path.join(REPO, "examples", "lib"))
     from recipe import thrush_tokenize_pair

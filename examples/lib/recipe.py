@@ -67,6 +67,9 @@ class ModelSpec:
     arch: str                    # full-size fairseq arch (the CPU-small one adds "_small")
     lexicon: Optional[str]       # None (plain LSTM), "identity", "uniform", or a lexicon method ("simple", ...)
     extra: Tuple[str, ...] = ()  # further fairseq-train options
+    small_arch: Optional[str] = None   # the --cpu-small arch when it is not arch + "_small" (Transformer rows)
+    small_extra: Tuple[str, ...] = ()  # fairseq-train options of the --cpu-small arch instead of `extra`
+    transformer: bool = False    # Transformer family: TransformerSettings instead of the LSTM schedule
 
     @property
     def lexical(self) -> bool:
@@ -99,7 +102,77 @@ MODELS: Dict[str, ModelSpec] = {
     "lla": ModelSpec("LLA-LSTM (Thrush 2020)", "lla_lstm", None),
     "lla_noadv": ModelSpec("LLA-LSTM, no adversary (Thrush 2020)", "lla_lstm", None, ("--no-adversary",)),
 }
+
+# Transformer family (docs/transformer.md, docs/rdangle.md). Full size = fairseq's `transformer_iwslt_de_en`
+# (6 + 6 layers, 512, FFN 1024, 4 heads, dropout 0.3), the configuration the R-Dangle paper (Zheng & Lapata 2023,
+# section 5 and appendix C) uses for its Transformer and Dangle baselines; rdangle_transformer_iwslt_de_en has the
+# same sizes. lex_transformer itself has fairseq's `transformer` sizes, so the rows built on it set the iwslt sizes.
+# --cpu-small: the _tiny archs (64, FFN 64, 2 heads, 2 + 2 layers). Not in 'paper' or 'all': name them.
+IWSLT_SIZES = ("--encoder-embed-dim", "512", "--decoder-embed-dim", "512", "--encoder-ffn-embed-dim", "1024",
+               "--decoder-ffn-embed-dim", "1024", "--encoder-attention-heads", "4", "--decoder-attention-heads", "4",
+               "--encoder-layers", "6", "--decoder-layers", "6", "--dropout", "0.3")
+MODELS.update({
+    "transformer": ModelSpec("Transformer", "lex_transformer", "none", IWSLT_SIZES, small_arch="lex_transformer_tiny",
+                             transformer=True),
+    "lex_transformer": ModelSpec("Transformer + Lex.: Simple", "lex_transformer", "simple", IWSLT_SIZES,
+                                 small_arch="lex_transformer_tiny", transformer=True),
+    # pgn_transformer already has the iwslt sizes (docs/transformer.md) but fairseq's default dropout 0.1
+    "pgn": ModelSpec("PGN Transformer (identity lexicon, joined dictionary)", "pgn_transformer", "identity",
+                     ("--dropout", "0.3"), small_arch="lex_transformer_tiny", transformer=True),
+    "dangle": ModelSpec("Dangle (R-Dangle shr, interval 1)", "dangle_transformer", None,
+                        ("--kv-mode", "shared", "--reencode-interval", "1"), small_arch="rdangle_transformer_tiny",
+                        transformer=True),
+    "rdangle_shr": ModelSpec("R-Dangle shr, interval 4", "rdangle_transformer_iwslt_de_en", None,
+                             ("--kv-mode", "shared", "--reencode-interval", "4"),
+                             small_arch="rdangle_transformer_tiny", transformer=True),
+    "rdangle_sep": ModelSpec("R-Dangle sep, interval 4", "rdangle_transformer_iwslt_de_en", None,
+                             ("--kv-mode", "sep", "--reencode-interval", "4"),
+                             small_arch="rdangle_transformer_tiny", transformer=True),
+})
+# the --cpu-small rows keep their lexicon/interval/kv-mode options but not the full-size ones (IWSLT_SIZES, dropout)
+_FULL_SIZE_OPTIONS = set(IWSLT_SIZES[0::2])
+
+
+def _small_extra(extra: Tuple[str, ...]) -> Tuple[str, ...]:
+    """extra without the full-size options (option-value pairs of IWSLT_SIZES and --dropout)."""
+    pairs = list(zip(extra[0::2], extra[1::2]))
+    return tuple(a for opt, val in pairs if opt not in _FULL_SIZE_OPTIONS for a in (opt, val))
+
+
+for _name, _spec in list(MODELS.items()):
+    if _spec.transformer:
+        MODELS[_name] = replace(_spec, small_extra=_small_extra(_spec.extra))
 LLA_MODELS = tuple(m for m, spec in MODELS.items() if spec.lla)
+TRANSFORMER_MODELS = tuple(m for m, spec in MODELS.items() if spec.transformer)
+JOINED_DICT_MODELS = ("pgn",)  # the identity lexicon can copy every source token only with one joined dictionary
+
+
+@dataclass
+class TransformerSettings:
+    """Training settings of the Transformer rows. The R-Dangle paper gives sizes and dropout only (appendix C:
+    fairseq's `transformer_iwslt_de_en` for the Transformer and Dangle baselines) and no optimiser, batch or length
+    of training, and it has no COGS, SCAN or English-Chinese experiments. So these are fairseq's own recipe for
+    `transformer_iwslt_de_en` (fairseq examples/translation/README.md: Adam (0.9, 0.98), lr 5e-4, inverse_sqrt with
+    4000 warm-up updates, no clipping, weight decay 1e-4, label smoothing 0.1, --max-tokens 4096), with
+    max_update our choice (assumption). Validation interval, patience, beam, checkpoint and max_len_b are the task's."""
+    lr: float = 5e-4
+    warmup: int = 4000
+    adam_betas: str = "(0.9, 0.98)"
+    clip_norm: float = 0.0
+    weight_decay: float = 0.0001
+    label_smoothing: float = 0.1
+    max_tokens: Optional[int] = 4096
+    batch_size: Optional[int] = None     # sentences per batch (None: --max-tokens alone)
+    update_freq: int = 1
+    max_update: int = 30000
+    sentence_avg: bool = False
+
+
+# --cpu-small (not the paper's, not fairseq's): the _tiny archs, batch 64 sentences, 2000 updates, 400 warm-up,
+# lr 1e-3 (a d = 64 model tolerates more than 5e-4).
+TRANSFORMER_PAPER = TransformerSettings()
+TRANSFORMER_CPU_SMALL = replace(TRANSFORMER_PAPER, lr=1e-3, warmup=400, max_tokens=None, batch_size=64,
+                                max_update=2000)
 
 
 @dataclass
@@ -534,7 +607,8 @@ def build_parser(task: Task) -> argparse.ArgumentParser:
                     f"model and seed, then mean +/- std over seeds (see examples/{task.name}/README.md).",
         epilog=(f"Models: {', '.join(f'{k} ({v.label})' for k, v in MODELS.items())}.\n"
                 f"'paper' = the rows of the paper's {task.paper_table} for this task: {paper_list}; 'all' = every "
-                f"model but lla and lla_noadv (Thrush 2020, name them).\nThe paper's defaults are appendix C.1's settings; --cpu-small is a CPU-sized variant, "
+                f"model but lla and lla_noadv (Thrush 2020) and the Transformer rows ({', '.join(TRANSFORMER_MODELS)}): "
+                f"name them.\nThe paper's defaults are appendix C.1's settings; --cpu-small is a CPU-sized variant, "
                 f"labelled as such in the output, config.json and summary.json."),
     )
     g = parser.add_argument_group("data and output")
@@ -564,6 +638,8 @@ def build_parser(task: Task) -> argparse.ArgumentParser:
     g.add_argument("--warmup-updates", type=int)
     g.add_argument("--batch-size", type=int, help="sentences per batch (times --update-freq per update)")
     g.add_argument("--update-freq", type=int, help="batches accumulated per update")
+    g.add_argument("--max-tokens", type=int, help="Transformer rows only: tokens per batch (default 4096, fairseq's "
+                                                  "transformer_iwslt_de_en recipe; 0: none, use --batch-size)")
     g.add_argument("--patience", type=int, help="early stopping after N validations without a better validation "
                                                 "loss (0: off)")
     g.add_argument("--beam", type=int, help="beam size of fairseq-generate (1: greedy, the authors' test decoding)")
@@ -604,7 +680,7 @@ def parse_models(text: str, task: Task) -> List[str]:
         if item == "paper":
             names += task.paper_models
         elif item == "all":
-            names += [m for m in MODELS if m not in LLA_MODELS]
+            names += [m for m in MODELS if m not in LLA_MODELS and m not in TRANSFORMER_MODELS]
         elif item in MODELS:
             names.append(item)
         else:
@@ -637,6 +713,20 @@ def lla_settings(args) -> LlaSettings:
     if lla.max_epoch <= lla.lexicon_epochs:
         raise RecipeError(f"--lla-max-epoch ({lla.max_epoch}) must exceed --lla-lexicon-epochs ({lla.lexicon_epochs})")
     return lla
+
+
+def transformer_settings(args) -> TransformerSettings:
+    """TransformerSettings (or the CPU-small ones) with the command line's explicit overrides."""
+    ts = TRANSFORMER_CPU_SMALL if args.cpu_small else TRANSFORMER_PAPER
+    overrides = {"max_update": args.max_update, "lr": args.lr, "warmup": args.warmup_updates,
+                 "batch_size": args.batch_size, "update_freq": args.update_freq, "sentence_avg": args.sentence_avg,
+                 "adam_betas": args.adam_betas}
+    ts = replace(ts, **{k: v for k, v in overrides.items() if v is not None})
+    if args.max_tokens is not None:
+        ts = replace(ts, max_tokens=args.max_tokens or None)
+    if ts.max_tokens is None and ts.batch_size is None:
+        raise RecipeError("the Transformer rows need --max-tokens or --batch-size")
+    return ts
 
 
 def effective_hparams(task: Task, args) -> HParams:
@@ -778,6 +868,9 @@ class Recipe:
         self.hp = effective_hparams(task, args)
         self.lla = lla_settings(args)
         self.models = parse_models(args.models, task)
+        self.transformer_models = [m for m in self.models if MODELS[m].transformer]
+        self.ts = transformer_settings(args)
+        self.bin_joined = self.work + "/bin_joined"  # --joined-dictionary, for pgn
         self.damage = args.damage
         self.lla_models = [m for m in self.models if MODELS[m].lla]
         if self.damage is not None and not any(MODELS[m].lla for m in self.models):
@@ -808,20 +901,32 @@ class Recipe:
             + f"{len(prep.test)} test pairs from {', '.join(sorted(set(self.files.values())))}")
         for note in prep.notes:
             say(f"   {note}")
-        stamp_path = self.bin + "/prepared.json"
+        self.preprocess(self.bin, self.preprocess_command(self.bin), "preprocess.log")
+        if any(m in JOINED_DICT_MODELS for m in self.models):
+            self.preprocess(self.bin_joined, self.preprocess_command(self.bin_joined), "preprocess_joined.log")
+        return prep
+
+    def preprocess_command(self, destdir: str) -> List[str]:
         cmd = [tool("fairseq-preprocess"), "--source-lang", "src", "--target-lang", "tgt",
                "--trainpref", self.data_dir + "/train", "--validpref", self.data_dir + "/valid",
-               "--testpref", self.data_dir + "/test", "--destdir", self.bin, "--workers", "1"]
+               "--testpref", self.data_dir + "/test", "--destdir", destdir, "--workers", "1"]
+        return cmd + (["--joined-dictionary"] if destdir == self.bin_joined else [])
+
+    def preprocess(self, destdir: str, cmd: List[str], log: str) -> None:
+        stamp_path = destdir + "/prepared.json"
         stamp = {"data_sha1": self.data_sha1, "command": show(cmd)}
         if os.path.isfile(stamp_path) and read_json(stamp_path) == stamp:
-            say(f"== fairseq-preprocess: up to date ({self.bin})")
+            say(f"== fairseq-preprocess: up to date ({destdir})")
         else:
-            if os.path.isdir(self.bin):
-                shutil.rmtree(self.bin)
-            secs = run_logged(cmd, self.work + "/preprocess.log", what="fairseq-preprocess")
+            if os.path.isdir(destdir):
+                shutil.rmtree(destdir)
+            secs = run_logged(cmd, self.work + "/" + log, what="fairseq-preprocess")
             write_json(stamp_path, stamp)
-            say(f"== fairseq-preprocess: {self.bin} ({hms(secs)})")
-        return prep
+            say(f"== fairseq-preprocess: {destdir} ({hms(secs)})")
+
+    def bin_for(self, model: str) -> str:
+        """The data-bin of a model: WORK/bin_joined (--joined-dictionary) for pgn, else WORK/bin."""
+        return self.bin_joined if model in JOINED_DICT_MODELS else self.bin
 
     # -- lexicons -----------------------------------------------------------------------------------------------
     def lexicon_path(self, method: str) -> str:
@@ -858,7 +963,9 @@ class Recipe:
 
     # -- one (model, seed) ---------------------------------------------------------------------------------------
     def arch(self, spec: ModelSpec) -> str:
-        return spec.arch + ("_small" if self.args.cpu_small else "")
+        if self.args.cpu_small:
+            return spec.small_arch or spec.arch + "_small"
+        return spec.arch
 
     def label(self, model: str) -> str:
         spec = MODELS[model]
@@ -873,8 +980,10 @@ class Recipe:
                 out += ["--lexicon-top-k", str(self.hp.lexicon_top_k)]
         elif spec.lexicon is not None:
             out += ["--lexicon", spec.lexicon]
-        out += list(spec.extra)
-        if spec.lla:
+        out += list(spec.small_extra if self.args.cpu_small and spec.transformer else spec.extra)
+        if spec.transformer:  # no extra p_write dropout: the R-Dangle paper's models have none
+            pass
+        elif spec.lla:
             out += ["--lexicon-unit-epochs", str(self.lla.lexicon_epochs)]
         elif self.hp.write_dropout and (self.hp.write_dropout_models == "all" or spec.lexical):
             out += ["--write-dropout", str(self.hp.write_dropout)]
@@ -904,7 +1013,44 @@ class Recipe:
             phases.append(cmd + shlex.split(self.args.train_args))
         return phases[0], phases[1]
 
+    def transformer_train_command(self, model: str, seed: int, out: str) -> List[str]:
+        """fairseq's transformer_iwslt_de_en recipe (TransformerSettings); validation, patience and the evaluated
+        checkpoint as the task's LSTM rows."""
+        hp, ts = self.hp, self.ts
+        cmd = [tool("fairseq-train"), self.bin_for(model), "--user-dir", os.path.join(ROOT, "fairseq_lexical"),
+               *self.model_args(model), "--criterion", "lexical_cross_entropy",
+               "--label-smoothing", f"{ts.label_smoothing:g}"]
+        if ts.sentence_avg:
+            cmd.append("--sentence-avg")
+        cmd += ["--optimizer", "adam", "--adam-betas", ts.adam_betas, "--weight-decay", f"{ts.weight_decay:g}",
+                "--lr", f"{ts.lr:.6g}", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(ts.warmup),
+                "--clip-norm", f"{ts.clip_norm:g}"]
+        if ts.max_tokens:
+            cmd += ["--max-tokens", str(ts.max_tokens)]
+        if ts.batch_size:
+            cmd += ["--batch-size", str(ts.batch_size)]
+        cmd += ["--update-freq", str(ts.update_freq), "--required-batch-size-multiple", "1",
+                "--max-update", str(ts.max_update), "--seed", str(seed), "--save-dir", out,
+                "--no-epoch-checkpoints", "--log-format", "simple", "--log-interval", str(hp.log_interval),
+                "--num-workers", "0"]
+        cmd += self.validation_args(model)
+        return cmd + shlex.split(self.args.train_args)
+
+    def validation_args(self, model: str) -> List[str]:
+        hp = self.hp
+        if hp.validate_every is None:
+            return ["--disable-validation", "--save-interval", "100000"]
+        cmd = ["--validate-interval", "100000", "--validate-interval-updates", str(hp.validate_every),
+               "--save-interval", "100000", "--save-interval-updates", str(hp.validate_every),
+               "--keep-interval-updates", "1"]
+        patience = self.task.patience_for(model, hp)
+        if patience:
+            cmd += ["--patience", str(patience)]
+        return cmd
+
     def train_command(self, model: str, seed: int, out: str) -> List[str]:
+        if MODELS[model].transformer:
+            return self.transformer_train_command(model, seed, out)
         hp = self.hp
         cmd = [tool("fairseq-train"), self.bin, "--user-dir", os.path.join(ROOT, "fairseq_lexical"),
                *self.model_args(model), "--criterion", "lexical_cross_entropy"]
@@ -933,9 +1079,10 @@ class Recipe:
     def checkpoint_path(self, out: str) -> str:
         return f"{out}/checkpoint_{self.hp.checkpoint}.pt"
 
-    def generate_command(self, out: str) -> List[str]:
+    def generate_command(self, out: str, model: Optional[str] = None) -> List[str]:
         hp = self.hp
-        return [tool("fairseq-generate"), self.bin, "--user-dir", os.path.join(ROOT, "fairseq_lexical"),
+        return [tool("fairseq-generate"), self.bin_for(model) if model else self.bin,
+                "--user-dir", os.path.join(ROOT, "fairseq_lexical"),
                 "--path", self.checkpoint_path(out), "--gen-subset", "test", "--beam", str(hp.beam),
                 "--batch-size", str(hp.gen_batch_size), "--max-len-a", "0", "--max-len-b", str(hp.max_len_b),
                 "--num-workers", "0", *shlex.split(self.args.generate_args)]
@@ -963,7 +1110,7 @@ class Recipe:
             lexicon, rest = self.lla_train_commands(model, seed, out)
             return {"train_lexicon": lexicon, "train": rest, "generate": self.generate_command(out),
                     "score": self.score_command(out, [*prep.score_args, "--thrush"])}
-        return {"train": self.train_command(model, seed, out), "generate": self.generate_command(out),
+        return {"train": self.train_command(model, seed, out), "generate": self.generate_command(out, model),
                 "score": self.score_command(out, prep.score_args)}
 
     # -- damage (Thrush 2020, Table 2) ---------------------------------------------------------------------------
@@ -1067,6 +1214,7 @@ class Recipe:
         config = {
             "task": self.task.name, "model": model, "label": self.label(model), "seed": seed,
             "settings": self.settings, "settings_label": self.settings_label, "hparams": asdict(self.hp),
+            **({"transformer": asdict(self.ts)} if MODELS[model].transformer else {}),
             "patience": self.task.patience_for(model, self.hp) if self.hp.validate_every else None,
             "lexicon": self.lexicon_path(MODELS[model].lexicon) if MODELS[model].lexicon in LEXICON_METHODS
             else MODELS[model].lexicon,
@@ -1151,6 +1299,7 @@ class Recipe:
             "models": {m: self.label(m) for m in self.models}, "seeds": self.seeds,
             "lla": ({**asdict(self.lla), "paper_schedule": self.lla.is_paper(), "damage": self.damage}
                     if self.lla_models else None),
+            "transformer": asdict(self.ts) if self.transformer_models else None,
             "data": self.files, "work": self.work, "command": " ".join(shlex.quote(a) for a in sys.argv),
             "date": datetime.datetime.now().isoformat(), "host": platform.node(),
             "python": sys.version.split()[0],
@@ -1166,6 +1315,16 @@ class Recipe:
             f"(inverse sqrt, {hp.warmup} warm-up), clip {hp.clip_norm}, {hp.max_update} updates, "
             + (f"validation every {hp.validate_every} updates, " if hp.validate_every else "no validation, ")
             + f"checkpoint_{hp.checkpoint}.pt, beam {hp.beam}")
+        if self.transformer_models:
+            ts = self.ts
+            batch = " + ".join(x for x in (f"--max-tokens {ts.max_tokens}" if ts.max_tokens else "",
+                                           f"--batch-size {ts.batch_size}" if ts.batch_size else "") if x)
+            tag = (" [CPU-SMALL: _tiny archs, not the paper's sizes]" if self.args.cpu_small else
+                   " [sizes: transformer_iwslt_de_en as the R-Dangle paper; optimiser: fairseq's iwslt recipe, "
+                   "max_update our choice (the paper gives none)]")
+            say(f"== {', '.join(self.transformer_models)}: Adam {ts.adam_betas}, lr {ts.lr:g} (inverse sqrt, "
+                f"{ts.warmup} warm-up), weight decay {ts.weight_decay:g}, label smoothing {ts.label_smoothing:g}, "
+                f"clip {ts.clip_norm:g}, {batch} x {ts.update_freq}, {ts.max_update} updates{tag}")
         if self.lla_models:
             say(f"== {', '.join(self.lla_models)} (Thrush 2020, --arch {self.arch(MODELS['lla'])}): "
                 f"{self.lla.describe()}; last epoch's checkpoint_{hp.checkpoint}.pt, beam {hp.beam}; "
@@ -1175,6 +1334,10 @@ class Recipe:
         if self.args.dry_run:
             say("== dry run: data files found (" + ", ".join(f"{k}: {v}" for k, v in self.files.items())
                 + "); the commands would be:")
+            say(f"   fairseq-preprocess: {show(self.preprocess_command(self.bin))}")
+            if any(m in JOINED_DICT_MODELS for m in self.models):
+                say(f"   fairseq-preprocess (joined dictionary, for {', '.join(JOINED_DICT_MODELS)}): "
+                    f"{show(self.preprocess_command(self.bin_joined))}")
             say(f"   lexicons: " + "; ".join(show(self.lexicon_command(m)) for m in dict.fromkeys(
                 MODELS[x].lexicon for x in self.models if MODELS[x].lexicon in LEXICON_METHODS)))
             prep_args = self.task.prepare(self.args, self.files).score_args
