@@ -18,6 +18,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from .checkpoints import load_checkpoints
+
 NO_DAMAGE = "none"
 
 
@@ -69,31 +71,8 @@ def load_checkpoint(checkpoint: str, data: str, source_lang: Optional[str] = Non
     data-bin directory (dictionaries, test data)."""
     if ":" in checkpoint and not os.path.exists(checkpoint):
         raise DamageError(f"{checkpoint}: give one checkpoint (ensembles are not damaged)")
-    if not os.path.isfile(checkpoint):
-        raise DamageError(f"checkpoint not found: {checkpoint}")
-    if not os.path.isdir(data):
-        raise DamageError(f"data directory not found: {data} (fairseq-preprocess output)")
-    import fairseq_lexical
-
-    fairseq_lexical.register()  # models and compatibility fixes (offline tools skip them at import)
-    from fairseq import checkpoint_utils
-
-    overrides = {"data": data}
-    if source_lang:
-        overrides["source_lang"] = source_lang
-    if target_lang:
-        overrides["target_lang"] = target_lang
-    try:
-        models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], arg_overrides=overrides)
-    except FileNotFoundError as e:
-        raise DamageError(f"cannot load {checkpoint} with data {data}: {e}") from None
-    except Exception as e:  # noqa: BLE001  (fairseq raises many kinds; add the hint for the common one)
-        if "Could not infer language pair" in str(e):
-            raise DamageError(f"{data}: {e} (give --source-lang and --target-lang)") from None
-        raise
-    model = models[0].to(device).float()
-    model.eval()
-    return model, cfg.model, task
+    models, cfg, task = load_checkpoints([checkpoint], data, DamageError, source_lang, target_lang, device)
+    return models[0], cfg.model, task
 
 
 # -- groups ----------------------------------------------------------------------------------------------------

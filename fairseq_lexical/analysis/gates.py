@@ -23,6 +23,8 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from .checkpoints import load_checkpoints
+
 logger = logging.getLogger(__name__)
 
 GATE_CONVENTION = (
@@ -79,31 +81,8 @@ def load_model(checkpoint: str, data: str, source_lang: Optional[str] = None, ta
     """(model in eval mode on the CPU, task) from a fairseq checkpoint and the data-bin directory (dictionaries)."""
     if ":" in checkpoint and not os.path.exists(checkpoint):
         raise GateAnalysisError(f"--path {checkpoint}: give one checkpoint (ensembles are not analysed)")
-    if not os.path.isfile(checkpoint):
-        raise GateAnalysisError(f"checkpoint not found: {checkpoint}")
-    if not os.path.isdir(data):
-        raise GateAnalysisError(f"data directory not found: {data} (fairseq-preprocess output, for the dictionaries)")
-    import fairseq_lexical
-
-    fairseq_lexical.register()  # models and compatibility fixes (offline tools skip them at import)
-    from fairseq import checkpoint_utils
-
-    overrides = {"data": data}
-    if source_lang:
-        overrides["source_lang"] = source_lang
-    if target_lang:
-        overrides["target_lang"] = target_lang
-    try:
-        models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], arg_overrides=overrides)
-    except FileNotFoundError as e:
-        raise GateAnalysisError(f"cannot load {checkpoint} with data {data}: {e}") from None
-    except Exception as e:  # noqa: BLE001  (fairseq's errors are of many kinds; name the file and pass them on)
-        if "Could not infer language pair" in str(e):
-            raise GateAnalysisError(f"{data}: {e} (give --source-lang and --target-lang)") from None
-        raise
-    model = models[0].cpu().float()
-    model.eval()
-    return model, task
+    models, _cfg, task = load_checkpoints([checkpoint], data, GateAnalysisError, source_lang, target_lang)
+    return models[0], task
 
 
 def encode_tokens(text: str, dictionary, side: str, allow_unk: bool = False) -> Tuple["torch.Tensor", List[str]]:

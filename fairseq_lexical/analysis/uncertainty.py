@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+
+from .checkpoints import load_checkpoints
 
 logger = logging.getLogger(__name__)
 
@@ -102,47 +103,8 @@ def load_ensemble(paths: Sequence[str], data: str, device: str = "cpu", source_l
                   target_lang: Optional[str] = None):
     """(list of models in eval mode on ``device``, task) from fairseq checkpoints sharing one data-bin directory
     (whose dictionaries they were trained with)."""
-    if not paths:
-        raise UncertaintyError("no checkpoint given")
-    for p in paths:
-        if not os.path.isfile(p):
-            raise UncertaintyError(f"checkpoint not found: {p}")
-    if not os.path.isdir(data):
-        raise UncertaintyError(f"data directory not found: {data} (fairseq-preprocess output, for the dictionaries)")
-    import torch
-
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise UncertaintyError(f"--device {device}: CUDA is not available here")
-    import fairseq_lexical
-
-    fairseq_lexical.register()  # models and compatibility fixes (offline tools skip them at import)
-    from fairseq import checkpoint_utils
-
-    overrides = {"data": data}
-    if source_lang:
-        overrides["source_lang"] = source_lang
-    if target_lang:
-        overrides["target_lang"] = target_lang
-    try:
-        models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task(list(paths), arg_overrides=overrides)
-    except FileNotFoundError as e:
-        raise UncertaintyError(f"cannot load the checkpoints with data {data}: {e}") from None
-    except RuntimeError as e:
-        if "size mismatch" in str(e):
-            raise UncertaintyError(
-                f"a checkpoint does not fit the dictionaries of {data} (size mismatch): the members must be trained "
-                f"on the same data-bin: {str(e)[:300]}"
-            ) from None
-        raise
-    except Exception as e:  # noqa: BLE001
-        if "Could not infer language pair" in str(e):
-            raise UncertaintyError(f"{data}: {e} (give --source-lang and --target-lang)") from None
-        raise
-    out = []
-    for m in models:
-        m = m.to(device).float()
-        m.eval()
-        out.append(m)
+    models, _cfg, task = load_checkpoints(paths, data, UncertaintyError, source_lang, target_lang, device)
+    return models, task
     return out, task
 
 
