@@ -3,7 +3,7 @@ the file and line, and counts of what was skipped."""
 from __future__ import annotations
 
 import os
-from typing import List, Tuple
+from typing import Iterator, List, Tuple
 
 Pair = Tuple[str, str]
 
@@ -14,19 +14,24 @@ class CorpusError(ValueError):
         self.path, self.line = path, line
 
 
-def _read_lines(path: str) -> List[str]:
+def iter_text_lines(path: str) -> Iterator[Tuple[int, str]]:
+    """(line number from 1, text without its line ending) for each line of a UTF-8 file; a missing file or bad
+    UTF-8 is a CorpusError naming the file (and line). A byte-order mark at the start is dropped."""
     if not os.path.isfile(path):
         raise CorpusError(path, "file not found")
-    lines = []
     with open(path, "rb") as f:
         for lineno, raw in enumerate(f, start=1):
             try:
                 line = raw.decode("utf-8").rstrip("\r\n")
-                # a byte-order mark would otherwise glue itself to the first token
-                lines.append(line[1:] if lineno == 1 and line.startswith("\ufeff") else line)
             except UnicodeDecodeError as e:
                 raise CorpusError(path, f"not valid UTF-8 ({e.reason} at byte {e.start})", lineno) from None
-    return lines
+            # a byte-order mark would otherwise glue itself to the first token
+            yield lineno, (line[1:] if lineno == 1 and line.startswith("\ufeff") else line)
+
+
+def read_text_lines(path: str) -> List[str]:
+    """Every line of a UTF-8 file (see iter_text_lines)."""
+    return [line for _, line in iter_text_lines(path)]
 
 
 def checked_pair(path: str, lineno: int, src: str, tgt: str) -> Pair:
@@ -43,7 +48,7 @@ def read_tsv_pairs(path: str) -> List[Pair]:
     A line without exactly one tab or with an empty side is an error naming the line.
     """
     pairs = []
-    for lineno, line in enumerate(_read_lines(path), start=1):
+    for lineno, line in enumerate(read_text_lines(path), start=1):
         fields = line.split("\t")
         if len(fields) < 2:
             raise CorpusError(path, "expected source<TAB>target, found no tab", lineno)
@@ -57,7 +62,7 @@ def read_tsv_pairs(path: str) -> List[Pair]:
 
 def read_parallel_pairs(src_path: str, tgt_path: str) -> List[Pair]:
     """Pairs from two line-aligned token files; unequal line counts or an empty side are errors."""
-    src, tgt = _read_lines(src_path), _read_lines(tgt_path)
+    src, tgt = read_text_lines(src_path), read_text_lines(tgt_path)
     if len(src) != len(tgt):
         raise CorpusError(src_path, f"has {len(src)} lines but {tgt_path} has {len(tgt)}")
     pairs = []

@@ -26,11 +26,7 @@ if __name__ == "__main__":  # run as a program: skip fairseq's start-up (see fai
     os.environ.setdefault("FAIRSEQ_LEXICAL_OFFLINE", "1")
 
 from fairseq_lexical import unk_markers as um  # noqa: E402
-
-
-def _read_lines(path):
-    with open(path, encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f]
+from fairseq_lexical.corpus import read_text_lines as _read_lines  # noqa: E402
 
 
 def _write_lines(path, lines):

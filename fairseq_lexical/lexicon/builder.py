@@ -291,7 +291,7 @@ def read_pairs(path: str, tgt_path: Optional[str] = None, fmt: str = "tsv", colu
 
     Errors name the file and line (corpus.CorpusError).
     """
-    from ..corpus import CorpusError, _read_lines, checked_pair, read_parallel_pairs, read_tsv_pairs
+    from ..corpus import CorpusError, checked_pair, iter_text_lines, read_parallel_pairs, read_tsv_pairs
 
     if tgt_path is not None:
         return read_parallel_pairs(path, tgt_path)
@@ -300,7 +300,7 @@ def read_pairs(path: str, tgt_path: Optional[str] = None, fmt: str = "tsv", colu
     if fmt not in ("tsv-columns", "scan"):
         raise ValueError(f"unknown corpus format {fmt!r} (tsv, tsv-columns, scan)")
     pairs = []
-    for lineno, line in enumerate(_read_lines(path), start=1):
+    for lineno, line in iter_text_lines(path):
         if fmt == "scan":
             if not line.strip():
                 continue

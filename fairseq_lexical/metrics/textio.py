@@ -5,8 +5,9 @@ tab-separated fields, an empty field where a value is required. Nothing is skipp
 """
 from __future__ import annotations
 
-import os
 from typing import Iterator, List, Optional, Tuple
+
+from ..corpus import CorpusError, iter_text_lines
 
 
 class ScoringInputError(ValueError):
@@ -15,19 +16,10 @@ class ScoringInputError(ValueError):
 
 def iter_lines(path: str) -> Iterator[Tuple[int, str]]:
     """Yield (line number from 1, text without its line ending) for each line of a UTF-8 file."""
-    if not os.path.isfile(path):
-        raise ScoringInputError(f"{path}: file not found")
-    with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise ScoringInputError(f"{path}:{lineno}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
-            if line.endswith("\n"):
-                line = line[:-1]
-            if line.endswith("\r"):
-                line = line[:-1]
-            yield lineno, line
+    try:
+        yield from iter_text_lines(path)
+    except CorpusError as e:  # the same message, as the scorer's error type
+        raise ScoringInputError(str(e)) from None
 
 
 def read_lines(path: str, expected: Optional[int] = None, what: str = "lines") -> List[str]:
