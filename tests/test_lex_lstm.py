@@ -134,3 +134,51 @@ def test_copy_token_gate_decodes_like_teacher_forcing(toy_data):
     )
     assert_incremental_matches_teacher_forcing(model, toy_batch(task, PAIRS))
     assert_beam_scores_match_teacher_forcing(model, task, toy_batch(task, PAIRS), beam=5)
+
+
+@pytest.mark.parametrize("gate", [("sigmoid", "hidden"), ("copy-token", "output")])
+def test_combined_decoder_output_decodes_like_teacher_forcing(toy_data, gate):
+    torch.manual_seed(4)
+    model, task, _ = build_model(
+        toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", toy_data / "lexicon.tsv",
+        "--decoder-output", "combined", "--gate-form", gate[0], "--gate-features", gate[1], "--write-dropout", "0.5",
+    )
+    assert_incremental_matches_teacher_forcing(model, toy_batch(task, PAIRS))
+    assert_beam_scores_match_teacher_forcing(model, task, toy_batch(task, PAIRS), beam=5)
+
+
+def test_combined_decoder_output_is_the_linear_map_of_its_four_inputs(toy_data):
+    """Step 1 by hand: o_1 = W [e(</s>); 0; h_1; c_1] + b with c_1 = sum_j a_j enc_j, a = softmax(enc (W_q h_1 + b_q)),
+    and p_write = softmax(W_out o_1): no tanh, the input feed of step 1 is zero."""
+    torch.manual_seed(5)
+    model, task, _ = build_model(
+        toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", "none", "--decoder-output", "combined",
+        "--dropout", "0",
+    )
+    model.eval()
+    dec = model.decoder
+    net = toy_batch(task, PAIRS[:1])["net_input"]
+    with torch.no_grad():
+        enc_out = model.encoder(net["src_tokens"], net["src_lengths"])
+        lprobs, _ = dec(net["prev_output_tokens"][:, :1], enc_out)
+        enc, h0, c0 = enc_out[0][:, 0], enc_out[1][:, 0], enc_out[2][:, 0]  # S x C, layers x H
+        emb = dec.embed_tokens(net["prev_output_tokens"][0, :1])[0]
+        step_input = torch.cat([emb, torch.zeros(dec.hidden_size)])
+        h, c = step_input, None
+        for i, cell in enumerate(dec.layers):
+            h, c = torch.nn.LSTMCell.forward(cell, h.unsqueeze(0), (h0[i:i + 1], c0[i:i + 1]))
+            h = h[0]
+        query = dec.attention.input_proj.weight @ h + dec.attention.input_proj.bias
+        a = torch.softmax(enc @ query, dim=0)
+        o = dec.attention.output_proj.weight @ torch.cat([step_input, h, a @ enc]) + dec.attention.output_proj.bias
+        expected = torch.log_softmax(dec.fc_out(o), dim=-1)
+    torch.testing.assert_close(lprobs[0, 0], expected, atol=1e-5, rtol=1e-5)
+    assert not any(isinstance(m, torch.nn.Tanh) for m in dec.modules())
+
+
+def test_combined_decoder_output_keeps_one_copy_of_the_first_cell(toy_data):
+    model, _, _ = build_model(toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", toy_data / "lexicon.tsv",
+                              "--decoder-output", "combined")
+    names = [n for n, _ in model.named_parameters()]
+    assert len(names) == len(set(names))
+    assert not any(n.startswith("decoder.attention._cell") for n in model.state_dict())

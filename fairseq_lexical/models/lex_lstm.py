@@ -53,11 +53,55 @@ class RecordingAttentionLayer(AttentionLayer):
         return out, attn
 
 
+class StepInputRecordingLSTMCell(nn.LSTMCell):
+    """The decoder's first LSTM cell, which also keeps its input [e(y_t-1); o_t-1] of the current step."""
+
+    def forward(self, input, hx=None):
+        self.step_input = input
+        return super().forward(input, hx)
+
+
+class CombinedOutputAttention(RecordingAttentionLayer):
+    """The attentional output of the authors' released decoder (ekinakyurek/lexical, src/decoder.py), in place of
+    fairseq's Luong output tanh(W [c_t; h_t]):
+
+        o_t = dropout_w(W [e(y_t-1); o_t-1; h_t; c_t] + b)        (linear: no tanh)
+
+    with a biased attention query W_q h_t + b_q. o_t is both p_write's input and the next step's input feed, so
+    the extra write dropout (`--write-dropout`) is applied here, once, and reaches both, as in their code. On
+    Colors this output is what lets the gate tell memorised contexts from new ones (examples/RESULTS.md).
+    The step's input [e(y_t-1); o_t-1] is read from the first cell, which fairseq's loop has just called.
+    """
+
+    def __init__(self, hidden_dim: int, source_dim: int, step_input_cell: StepInputRecordingLSTMCell,
+                 output_dim: int, write_dropout: float):
+        nn.Module.__init__(self)
+        self.input_proj = nn.Linear(hidden_dim, source_dim, bias=True)
+        self.output_proj = nn.Linear(step_input_cell.input_size + hidden_dim + source_dim, output_dim, bias=True)
+        self.write_dropout = nn.Dropout(write_dropout)
+        self._cell = (step_input_cell,)  # a tuple: not registered twice as a submodule
+        self.start_recording()
+
+    def forward(self, input, source_hids, encoder_padding_mask):
+        query = self.input_proj(input)
+        scores = (source_hids * query.unsqueeze(0)).sum(dim=2).float()
+        if encoder_padding_mask is not None:
+            scores = scores.masked_fill(encoder_padding_mask, float("-inf"))
+        attn = torch.softmax(scores, dim=0).type_as(query)  # srclen x bsz
+        context = (attn.unsqueeze(2) * source_hids).sum(dim=0)
+        step_input = self._cell[0].step_input
+        out = self.write_dropout(self.output_proj(torch.cat((step_input, input, context), dim=1)))
+        self.queries.append(input)
+        self.weights.append(attn)
+        return out, attn
+
+
 class LexLSTMDecoder(LSTMDecoder):
     """LSTMDecoder whose output is log p(y_t) of eq. 10 (fp32), with p_gate and alpha in the extra output."""
 
     lexical_head: Optional[nn.Module]
     write_dropout: nn.Module
+    combined_output: bool = False
 
     def forward(
         self,
@@ -71,7 +115,11 @@ class LexLSTMDecoder(LSTMDecoder):
         queries = torch.stack(self.attention.queries, dim=1)  # B x T x H: h_t
         attn = torch.stack(self.attention.weights, dim=1).transpose(0, 2)  # B x T x S: alpha_t
         self.attention.start_recording()  # drop the references
-        write_logits = self.output_layer(self.write_dropout(x))
+        if self.combined_output:
+            x_write = x  # the write dropout is inside CombinedOutputAttention
+        else:
+            x_write = self.write_dropout(x)
+        write_logits = self.output_layer(x_write)
         extra = {"attn": [attn]}
         if self.lexical_head is None:
             return torch.log_softmax(write_logits.float(), dim=-1), extra
@@ -95,7 +143,10 @@ class LexLSTMDecoder(LSTMDecoder):
                 parts.append(self.embed_tokens(prev_output_tokens))
             elif name == "output":
                 parts.append(output)
-        return self.write_dropout(torch.cat(parts, dim=-1)) if len(parts) > 1 else self.write_dropout(parts[0])
+        features = torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
+        if self.combined_output and self.gate_feature_names == ["output"]:
+            return features  # already dropped out once, as p_write's input
+        return self.write_dropout(features)
 
     def get_normalized_probs(self, net_output, log_probs: bool, sample=None):
         # forward already returns normalised fp32 log-probabilities (the mixture is not a softmax of logits).
@@ -115,6 +166,10 @@ class LexLSTMModel(LSTMModel):
         parser.add_argument("--write-dropout", type=float, metavar="D",
                             help="dropout on the features of p_write's projection (the paper's extra 0.5 "
                                  "for SCAN and Colors)")
+        parser.add_argument("--decoder-output", choices=["luong", "combined"],
+                            help="luong: tanh(W [c_t; h_t]), fairseq's LSTM (default); combined: "
+                                 "W [e(y_t-1); o_t-1; h_t; c_t] + b without tanh and a biased attention query, "
+                                 "the authors' released decoder (needed for their Colors result)")
         parser.add_argument("--embedding-init", choices=["uniform", "normal"],
                             help="uniform: fairseq's LSTM default, U(-0.1, 0.1); normal: N(0, 1), torch's "
                                  "nn.Embedding default, which the authors' released code used (default uniform)")
@@ -137,6 +192,15 @@ class LexLSTMModel(LSTMModel):
         decoder.__class__ = LexLSTMDecoder
         decoder.attention.__class__ = RecordingAttentionLayer
         decoder.write_dropout = nn.Dropout(args.write_dropout)
+        decoder.combined_output = args.decoder_output == "combined"
+        if decoder.combined_output:
+            if decoder.attention.output_proj.out_features != args.decoder_hidden_size:
+                raise ValueError("--decoder-output combined needs the attention output of decoder_hidden_size")
+            decoder.layers[0].__class__ = StepInputRecordingLSTMCell
+            decoder.attention = CombinedOutputAttention(
+                args.decoder_hidden_size, model.encoder.output_units, decoder.layers[0],
+                args.decoder_hidden_size, args.write_dropout,
+            )
         names = [n.strip() for n in args.gate_features.split(",") if n.strip()]
         sizes = {"hidden": args.decoder_hidden_size, "context": model.encoder.output_units,
                  "input": args.decoder_embed_dim, "output": args.decoder_out_embed_dim}
@@ -162,6 +226,7 @@ def lex_lstm_base(args):
     args.write_dropout = getattr(args, "write_dropout", 0.0)
     args.gate_features = getattr(args, "gate_features", "hidden")
     args.embedding_init = getattr(args, "embedding_init", None) or "uniform"
+    args.decoder_output = getattr(args, "decoder_output", None) or "luong"
     args.lexicon = getattr(args, "lexicon", None)
     lexicon_arch_defaults(args)
     lstm_base_architecture(args)
