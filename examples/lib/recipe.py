@@ -242,6 +242,15 @@ class HParams:
     gen_batch_size: int = 128
     log_interval: int = 100
     lexicon_top_k: Optional[int] = None
+    decoder: str = "authors"         # LSTM rows: "authors" (their released decoder) or "fairseq" (fairseq's LSTM)
+
+
+# The LSTM decoder of the authors' released code (ekinakyurek/lexical, src/decoder.py), which produced the paper's
+# numbers: attentional output W [e(y_t-1); o_t-1; h_t; c_t] + b without tanh, N(0, 1) embeddings and, for the
+# lexical rows, the gate as a "copy" word of p_write's softmax. On Colors it is the difference between ~0.1 and the
+# paper's 0.79 (examples/RESULTS.md). `--decoder fairseq` gives fairseq's LSTM (tanh Luong output, eq. 6's gate).
+AUTHORS_DECODER = ("--decoder-output", "combined", "--embedding-init", "normal")
+AUTHORS_GATE = ("--gate-form", "copy-token", "--gate-features", "output")
 
 
 # Appendix C.1 (COGS, SCAN, English-Chinese share these) + the authors' scripts (exp/*/*.sh of
@@ -644,6 +653,10 @@ def build_parser(task: Task) -> argparse.ArgumentParser:
                                                 "loss (0: off)")
     g.add_argument("--beam", type=int, help="beam size of fairseq-generate (1: greedy, the authors' test decoding)")
     g.add_argument("--checkpoint", choices=("last", "best"), help="checkpoint to evaluate")
+    g.add_argument("--decoder", choices=("authors", "fairseq"),
+                   help="LSTM rows: 'authors' (default), the decoder of the authors' released code "
+                        "(--decoder-output combined --embedding-init normal, and --gate-form copy-token "
+                        "--gate-features output on lexical rows); 'fairseq': fairseq's LSTM decoder with eq. 6's gate")
     avg = g.add_mutually_exclusive_group()
     avg.add_argument("--sentence-avg", dest="sentence_avg", action="store_true", default=None,
                      help="loss summed per sentence, averaged over sentences (the authors' code)")
@@ -734,7 +747,7 @@ def effective_hparams(task: Task, args) -> HParams:
     overrides = {
         "max_update": args.max_update, "lr": args.lr, "warmup": args.warmup_updates, "batch_size": args.batch_size,
         "update_freq": args.update_freq, "beam": args.beam, "checkpoint": args.checkpoint,
-        "sentence_avg": args.sentence_avg, "adam_betas": args.adam_betas,
+        "sentence_avg": args.sentence_avg, "adam_betas": args.adam_betas, "decoder": args.decoder,
     }
     hp = replace(hp, **{k: v for k, v in overrides.items() if v is not None})
     if args.patience is not None:
@@ -987,6 +1000,8 @@ class Recipe:
             out += ["--lexicon-unit-epochs", str(self.lla.lexicon_epochs)]
         elif self.hp.write_dropout and (self.hp.write_dropout_models == "all" or spec.lexical):
             out += ["--write-dropout", str(self.hp.write_dropout)]
+        if self.hp.decoder == "authors" and not (spec.transformer or spec.lla):
+            out += list(AUTHORS_DECODER) + (list(AUTHORS_GATE) if spec.lexical else [])
         return out
 
     def lla_train_commands(self, model: str, seed: int, out: str) -> Tuple[List[str], List[str]]:
@@ -1314,7 +1329,8 @@ class Recipe:
         say(f"   {hp.hidden}-unit 2-layer LSTM, batch {hp.batch_size} x {hp.update_freq}, lr {hp.lr:.3g} "
             f"(inverse sqrt, {hp.warmup} warm-up), clip {hp.clip_norm}, {hp.max_update} updates, "
             + (f"validation every {hp.validate_every} updates, " if hp.validate_every else "no validation, ")
-            + f"checkpoint_{hp.checkpoint}.pt, beam {hp.beam}")
+            + f"checkpoint_{hp.checkpoint}.pt, beam {hp.beam}; "
+            + ("the authors' released decoder" if hp.decoder == "authors" else "fairseq's LSTM decoder, eq. 6 gate"))
         if self.transformer_models:
             ts = self.ts
             batch = " + ".join(x for x in (f"--max-tokens {ts.max_tokens}" if ts.max_tokens else "",
