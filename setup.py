@@ -30,5 +30,7 @@ setup(
         "test": ["pytest", "hypothesis"],
         # fast_align itself, as the reference aligner of `tools/build_lexicon.py --aligner fast_align`.
         "fast_align": ["systran-align==3.5.0"],
+        # the joint subword model of examples/cat_oci
+        "sentencepiece": ["sentencepiece==0.2.1"],
     },
 )

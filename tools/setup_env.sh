@@ -24,8 +24,10 @@ FAIRSEQ_DIST="fairseq-fixed==0.12.3.1"
 FAIRSEQ_DEPS=(cffi cython "hydra-core==1.3.2" "omegaconf==2.3.0" numpy regex sacrebleu tqdm bitarray scikit-learn packaging)
 # The plugin's own requirements (setup.py's install_requires and the test extra), installed here because the
 # package itself goes in with --no-deps (fairseq-fixed's metadata would pull torchaudio back in).
-# numba compiles the lexicon learners' EM and sampling kernels; systran-align wraps fast_align (the reference aligner).
-PROJECT_DEPS=(matplotlib scipy "numba==0.68.1" "systran-align==3.5.0" "sacrebleu>=2.3" tqdm pytest hypothesis)
+# numba compiles the lexicon learners' EM and sampling kernels; systran-align wraps fast_align (the reference aligner);
+# sentencepiece makes the joint subword model of examples/cat_oci (0.2.1 has a cp311 manylinux wheel: no compiling).
+PROJECT_DEPS=(matplotlib scipy "numba==0.68.1" "systran-align==3.5.0" "sacrebleu>=2.3" tqdm pytest hypothesis
+              "sentencepiece==0.2.1")
 WHEEL_CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/fairseq_lexical/wheels"
 
 
