@@ -1,0 +1,100 @@
+"""examples/compositional_split end to end on a tiny slice of ../shared/data/eng_cmn: the selection (pool ->
+ensemble uncertainty -> seeded sample), the three systems, the scores and the tables. The models are trained a
+handful of updates, so the BLEU values mean nothing here; only the outputs' presence and form are checked.
+About 90 s of CPU (10 fairseq processes, mostly their import): ~2 min 20 s of wall time at load average 4 on 2 cores."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, shared_data
+
+SPLIT = os.path.join(REPO, "examples", "compositional_split", "split.py")
+FILES = ("cmn.txt_train_tokenized.tsv", "cmn.txt_dev_tokenized.tsv", "cmn.txt_test_tokenized.tsv")
+SYSTEMS = {"lstm": "LSTM", "simple": "LSTM + Lex.: Simple", "rdangle_sep": "R-Dangle sep, interval 4"}
+# 2,000 training pairs (the words of 100-odd candidates must be seen in training), 80 dev + 80 test pairs
+# (20 dev pairs held out for validation), 2 members, 3 updates, outputs of at most 10 tokens
+TINY = ["--limit-train", "2000", "--limit-eval", "80", "--valid-size", "20", "--min-word-count", "1",
+        "--pool", "60", "--drop-top", "5", "--window", "30", "--sample", "20", "--members", "2",
+        "--member-updates", "3", "--system-updates", "3", "--max-len-b", "10", "--jobs", "2",
+        "--progress-every", "1000"]
+
+
+def run_split(*args):
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    return subprocess.run([sys.executable, SPLIT, *args], capture_output=True, text=True, env=env, timeout=900)
+
+
+def read_tsv(path):
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    header = lines[0].split("\t")
+    return header, [dict(zip(header, line.split("\t"))) for line in lines[1:]]
+
+
+def test_missing_data_file_is_named(tmp_path):
+    proc = run_split("--data", str(tmp_path), "--work", str(tmp_path / "work"))
+    assert proc.returncode == 2
+    assert f"data file not found: {tmp_path}/cmn.txt_train_tokenized.tsv" in proc.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.needs_shared_data
+def test_compositional_split_end_to_end(tmp_path):
+    data = os.path.dirname(shared_data("eng_cmn", FILES[0]))
+    for name in FILES[1:]:
+        shared_data("eng_cmn", name)
+    work = tmp_path / "work"
+    proc = run_split("--data", data, "--work", str(work), *TINY)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+
+    # the new test set: --sample pairs, distinct candidates, written as English<TAB>Chinese
+    ids = [int(x) for x in (work / "select" / "sel.selected.ids").read_text().split()]
+    assert len(ids) == 20 == len(set(ids))
+    pairs = (work / "compositional_test.tsv").read_text(encoding="utf-8").splitlines()
+    assert len(pairs) == 20 and all(len(p.split("\t")) == 2 and all(p.split("\t")) for p in pairs)
+    candidates = (work / "data" / "candidates.src").read_text(encoding="utf-8").splitlines()
+    assert [p.split("\t")[0] for p in pairs] == [candidates[i] for i in ids]
+    assert len(candidates) == 60 + 80  # rest of dev + test
+
+    # the sample TSV holds every score of every pool candidate, and the stages follow the ranking
+    header, rows = read_tsv(work / "select" / "sel.sample.tsv")
+    for col in ("index", "degree", "pieces", "length", "tiling", "source", "target", "rmi", "rmi_tokens",
+                "rmi_status", "hypothesis", "rmi_rank", "stage"):
+        assert col in header, col
+    assert len(rows) == 60
+    for r in rows:
+        assert 0 < float(r["degree"]) <= 1 and float(r["rmi"]) >= 0 and r["rmi_status"] == "ok"
+    stages = {r["index"]: (int(r["rmi_rank"]), r["stage"]) for r in rows}
+    assert sorted(int(i) for i, (_, s) in stages.items() if s == "selected") == sorted(ids)
+    assert sorted(rank for rank, s in stages.values() if s == "dropped-top") == [1, 2, 3, 4, 5]
+    assert all(6 <= rank <= 35 for rank, s in stages.values() if s == "selected")
+
+    # scores: every system on every set, with both tokenisations; the tables name the three systems
+    results = json.loads((work / "results.json").read_text(encoding="utf-8"))
+    assert set(results["scores"]) == set(SYSTEMS)
+    sizes = {"test": 80, "selected": 20, "pool": 60}
+    for model, per_set in results["scores"].items():
+        assert set(per_set) == set(sizes)
+        for name, entry in per_set.items():
+            assert entry["n"] == sizes[name]
+            assert 0 <= entry["bleu"] <= 100 and 0 <= entry["bleu_zh"] <= 100
+            assert "tok:zh" in entry["bleu_zh_signature"]
+    assert results["sets"]["selected"]["n"] == 20 and results["sets"]["selected"]["pass_oov_filter"] == 20
+    table = (work / "results.md").read_text(encoding="utf-8")
+    assert "REDUCED CPU configuration" in table
+    for label in SYSTEMS.values():
+        assert f"| {label} |" in table
+    for name in ("candidates", "selected"):
+        with open(work / "eval" / f"by_degree.{name}.png", "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+    # a second run with another sample seed redoes only the sample and what follows from it
+    proc = run_split("--data", data, "--work", str(work), *TINY, "--sample-seed", "2")
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    for step in ("preprocess", "members/seed1", "uncertainty", "systems/lstm/train", "systems/simple/generate"):
+        assert f"{step}: up to date" in proc.stdout, step
+    assert "sample: done" in proc.stdout
+    assert [int(x) for x in (work / "select" / "sel.selected.ids").read_text().split()] != ids
