@@ -182,3 +182,17 @@ def test_combined_decoder_output_keeps_one_copy_of_the_first_cell(toy_data):
     names = [n for n, _ in model.named_parameters()]
     assert len(names) == len(set(names))
     assert not any(n.startswith("decoder.attention._cell") for n in model.state_dict())
+
+
+def test_combined_decoder_output_drops_the_gate_output_feature_once(toy_data):
+    """With --decoder-output combined, o_t already carries the write dropout: the gate must not drop it again,
+    while the other gate features still get it."""
+    model, task, _ = build_model(toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", toy_data / "lexicon.tsv",
+                                 "--decoder-output", "combined", "--gate-features", "output,hidden",
+                                 "--write-dropout", "0.5")
+    model.train()
+    dec = model.decoder
+    out, hidden = torch.ones(2, 3, 128), torch.ones(2, 3, 128)
+    features = dec.gate_features(None, None, None, hidden, None, out)
+    assert torch.equal(features[..., :128], out)
+    assert set(features[..., 128:].unique().tolist()) <= {0.0, 2.0}

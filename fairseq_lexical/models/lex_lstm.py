@@ -143,10 +143,11 @@ class LexLSTMDecoder(LSTMDecoder):
                 parts.append(self.embed_tokens(prev_output_tokens))
             elif name == "output":
                 parts.append(output)
-        features = torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
-        if self.combined_output and self.gate_feature_names == ["output"]:
-            return features  # already dropped out once, as p_write's input
-        return self.write_dropout(features)
+        if self.combined_output:
+            # o_t ("output") went through the write dropout inside CombinedOutputAttention; the others have not
+            parts = [p if n == "output" else self.write_dropout(p) for n, p in zip(self.gate_feature_names, parts)]
+            return torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
+        return self.write_dropout(torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0])
 
     def get_normalized_probs(self, net_output, log_probs: bool, sample=None):
         # forward already returns normalised fp32 log-probabilities (the mixture is not a softmax of logits).
