@@ -24,6 +24,7 @@ def register() -> None:
     compat.apply()
     from . import criterions, models  # noqa: F401
 
+    compat.bf16_without_tpu()  # wraps the architecture functions, ours included: after the models registered
     _registered = True
 
 

@@ -17,10 +17,16 @@
    checkpoints. Given a world size above 1 on a machine without GPUs, it fails picking the device
    (``device_id = rank % torch.cuda.device_count()``: integer modulo by zero). We take the world size from WORLD_SIZE when the launcher set it, and on a machine without
    GPUs give every process device id 0 (unused on the CPU).
+5. ``--bf16`` (and ``--memory-efficient-bf16``) set ``--tpu`` in ``fairseq.options.parse_args_and_arch``, so on a
+   CPU or GPU training stops with ``'NoneType' object has no attribute 'xla_device'``. Where torch_xla is not
+   installed (no TPU can be used) we undo that: bf16 then runs on the CPU or GPU, as ``--bf16`` says. This is done
+   in the architecture configuration functions, the first code of ours that runs after fairseq set the flag.
 """
 from __future__ import annotations
 
 import argparse
+import functools
+import importlib.util
 import logging
 import os
 
@@ -129,6 +135,31 @@ def _torchrun_world_size_and_cpu():
     infer_init_method.original = original_infer
     du.infer_init_method = infer_init_method
     du._infer_torch_distributed_launch_init = _infer_torch_distributed_launch_init
+
+
+def _undo_bf16_tpu(args) -> None:
+    if getattr(args, "bf16", False) and getattr(args, "tpu", False) and importlib.util.find_spec("torch_xla") is None:
+        logger.info("--bf16 without torch_xla: training in bf16 on the %s, not on a TPU (fairseq 0.12 sets --tpu "
+                    "with --bf16)", "CPU" if getattr(args, "cpu", False) or not torch.cuda.is_available() else "GPU")
+        args.tpu = False
+
+
+def bf16_without_tpu() -> None:
+    """Fix 5: wrap every architecture configuration function registered so far (ours and fairseq's own).
+    Called once the plugin's models are registered (idempotent)."""
+    from fairseq.models import ARCH_CONFIG_REGISTRY
+
+    for name, configure in list(ARCH_CONFIG_REGISTRY.items()):
+        if getattr(configure, "_fairseq_lexical_bf16", False):
+            continue
+
+        @functools.wraps(configure)
+        def configure_without_tpu(args, _configure=configure):
+            _undo_bf16_tpu(args)
+            return _configure(args)
+
+        configure_without_tpu._fairseq_lexical_bf16 = True
+        ARCH_CONFIG_REGISTRY[name] = configure_without_tpu
 
 
 def apply():

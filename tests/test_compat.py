@@ -57,3 +57,84 @@ def test_without_the_plugin_fairseq_checkpoints_do_not_load(tmp_path):
     code = f"import torch; torch.load({str(path)!r})"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode != 0 and "argparse.Namespace" in proc.stderr
+
+
+def _parse(arch, *extra):
+    from fairseq import options
+
+    parser = options.get_training_parser()
+    return options.parse_args_and_arch(parser, ["data-bin", "--arch", arch, "--bf16", *extra])
+
+
+@pytest.mark.parametrize("arch", ["lex_lstm_small", "lex_transformer_tiny", "transformer"])
+def test_bf16_does_not_imply_tpu_without_torch_xla(arch):
+    args = _parse(arch)
+    assert args.bf16 and not args.tpu
+
+
+def test_unpatched_bf16_implies_tpu(monkeypatch):
+    """The defect itself: fairseq's own architecture function leaves the --tpu that --bf16 set."""
+    from fairseq.models import ARCH_CONFIG_REGISTRY
+
+    monkeypatch.setitem(ARCH_CONFIG_REGISTRY, "transformer", ARCH_CONFIG_REGISTRY["transformer"].__wrapped__)
+    assert _parse("transformer").tpu
+
+
+_BF16_RUNNER = r"""
+import json, sys
+import torch
+import fairseq_lexical
+from fairseq import trainer
+from fairseq_cli import train
+trainers, init = [], trainer.Trainer.__init__
+def record(self, *args, **kwargs):
+    init(self, *args, **kwargs)
+    trainers.append(self)
+trainer.Trainer.__init__ = record
+jobs, out = json.loads(sys.argv[1]), {}
+for name, argv in jobs.items():
+    sys.argv = ["fairseq-train", *argv]
+    train.cli_main()
+    # the trained model as it ran (checkpoints are saved in fp32)
+    out[name] = {k: str(v.dtype) for k, v in trainers[-1].model.state_dict().items()}
+print("DTYPES " + json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_bf16_training_on_the_cpu_every_architecture(toy_data, tmp_path):
+    """--bf16 --cpu trains each architecture (fix 5): bf16 parameters, the frozen lexicon tables kept in their own
+    dtype, finite losses."""
+    import json
+    import os
+    import re
+
+    from conftest import REPO
+
+    common = ["--user-dir", os.path.join(REPO, "fairseq_lexical"), "--cpu", "--bf16", "--criterion",
+              "lexical_cross_entropy", "--optimizer", "adam", "--lr", "0.005", "--batch-size", "8", "--max-update",
+              "6", "--num-workers", "0", "--log-format", "simple", "--log-interval", "2", "--seed", "3",
+              "--no-epoch-checkpoints", "--disable-validation"]
+    lexicon = ["--lexicon", str(toy_data / "lexicon.tsv")]
+    jobs = {
+        "lex_lstm": ["--arch", "lex_lstm_small", *lexicon],
+        "lex_transformer": ["--arch", "lex_transformer_tiny", *lexicon],
+        "rdangle": ["--arch", "rdangle_transformer_tiny", "--reencode-interval", "2", *lexicon],
+        "lla_lstm": ["--arch", "lla_lstm_small", "--lexicon-unit-joint"],
+    }
+    jobs = {name: [str(toy_data / "bin"), *argv, *common, "--save-dir", str(tmp_path / name)]
+            for name, argv in jobs.items()}
+    proc = subprocess.run([sys.executable, "-c", _BF16_RUNNER, json.dumps(jobs)], capture_output=True, text=True,
+                          timeout=600)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-5000:]
+    assert "xla" not in log.lower() or "without torch_xla" in log
+    losses = [float(x) for x in re.findall(r"\| loss ([-\d.naif]+) \|", log)]
+    assert len(losses) >= len(jobs) and all(np.isfinite(losses)), losses
+    dtypes = json.loads(log.split("DTYPES ", 1)[1].splitlines()[0])
+    for name, table in dtypes.items():
+        floats = {k: v for k, v in table.items() if "float" in v}
+        lexical = {k: v for k, v in floats.items() if "lexicon" in k}
+        assert any(v == "torch.bfloat16" for v in floats.values()), (name, table)
+        if name != "lla_lstm":  # its Lexicon Unit is a trained embedding, bf16 like the rest
+            assert lexical and all(v != "torch.bfloat16" for v in lexical.values()), (name, lexical)
