@@ -198,11 +198,11 @@ def test_dry_run_lla_models_thrush_schedule_metrics_and_damage(tmp_path):
 
 
 def test_dry_run_transformer_family_rows(tmp_path):
-    """transformer, lex_transformer, pgn, dangle, rdangle_shr, rdangle_sep: arch, interval, kv-mode, the joined
+    """transformer, lex_transformer, pgn, dangle, rdangle_shr, rdangle_sep, rdangle_sep_o1: arch, interval, kv-mode, the joined
     dictionary of pgn; the _tiny archs under --cpu-small; not in 'all'."""
     write_tiny_layouts(tmp_path)
     work = ("--work", tmp_path / "w")
-    names = "transformer,lex_transformer,pgn,dangle,rdangle_shr,rdangle_sep"
+    names = "transformer,lex_transformer,pgn,dangle,rdangle_shr,rdangle_sep,rdangle_sep_o1"
     cogs = dry_run("cogs", tmp_path / "cogs", "--models", names, *work)
     lines = cogs.splitlines()
     train = {m: next(l for i, l in enumerate(lines) if l.strip().startswith("train:") and f" {m} seed 1:" in lines[i - 1])
@@ -215,6 +215,7 @@ def test_dry_run_transformer_family_rows(tmp_path):
     assert "--arch dangle_transformer --kv-mode shared --reencode-interval 1 " in train["dangle"]
     assert "--arch rdangle_transformer_iwslt_de_en --kv-mode shared --reencode-interval 4 " in train["rdangle_shr"]
     assert "--arch rdangle_transformer_iwslt_de_en --kv-mode sep --reencode-interval 4 " in train["rdangle_sep"]
+    assert "--arch rdangle_transformer_iwslt_de_en --kv-mode sep --reencode-interval 1 " in train["rdangle_sep_o1"]
     for m, line in train.items():
         for opt in ("--lr 0.0005", "--warmup-updates 4000", "--adam-betas '(0.9, 0.98)'", "--max-tokens 4096",
                     "--label-smoothing 0.1", "--weight-decay 0.0001", "--max-update 30000", "--clip-norm 0 "):
@@ -227,7 +228,7 @@ def test_dry_run_transformer_family_rows(tmp_path):
     assert "--joined-dictionary" not in prep[0]
 
     small = dry_run("scan", tmp_path / "scan", "--split", "around_right", "--models", names, "--cpu-small", *work)
-    assert small.count("--arch lex_transformer_tiny") == 3 and small.count("--arch rdangle_transformer_tiny") == 3
+    assert small.count("--arch lex_transformer_tiny") == 3 and small.count("--arch rdangle_transformer_tiny") == 4
     assert "--encoder-embed-dim" not in small and "--kv-mode sep --reencode-interval 4" in small
     assert "--batch-size 64" in small and "--max-update 2000" in small and "CPU-SMALL" in small
 

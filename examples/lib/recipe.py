@@ -128,6 +128,10 @@ MODELS.update({
     "rdangle_sep": ModelSpec("R-Dangle sep, interval 4", "rdangle_transformer_iwslt_de_en", None,
                              ("--kv-mode", "sep", "--reencode-interval", "4"),
                              small_arch="rdangle_transformer_tiny", transformer=True),
+    # interval 1 with separate values: the R-Dangle_sep of the paper's Table 4 (shared kv at interval 1 is Dangle)
+    "rdangle_sep_o1": ModelSpec("R-Dangle sep, interval 1", "rdangle_transformer_iwslt_de_en", None,
+                                ("--kv-mode", "sep", "--reencode-interval", "1"),
+                                small_arch="rdangle_transformer_tiny", transformer=True),
 })
 # the --cpu-small rows keep their lexicon/interval/kv-mode options but not the full-size ones (IWSLT_SIZES, dropout)
 _FULL_SIZE_OPTIONS = set(IWSLT_SIZES[0::2])
