@@ -82,3 +82,75 @@ def test_reduce_metrics_logs_mean_gate_and_each_auxiliary_loss():
 def test_bad_label_smoothing_is_rejected():
     with pytest.raises(ValueError, match="--label-smoothing"):
         LexicalCrossEntropyCriterion(FakeTask(), label_smoothing=1.5)
+
+
+def test_exact_match_in_evaluation_counts_sentences_whose_every_token_is_the_argmax():
+    task = FakeTask()
+    pad = task.target_dictionary.pad()
+    lp = torch.full((2, 3, 7), -3.0)
+    lp[0, 0, 4] = lp[0, 1, 5] = lp[0, 2, 6] = -0.1  # sentence 0: argmax 4 5 (6 on the padded position)
+    lp[1, 0, 4] = lp[1, 1, 5] = lp[1, 2, 2] = -0.1  # sentence 1: argmax 4 5 2, target 4 6 2
+    sample = {"net_input": {}, "target": torch.tensor([[4, 5, pad], [4, 6, 2]]), "ntokens": 5}
+    model = FakeModel(lp, torch.zeros(2, 3), torch.tensor(0.0))
+    crit = LexicalCrossEntropyCriterion(task)
+    assert "exact_sum" not in crit(model, sample)[2]  # training mode: not computed
+    model.eval()
+    log = crit(model, sample)[2]
+    assert log["exact_sum"] == 1
+    with metrics.aggregate() as agg:
+        LexicalCrossEntropyCriterion.reduce_metrics([log, dict(log, exact_sum=2, nsentences=2)])
+    assert agg.get_smoothed_values()["exact_match"] == pytest.approx(3 / 4)
+
+
+@pytest.mark.parametrize("arch, extra", [
+    ("lex_lstm_small", ("--decoder-output", "combined")),
+    ("lla_lstm_small", ()),
+    ("lex_transformer_tiny", ()),
+])
+def test_exact_match_equals_greedy_decoding(toy_data, arch, extra):
+    """Targets = the greedy decoder's own outputs for half the sentences and a one-token change of them for the
+    other half: the teacher-forced exact match must count exactly the first half."""
+    from conftest import build_model, make_toy_pairs
+    from fairseq.data import LanguagePairDataset
+    from model_checks import toy_batch
+    from fairseq.sequence_generator import SequenceGenerator
+
+    lexicon = ("--lexicon", str(toy_data / "lexicon.tsv")) if arch != "lla_lstm_small" else ()
+    torch.manual_seed(0)
+    model, task, _ = build_model(toy_data / "bin", "--arch", arch, *lexicon, *extra)
+    sd, td = task.source_dictionary, task.target_dictionary
+    # a short fit to the toy task, so that greedy decoding ends with its own EOS rather than at the length limit
+    train = toy_batch(task, make_toy_pairs(60, 1))
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    crit = LexicalCrossEntropyCriterion(task)
+    for _ in range(60):
+        opt.zero_grad()
+        crit(model, train)[0].backward()
+        opt.step()
+    model.eval()
+    src = [sd.encode_line(s, add_if_not_exist=False).long() for s, _ in make_toy_pairs(24, 9)]
+    ds = LanguagePairDataset(src, [len(x) for x in src], sd)
+    max_len = 12
+    gen = SequenceGenerator([model], td, beam_size=1, max_len_b=max_len)
+    batch = ds.collater([ds[i] for i in range(len(src))])  # sorted by length: hypotheses follow batch["id"]
+    with torch.no_grad():
+        hypos = gen.forward(batch)
+    greedy = [None] * len(src)
+    for i, h in zip(batch["id"].tolist(), hypos):
+        greedy[i] = h[0]["tokens"]
+    keep = [i for i, h in enumerate(greedy) if len(h) <= max_len]  # ended by the model's own EOS, not the limit
+    assert len(keep) >= 6, [len(h) for h in greedy]
+    targets, expected = [], 0
+    for k, i in enumerate(keep):
+        t = greedy[i].clone()
+        if k % 2:
+            t[0] = td.index("B1") if t[0] != td.index("B1") else td.index("B2")
+        else:
+            expected += 1
+        targets.append(t)
+    pairs = LanguagePairDataset([src[i] for i in keep], [len(src[i]) for i in keep], sd, targets,
+                                [len(t) for t in targets], td)
+    sample = pairs.collater([pairs[j] for j in range(len(keep))])
+    with torch.no_grad():
+        log = LexicalCrossEntropyCriterion(task)(model, sample)[2]
+    assert log["exact_sum"] == expected

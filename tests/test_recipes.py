@@ -171,11 +171,17 @@ def test_dry_run_lla_models_thrush_schedule_metrics_and_damage(tmp_path):
     assert len(first) == 2 and len(rest) == 2
     for line in first + rest:
         for opt in ("--arch lla_lstm ", "--lexicon-unit-epochs 30", "--lr 0.001 --lr-scheduler fixed",
-                    "--clip-norm 0", "--disable-validation"):
+                    "--clip-norm 0"):
             assert opt in line, opt
         assert "--write-dropout" not in line and "--warmup-updates" not in line
     assert all("--batch-size 1 --max-epoch 30" in l and "--save-interval 30" in l for l in first)
+    assert all("--disable-validation" in l for l in first)
     assert all("--batch-size 30 --max-epoch 1000" in l and "--save-interval 1000" in l for l in rest)
+    # Thrush's model selection: every epoch validated on exact match (Colors: the training set)
+    assert all("--validate-interval 1" in l and "--best-checkpoint-metric exact_match "
+               "--maximize-best-checkpoint-metric" in l and "--disable-validation" not in l for l in rest)
+    last = dry_run("colors", None, "--models", "lla", "--lla-checkpoint", "last", *work)
+    assert "exact_match" not in last and last.count("--disable-validation") == 2
     assert sum("--no-adversary" in l for l in first + rest) == 2
     assert sum("score.py" in l and "--thrush" in l for l in lines) == 2
     damage = [l for l in lines if l.strip().startswith("damage:")]
@@ -362,3 +368,42 @@ def test_scan_recipe_two_models_two_seeds(tmp_path, tiny_scan):
     proc = run_recipe("scan", "--data", tiny_scan, "--work", work, "--cpu-small", "--max-update", "21",
                       "--models", "lstm", "--seeds", "1")
     assert proc.returncode == 2 and "other settings" in proc.stderr and "--force" in proc.stderr
+
+
+def test_validation_exact_match_reads_the_fairseq_log(tmp_path):
+    sys.path.insert(0, os.path.join(REPO, "examples", "lib"))
+    from recipe import validation_exact_match
+
+    log = tmp_path / "train.log"
+    log.write_text(
+        "2026-11-22 06:34:35 | INFO | valid | epoch 031 | valid on 'valid' subset | loss 4.1 | exact_match 0.5 | "
+        "ppl 16.27 | num_updates 31\n"
+        "2026-11-22 06:34:35 | INFO | train | epoch 031 | loss 4.3 | num_updates 31\n"
+        "2026-11-22 06:34:36 | INFO | valid | epoch 032 | valid on 'valid' subset | loss 3.9 | exact_match 1 | "
+        "ppl 15.0 | num_updates 32\n")
+    assert validation_exact_match(str(log)) == {31: 0.5, 32: 1.0}
+
+
+@pytest.mark.slow
+def test_lla_colors_keeps_the_first_best_epoch(tmp_path):
+    """The lla row end to end on Colors with a short schedule: the evaluated checkpoint is the first epoch with the
+    best validation exact match, retrained to from the Lexicon Unit checkpoint (the recipe checks that the retrained
+    run logs the same exact match)."""
+    import torch
+
+    work = tmp_path / "w"
+    proc = run_recipe("colors", "--models", "lla", "--seeds", "1", "--lla-lexicon-epochs", "2", "--lla-max-epoch",
+                      "12", "--work", work)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = work / "lla" / "seed1"
+    selection = json.loads((out / "selection.json").read_text())
+    curve = {int(e): v for e, v in selection["curve"].items()}
+    assert sorted(curve) == list(range(3, 13))  # every epoch after the Lexicon Unit ones
+    best = max(curve.values())
+    assert selection["exact_match"] == best and selection["epoch"] == min(e for e, v in curve.items() if v == best)
+    state = torch.load(out / "checkpoint_last.pt")
+    position = state["extra_state"]["train_iterator"]  # saved at the end of an epoch: the next one, at 0
+    assert (position["epoch"], position["iterations_in_epoch"]) == (selection["epoch"] + 1, 0)
+    if selection["epoch"] < 12:
+        assert (out / "train_selected.log").exists()
+    assert json.loads((out / "score.json").read_text())["n"] == 10

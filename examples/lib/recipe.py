@@ -191,17 +191,24 @@ class LlaSettings:
     lexicon_batch_size: int = 1
     lexicon_epochs: int = 30
     max_epoch: int = 1000
+    # "best": Thrush's "the validation score is calculated after each train epoch and the model with the best is
+    # tested" (validation exact match; Colors validates on its training set), the first epoch reaching the best;
+    # "last": the last epoch's model
+    checkpoint: str = "best"
 
     def is_paper(self) -> bool:
         return self == LlaSettings()
 
     def describe(self, tag: bool = True) -> str:
         text = (f"Lexicon Unit alone for epochs 1-{self.lexicon_epochs} (batch {self.lexicon_batch_size}), then the "
-                f"rest to epoch {self.max_epoch} (batch {self.batch_size}); Adam lr {self.lr:g} constant, no clipping")
+                f"rest to epoch {self.max_epoch} (batch {self.batch_size}); Adam lr {self.lr:g} constant, no clipping; "
+                + ("the first epoch with the best validation exact match is evaluated" if self.checkpoint == "best"
+                   else "the last epoch is evaluated"))
         if not tag:
             return text
         return text + (" [Thrush 2020's schedule]" if self.is_paper() else " [REDUCED/CHANGED: not Thrush 2020's "
-                                                                             "schedule (30 / 1000 epochs, batch 1 / 30)]")
+                                                                             "schedule (30 / 1000 epochs, batch 1 / 30, "
+                                                                             "best epoch)]")
 
 # method -> (tools/build_lexicon.py options, description printed with the entry count)
 LEXICON_METHODS: Dict[str, Tuple[Tuple[str, ...], str]] = {
@@ -681,6 +688,10 @@ def build_parser(task: Task) -> argparse.ArgumentParser:
                    help=f"batch size of the Lexicon Unit epochs (default {LlaSettings.lexicon_batch_size})")
     g.add_argument("--lla-lr", type=float, default=LlaSettings.lr,
                    help=f"Adam's constant learning rate (default {LlaSettings.lr:g}; the Lexicon Unit gets 100 times it)")
+    g.add_argument("--lla-checkpoint", choices=("best", "last"), default=LlaSettings.checkpoint,
+                   help="best (default, Thrush's model selection): validate every epoch after the Lexicon Unit "
+                        "epochs (Colors: on the training set) and evaluate the first epoch with the highest exact "
+                        "match, retrained to that epoch from the Lexicon Unit checkpoint; last: the last epoch")
     g.add_argument("--damage", nargs="?", const="auto", metavar="CONDITIONS",
                    help="after scoring, run tools/damage.py on each lla model's evaluated checkpoint (Table 2): "
                         "without a value none,lstm,lexicon and adversary (where the model has one); else "
@@ -724,7 +735,8 @@ def parse_seeds(args) -> List[int]:
 
 def lla_settings(args) -> LlaSettings:
     lla = LlaSettings(lr=args.lla_lr, batch_size=args.lla_batch_size, lexicon_batch_size=args.lla_lexicon_batch_size,
-                      lexicon_epochs=args.lla_lexicon_epochs, max_epoch=args.lla_max_epoch)
+                      lexicon_epochs=args.lla_lexicon_epochs, max_epoch=args.lla_max_epoch,
+                      checkpoint=args.lla_checkpoint)
     if min(lla.batch_size, lla.lexicon_batch_size, lla.lexicon_epochs) < 1:
         raise RecipeError("--lla-batch-size, --lla-lexicon-batch-size and --lla-lexicon-epochs must be >= 1")
     if lla.max_epoch <= lla.lexicon_epochs:
@@ -800,6 +812,17 @@ def _training_progress(log_path: str, offset: int, last: Dict[str, str]) -> int:
             if m:
                 last["valid_loss"] = m.group(1)
         return f.tell()
+
+
+def validation_exact_match(log_path: str) -> Dict[int, float]:
+    """epoch -> validation exact_match from a fairseq-train log (the criterion logs it in validation)."""
+    curve = {}
+    with open(log_path, errors="replace") as f:
+        for line in f:
+            m = re.search(r"\| valid \| epoch (\d+) \|.*\| exact_match ([\d.]+)", line)
+            if m:
+                curve[int(m.group(1))] = float(m.group(2))
+    return curve
 
 
 def run_logged(cmd: Sequence[str], stdout_path: str, stderr_path: Optional[str] = None, what: str = "",
@@ -1023,14 +1046,46 @@ class Recipe:
         phases = []
         for batch, last in ((lla.lexicon_batch_size, lla.lexicon_epochs), (lla.batch_size, lla.max_epoch)):
             cmd = base + ["--batch-size", str(batch), "--max-epoch", str(last)]
-            if hp.validate_every is None:
+            lexicon_phase = last == lla.lexicon_epochs
+            if lla.checkpoint == "best" and not lexicon_phase:
+                # every epoch validated (the criterion's greedy exact match); the one to keep is picked afterwards
+                # from the log (select_lla_epoch), so only the last epoch is saved here
+                cmd += ["--validate-interval", "1", "--save-interval", str(last), "--best-checkpoint-metric",
+                        "exact_match", "--maximize-best-checkpoint-metric"]
+            elif hp.validate_every is None or lexicon_phase:
                 cmd += ["--disable-validation", "--save-interval", str(last)]
             else:
                 cmd += ["--validate-interval", "1", "--save-interval", "1"]
-                if self.args.patience:  # the paper trains to epoch 1000 and keeps the best; no early stopping
-                    cmd += ["--patience", str(self.args.patience)]
+            if self.args.patience and hp.validate_every is not None and not lexicon_phase:
+                cmd += ["--patience", str(self.args.patience)]  # the paper: no early stopping
             phases.append(cmd + shlex.split(self.args.train_args))
         return phases[0], phases[1]
+
+    def select_lla_epoch(self, model: str, seed: int, out: str, command: List[str], index: str) -> dict:
+        """Thrush's model selection: the first epoch with the highest validation exact match (the log of the
+        second call), then the second call again from the Lexicon Unit checkpoint, stopped at that epoch (fairseq
+        seeds every update, so it retraces the same epochs: checked against the logged exact match)."""
+        curve = validation_exact_match(f"{out}/train.log")
+        if not curve:
+            raise RecipeError(f"{out}/train.log has no validation exact_match lines (lla checkpoint selection)")
+        best = max(curve.values())
+        epoch = min(e for e, v in curve.items() if v == best)
+        selection = {"epoch": epoch, "exact_match": best, "last_epoch": max(curve), "curve": curve}
+        if epoch < max(curve):
+            say(f"{index}    {model} seed {seed}: best validation exact match {best:g} first at epoch {epoch}; "
+                f"retraining to it from the Lexicon Unit checkpoint")
+            cmd = list(command)
+            cmd[cmd.index("--max-epoch") + 1] = str(epoch)
+            cmd[cmd.index("--save-interval") + 1] = str(epoch)
+            cmd += ["--restore-file", f"{out}/checkpoint_lexicon_unit.pt"]
+            os.remove(f"{out}/checkpoint_last.pt")
+            run_logged(cmd, f"{out}/train_selected.log", what=f"fairseq-train to epoch {epoch} ({model}, seed {seed})")
+            again = validation_exact_match(f"{out}/train_selected.log").get(epoch)
+            if again != best:
+                raise RecipeError(f"retraining {model} seed {seed} to epoch {epoch} gave validation exact match "
+                                  f"{again}, not the {best} of the first run (see {out}/train_selected.log)")
+        write_json(f"{out}/selection.json", selection)
+        return selection
 
     def transformer_train_command(self, model: str, seed: int, out: str) -> List[str]:
         """fairseq's transformer_iwslt_de_en recipe (TransformerSettings); validation, patience and the evaluated
@@ -1250,10 +1305,15 @@ class Recipe:
                                      what=f"fairseq-train, Lexicon Unit epochs ({model}, seed {seed})",
                                      progress=f"{index}    {model} seed {seed}: ")
                 resuming = True  # the second call appends to the log and resumes checkpoint_last.pt
+                shutil.copyfile(f"{out}/checkpoint_last.pt", f"{out}/checkpoint_lexicon_unit.pt")
             else:
                 say(f"{index} {model} seed {seed}: training ({self.hp.max_update} updates max) ...")
             t_train += run_logged(commands["train"], f"{out}/train.log", what=f"fairseq-train ({model}, seed {seed})",
                                   append=resuming, progress=f"{index}    {model} seed {seed}: ")
+            if "train_lexicon" in commands and self.lla.checkpoint == "best":
+                t0 = time.time()
+                self.select_lla_epoch(model, seed, out, commands["train"], index)
+                t_train += time.time() - t0
             stopped = self.training_summary(f"{out}/train.log")
             if not os.path.isfile(self.checkpoint_path(out)):
                 raise RecipeError(f"{self.checkpoint_path(out)} was not written (see {out}/train.log)")
@@ -1347,7 +1407,7 @@ class Recipe:
                 f"clip {ts.clip_norm:g}, {batch} x {ts.update_freq}, {ts.max_update} updates{tag}")
         if self.lla_models:
             say(f"== {', '.join(self.lla_models)} (Thrush 2020, --arch {self.arch(MODELS['lla'])}): "
-                f"{self.lla.describe()}; last epoch's checkpoint_{hp.checkpoint}.pt, beam {hp.beam}; "
+                f"{self.lla.describe()} (as checkpoint_last.pt); beam {hp.beam}; "
                 f"scored with exact match and Thrush's precision/recall/token accuracy"
                 + ("; --damage " + self.damage if self.damage is not None else ""))
         say(f"== models: {', '.join(self.models)}; seeds: {', '.join(map(str, self.seeds))}")

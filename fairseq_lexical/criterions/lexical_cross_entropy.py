@@ -1,5 +1,6 @@
 """`lexical_cross_entropy`: NLL of the model's output distribution (for the lexical models, the mixture of eq. 10),
-with optional label smoothing, plus any auxiliary losses the model returns; logs mean p_gate."""
+with optional label smoothing, plus any auxiliary losses the model returns; logs mean p_gate and, in validation,
+greedy exact match."""
 # (No `from __future__ import annotations` here: fairseq reads the config dataclass's field types at runtime.)
 
 import math
@@ -30,6 +31,13 @@ class LexicalCrossEntropyCriterion(FairseqCriterion):
       sample_size unit (target tokens, or sentences with --sentence-avg);
     - ``aux_sizes`` ({name: count}, optional): the count a loss is a sum over (e.g. sentences); that loss is then
       logged per count instead (its training weight does not change).
+
+    In evaluation mode (validation) it also logs ``exact_match``: the fraction of sentences whose every target token,
+    EOS included, is the argmax under teacher forcing (padding excluded, and EOS at the first step, as fairseq's search does). For an autoregressive model that is exactly the greedy
+    decoder's exact match (greedy decoding reproduces the target iff each step's argmax, given the target prefix, is
+    the next target token; ties aside), at the cost of the validation forward pass. So
+    ``--best-checkpoint-metric exact_match --maximize-best-checkpoint-metric`` selects checkpoints as Thrush (2020)
+    does (best validation exact match), with no decoding.
     """
 
     def __init__(self, task, label_smoothing: float = 0.0, sentence_avg: bool = False):
@@ -38,6 +46,7 @@ class LexicalCrossEntropyCriterion(FairseqCriterion):
             raise ValueError(f"--label-smoothing must be in [0, 1), got {label_smoothing}")
         self.eps = label_smoothing
         self.sentence_avg = sentence_avg
+        self.eos_idx = task.target_dictionary.eos()
 
     def forward(self, model, sample, reduce=True):
         net_output = model(**sample["net_input"])
@@ -69,6 +78,13 @@ class LexicalCrossEntropyCriterion(FairseqCriterion):
         if p_gate is not None:
             mask = target.ne(self.padding_idx)
             logging_output["p_gate_sum"] = utils.item(p_gate.float().masked_select(mask).sum().data)
+        if not model.training:
+            mask = target.ne(self.padding_idx)
+            # as fairseq's greedy search: never padding, and no EOS at the first step (its min_len = 1)
+            best = lprobs.index_fill(-1, lprobs.new_tensor([self.padding_idx], dtype=torch.long), -math.inf)
+            best[:, 0, self.eos_idx] = -math.inf
+            hit = best.argmax(dim=-1).eq(target) | ~mask
+            logging_output["exact_sum"] = utils.item(hit.all(dim=-1).sum().data)
         logging_output["loss"] = utils.item(loss.data)
         logging_output["nll_loss"] = utils.item(nll_loss.data)
         return loss, sample_size, logging_output
@@ -85,6 +101,9 @@ class LexicalCrossEntropyCriterion(FairseqCriterion):
         metrics.log_derived("ppl", lambda meters: utils.get_perplexity(meters["nll_loss"].avg))
         if any("p_gate_sum" in log for log in logging_outputs):
             metrics.log_scalar("p_gate", total("p_gate_sum") / max(ntokens, 1), ntokens, round=3)
+        if any("exact_sum" in log for log in logging_outputs):
+            nsentences = total("nsentences")
+            metrics.log_scalar("exact_match", total("exact_sum") / max(nsentences, 1), nsentences, round=4)
         aux_names = sorted({k for log in logging_outputs for k in log if k.startswith("aux_")})
         for name in aux_names:
             size_key = "auxsize_" + name[len("aux_"):]
