@@ -399,7 +399,8 @@ class Colors(Task):
         train = read_corpus(files["train"], "tsv")
         return Prepared(train=train, valid=None, test=read_corpus(files["test"], "tsv"), lexcorpus=train,
                         files=files, notes=["no validation set: the training set stands in for fairseq, "
-                                            "validation is disabled and the last checkpoint is used"])
+                                            "validation is disabled and the last checkpoint is used (the lla "
+                                            "rows validate on it to select their epoch, as Thrush 2020 does)"])
 
     # Thrush 2020, Table 1 (Colors: Prec., Rec., Acc., Exact; the LSTM row reads 90 / 62.50 / 49.48 / 0) and
     # Table 2 (precision of the LLA-LSTM with its LSTMs or its Lexicon Unit re-initialised; undamaged = Table 1's).
