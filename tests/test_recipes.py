@@ -195,6 +195,7 @@ def test_dry_run_lla_models_thrush_schedule_metrics_and_damage(tmp_path):
     eng = dry_run("eng_cmn", tmp_path / "eng_cmn", "--models", "lla", "--tokenization", "thrush", "--damage",
                   "none,lexicon", *work)
     assert "--bleu --tokenize none" in eng and "--thrush" in eng and "--validate-interval 1" in eng
+    assert "--best-checkpoint-metric bleu --maximize-best-checkpoint-metric --eval-bleu" in eng
     assert "--damage none,lexicon" in eng
 
     cogs = dry_run("cogs", tmp_path / "cogs", "--models", "all", *work)
@@ -372,7 +373,7 @@ def test_scan_recipe_two_models_two_seeds(tmp_path, tiny_scan):
 
 def test_validation_exact_match_reads_the_fairseq_log(tmp_path):
     sys.path.insert(0, os.path.join(REPO, "examples", "lib"))
-    from recipe import validation_exact_match
+    from recipe import validation_metric
 
     log = tmp_path / "train.log"
     log.write_text(
@@ -381,7 +382,8 @@ def test_validation_exact_match_reads_the_fairseq_log(tmp_path):
         "2026-11-22 06:34:35 | INFO | train | epoch 031 | loss 4.3 | num_updates 31\n"
         "2026-11-22 06:34:36 | INFO | valid | epoch 032 | valid on 'valid' subset | loss 3.9 | exact_match 1 | "
         "ppl 15.0 | num_updates 32\n")
-    assert validation_exact_match(str(log)) == {31: 0.5, 32: 1.0}
+    assert validation_metric(str(log)) == {31: 0.5, 32: 1.0}
+    assert validation_metric(str(log), "ppl") == {31: 16.27, 32: 15.0}
 
 
 @pytest.mark.slow
@@ -400,7 +402,7 @@ def test_lla_colors_keeps_the_first_best_epoch(tmp_path):
     curve = {int(e): v for e, v in selection["curve"].items()}
     assert sorted(curve) == list(range(3, 13))  # every epoch after the Lexicon Unit ones
     best = max(curve.values())
-    assert selection["exact_match"] == best and selection["epoch"] == min(e for e, v in curve.items() if v == best)
+    assert selection["metric"] == "exact_match" and selection["exact_match"] == best and selection["epoch"] == min(e for e, v in curve.items() if v == best)
     state = torch.load(out / "checkpoint_last.pt")
     position = state["extra_state"]["train_iterator"]  # saved at the end of an epoch: the next one, at 0
     assert (position["epoch"], position["iterations_in_epoch"]) == (selection["epoch"] + 1, 0)

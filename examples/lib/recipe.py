@@ -202,7 +202,7 @@ class LlaSettings:
     def describe(self, tag: bool = True) -> str:
         text = (f"Lexicon Unit alone for epochs 1-{self.lexicon_epochs} (batch {self.lexicon_batch_size}), then the "
                 f"rest to epoch {self.max_epoch} (batch {self.batch_size}); Adam lr {self.lr:g} constant, no clipping; "
-                + ("the first epoch with the best validation exact match is evaluated" if self.checkpoint == "best"
+                + ("the first epoch with the best validation score is evaluated" if self.checkpoint == "best"
                    else "the last epoch is evaluated"))
         if not tag:
             return text
@@ -310,6 +310,9 @@ class Task:
     thrush_paper: Dict[str, Dict[str, float]] = {}
     thrush_damage_paper: Dict[str, float] = {}
     damage_examples: Tuple[str, ...] = ()
+    # Thrush's validation metric for the lla rows' model selection: (fairseq's logged name, extra fairseq-train
+    # options); exact match, the criterion's greedy one, "unless otherwise stated"
+    lla_selection: Tuple[str, Tuple[str, ...]] = ("exact_match", ())
 
     def add_args(self, parser: argparse.ArgumentParser) -> None:
         pass
@@ -547,6 +550,9 @@ class EngCmn(Task):
     lexicon_build_args = ("--no-fallback",)
     # Thrush 2020, Table 1 (English to Mandarin: BLEU only; LSTM 9.95) and Table 2 (precision under damage).
     thrush_paper = {"lla": {"bleu": 11.71}, "lla_noadv": {"bleu": 11.40}}
+    # Thrush selects English-Chinese models on validation BLEU: fairseq's own, greedy, over the files' tokens
+    lla_selection = ("bleu", ("--eval-bleu", "--eval-bleu-args", '{"beam": 1, "max_len_a": 0, "max_len_b": 200}',
+                              "--eval-tokenized-bleu", "--eval-bleu-remove-bpe", "none"))
     thrush_damage_paper = {"lstm": 87.37, "lexicon": 54.52}
     damage_examples = ("I ate some fish .",)
 
@@ -692,7 +698,8 @@ def build_parser(task: Task) -> argparse.ArgumentParser:
     g.add_argument("--lla-checkpoint", choices=("best", "last"), default=LlaSettings.checkpoint,
                    help="best (default, Thrush's model selection): validate every epoch after the Lexicon Unit "
                         "epochs (Colors: on the training set) and evaluate the first epoch with the highest exact "
-                        "match, retrained to that epoch from the Lexicon Unit checkpoint; last: the last epoch")
+                        "match (English-Chinese: greedy BLEU), retrained to that epoch from the Lexicon Unit "
+                        "checkpoint; last: the last epoch")
     g.add_argument("--damage", nargs="?", const="auto", metavar="CONDITIONS",
                    help="after scoring, run tools/damage.py on each lla model's evaluated checkpoint (Table 2): "
                         "without a value none,lstm,lexicon and adversary (where the model has one); else "
@@ -815,12 +822,13 @@ def _training_progress(log_path: str, offset: int, last: Dict[str, str]) -> int:
         return f.tell()
 
 
-def validation_exact_match(log_path: str) -> Dict[int, float]:
-    """epoch -> validation exact_match from a fairseq-train log (the criterion logs it in validation)."""
+def validation_metric(log_path: str, metric: str = "exact_match") -> Dict[int, float]:
+    """epoch -> a validation metric from a fairseq-train log (exact_match: the criterion logs it in validation;
+    bleu: fairseq's --eval-bleu)."""
     curve = {}
     with open(log_path, errors="replace") as f:
         for line in f:
-            m = re.search(r"\| valid \| epoch (\d+) \|.*\| exact_match ([\d.]+)", line)
+            m = re.search(r"\| valid \| epoch (\d+) \|.*\| " + re.escape(metric) + r" ([\d.]+)", line)
             if m:
                 curve[int(m.group(1))] = float(m.group(2))
     return curve
@@ -1051,8 +1059,9 @@ class Recipe:
             if lla.checkpoint == "best" and not lexicon_phase:
                 # every epoch validated (the criterion's greedy exact match); the one to keep is picked afterwards
                 # from the log (select_lla_epoch), so only the last epoch is saved here
+                metric, options = self.task.lla_selection
                 cmd += ["--validate-interval", "1", "--save-interval", str(last), "--best-checkpoint-metric",
-                        "exact_match", "--maximize-best-checkpoint-metric"]
+                        metric, "--maximize-best-checkpoint-metric", *options]
             elif hp.validate_every is None or lexicon_phase:
                 cmd += ["--disable-validation", "--save-interval", str(last)]
             else:
@@ -1063,17 +1072,18 @@ class Recipe:
         return phases[0], phases[1]
 
     def select_lla_epoch(self, model: str, seed: int, out: str, command: List[str], index: str) -> dict:
-        """Thrush's model selection: the first epoch with the highest validation exact match (the log of the
-        second call), then the second call again from the Lexicon Unit checkpoint, stopped at that epoch (fairseq
-        seeds every update, so it retraces the same epochs: checked against the logged exact match)."""
-        curve = validation_exact_match(f"{out}/train.log")
+        """Thrush's model selection: the first epoch with the best validation score (Task.lla_selection; the log
+        of the second call), then the second call again from the Lexicon Unit checkpoint, stopped at that epoch
+        (fairseq seeds every update, so it retraces the same epochs: checked against the logged score)."""
+        metric = self.task.lla_selection[0]
+        curve = validation_metric(f"{out}/train.log", metric)
         if not curve:
-            raise RecipeError(f"{out}/train.log has no validation exact_match lines (lla checkpoint selection)")
+            raise RecipeError(f"{out}/train.log has no validation {metric} lines (lla checkpoint selection)")
         best = max(curve.values())
         epoch = min(e for e, v in curve.items() if v == best)
-        selection = {"epoch": epoch, "exact_match": best, "last_epoch": max(curve), "curve": curve}
+        selection = {"metric": metric, "epoch": epoch, metric: best, "last_epoch": max(curve), "curve": curve}
         if epoch < max(curve):
-            say(f"{index}    {model} seed {seed}: best validation exact match {best:g} first at epoch {epoch}; "
+            say(f"{index}    {model} seed {seed}: best validation {metric} {best:g} first at epoch {epoch}; "
                 f"retraining to it from the Lexicon Unit checkpoint")
             cmd = list(command)
             cmd[cmd.index("--max-epoch") + 1] = str(epoch)
@@ -1081,9 +1091,9 @@ class Recipe:
             cmd += ["--restore-file", f"{out}/checkpoint_lexicon_unit.pt"]
             os.remove(f"{out}/checkpoint_last.pt")
             run_logged(cmd, f"{out}/train_selected.log", what=f"fairseq-train to epoch {epoch} ({model}, seed {seed})")
-            again = validation_exact_match(f"{out}/train_selected.log").get(epoch)
+            again = validation_metric(f"{out}/train_selected.log", metric).get(epoch)
             if again != best:
-                raise RecipeError(f"retraining {model} seed {seed} to epoch {epoch} gave validation exact match "
+                raise RecipeError(f"retraining {model} seed {seed} to epoch {epoch} gave validation {metric} "
                                   f"{again}, not the {best} of the first run (see {out}/train_selected.log)")
         write_json(f"{out}/selection.json", selection)
         return selection
