@@ -1321,11 +1321,15 @@ class Recipe:
                 say(f"{index} {model} seed {seed}: training ({self.hp.max_update} updates max) ...")
             t_train += run_logged(commands["train"], f"{out}/train.log", what=f"fairseq-train ({model}, seed {seed})",
                                   append=resuming, progress=f"{index}    {model} seed {seed}: ")
+            selection = None
             if "train_lexicon" in commands and self.lla.checkpoint == "best":
                 t0 = time.time()
-                self.select_lla_epoch(model, seed, out, commands["train"], index)
+                selection = self.select_lla_epoch(model, seed, out, commands["train"], index)
                 t_train += time.time() - t0
             stopped = self.training_summary(f"{out}/train.log")
+            if selection:
+                stopped["text"] += f"; epoch {selection['epoch']} of {selection['last_epoch']} evaluated"
+                stopped["selected_epoch"] = selection["epoch"]
             if not os.path.isfile(self.checkpoint_path(out)):
                 raise RecipeError(f"{self.checkpoint_path(out)} was not written (see {out}/train.log)")
             write_json(f"{out}/train.done", {"train_s": round(t_train, 1), "training": stopped})
