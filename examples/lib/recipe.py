@@ -1316,7 +1316,8 @@ class Recipe:
                                      what=f"fairseq-train, Lexicon Unit epochs ({model}, seed {seed})",
                                      progress=f"{index}    {model} seed {seed}: ")
                 resuming = True  # the second call appends to the log and resumes checkpoint_last.pt
-                shutil.copyfile(f"{out}/checkpoint_last.pt", f"{out}/checkpoint_lexicon_unit.pt")
+                if not os.path.isfile(f"{out}/checkpoint_lexicon_unit.pt"):  # (a resumed run copied it already)
+                    shutil.copyfile(f"{out}/checkpoint_last.pt", f"{out}/checkpoint_lexicon_unit.pt")
             else:
                 say(f"{index} {model} seed {seed}: training ({self.hp.max_update} updates max) ...")
             t_train += run_logged(commands["train"], f"{out}/train.log", what=f"fairseq-train ({model}, seed {seed})",
