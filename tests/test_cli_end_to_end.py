@@ -34,7 +34,7 @@ def trained(toy_data, tmp_path_factory):
 
 def test_training_logs_loss_and_mean_gate(trained):
     _, log, _ = trained
-    assert re.search(r"valid on 'valid' subset \| loss [\d.]+ \| nll_loss [\d.]+ \| p_gate [\d.]+ \| ppl", log)
+    assert re.search(r"valid on 'valid' subset \| loss [\d.]+ \| nll_loss [\d.]+ \| p_gate [\d.]+ \| exact_match [\d.]+ \| ppl", log)
     assert "lexicon" in log and "entries used: 6" in log
 
 

@@ -346,7 +346,7 @@ def test_train_and_generate_from_the_checkpoint_alone(toy_data, tmp_path):
         "--num-workers", "0", "--log-format", "simple", "--log-interval", "4", "--seed", "3",
     )
     log = proc.stdout + proc.stderr
-    assert re.search(r"valid on 'valid' subset \| loss [\d.]+ \| nll_loss [\d.]+ \| p_gate [\d.]+ \| ppl", log)
+    assert re.search(r"valid on 'valid' subset \| loss [\d.]+ \| nll_loss [\d.]+ \| p_gate [\d.]+ \| exact_match [\d.]+ \| ppl", log)
     lexicon.unlink()  # generation must need nothing but the checkpoint
     proc = run_cli(
         "fairseq-generate", toy_data / "bin", "--user-dir", user_dir, "--path", tmp_path / "ckpt" / "checkpoint_last.pt",

@@ -294,7 +294,7 @@ def test_training_log_shows_the_schedule_and_the_auxiliary_losses(trained):
     assert all("lexicon unit only" in p for _, p in phases[:2])
     assert all("encoder, decoder and adversary; lexicon unit frozen" in p for _, p in phases[2:])
     valid = re.findall(r"epoch (\d+) \| valid on 'valid' subset \| loss [\d.]+ \| nll_loss [\d.]+ \| "
-                       r"aux_adversary ([\d.]+) \| aux_lexicon ([\d.]+)", log)
+                       r"exact_match [\d.]+ \| aux_adversary ([\d.]+) \| aux_lexicon ([\d.]+)", log)
     assert [int(v[0]) for v in valid] == [1, 2, 3, 4]
     lexicon = [float(v[2]) for v in valid]
     assert lexicon[1] < lexicon[0]  # the Lexicon Unit learns in epochs 1-2 ...

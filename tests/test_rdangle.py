@@ -383,7 +383,7 @@ def test_train_and_generate_through_the_command_line(toy_data, tmp_path):
         "--no-epoch-checkpoints", "--num-workers", "0", "--log-format", "simple", "--log-interval", "4", "--seed", "3",
     )
     log = proc.stdout + proc.stderr
-    assert re.search(r"valid on 'valid' subset \| loss [\d.]+ \| nll_loss [\d.]+ \| p_gate [\d.]+ \| ppl", log)
+    assert re.search(r"valid on 'valid' subset \| loss [\d.]+ \| nll_loss [\d.]+ \| p_gate [\d.]+ \| exact_match [\d.]+ \| ppl", log)
     proc = run_cli(
         "fairseq-generate", toy_data / "bin", "--user-dir", user_dir, "--path", tmp_path / "ckpt" / "checkpoint_last.pt",
         "--gen-subset", "test", "--beam", "5", "--batch-size", "16",
