@@ -15,8 +15,9 @@
    only if ``--distributed-world-size`` (default: the number of visible GPUs, so 1 on a CPU or one-GPU machine) is
    above 1; otherwise every process silently trains alone on all the data and they overwrite each other's
    checkpoints. Given a world size above 1 on a machine without GPUs, it fails picking the device
-   (``device_id = rank % torch.cuda.device_count()``: integer modulo by zero). We take the world size from WORLD_SIZE when the launcher set it, and on a machine without
-   GPUs give every process device id 0 (unused on the CPU).
+   (``device_id = rank % torch.cuda.device_count()``: integer modulo by zero). We take the world size from
+   WORLD_SIZE when the launcher set it, and on a machine without GPUs give every process device id 0 (unused on the
+   CPU).
 5. ``--bf16`` (and ``--memory-efficient-bf16``) set ``--tpu`` in ``fairseq.options.parse_args_and_arch``, so on a
    CPU or GPU training stops with ``'NoneType' object has no attribute 'xla_device'``. Where torch_xla is not
    installed (no TPU can be used) we undo that: bf16 then runs on the CPU or GPU, as ``--bf16`` says. This is done

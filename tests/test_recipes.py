@@ -402,7 +402,8 @@ def test_lla_colors_keeps_the_first_best_epoch(tmp_path):
     curve = {int(e): v for e, v in selection["curve"].items()}
     assert sorted(curve) == list(range(3, 13))  # every epoch after the Lexicon Unit ones
     best = max(curve.values())
-    assert selection["metric"] == "exact_match" and selection["exact_match"] == best and selection["epoch"] == min(e for e, v in curve.items() if v == best)
+    assert selection["metric"] == "exact_match" and selection["exact_match"] == best
+    assert selection["epoch"] == min(e for e, v in curve.items() if v == best)
     state = torch.load(out / "checkpoint_last.pt")
     position = state["extra_state"]["train_iterator"]  # saved at the end of an epoch: the next one, at 0
     assert (position["epoch"], position["iterations_in_epoch"]) == (selection["epoch"] + 1, 0)

@@ -33,9 +33,10 @@ class LexicalCrossEntropyCriterion(FairseqCriterion):
       logged per count instead (its training weight does not change).
 
     In evaluation mode (validation) it also logs ``exact_match``: the fraction of sentences whose every target token,
-    EOS included, is the argmax under teacher forcing (padding excluded, and EOS at the first step, as fairseq's search does). For an autoregressive model that is exactly the greedy
-    decoder's exact match (greedy decoding reproduces the target iff each step's argmax, given the target prefix, is
-    the next target token; ties aside), at the cost of the validation forward pass. So
+    EOS included, is the argmax under teacher forcing (padding excluded, and EOS at the first step, as fairseq's
+    search does). For an autoregressive model that is exactly the greedy decoder's exact match (greedy decoding
+    reproduces the target iff each step's argmax, given the target prefix, is the next target token; ties aside),
+    at the cost of the validation forward pass. So
     ``--best-checkpoint-metric exact_match --maximize-best-checkpoint-metric`` selects checkpoints as Thrush (2020)
     does (best validation exact match), with no decoding.
     """
@@ -74,12 +75,11 @@ class LexicalCrossEntropyCriterion(FairseqCriterion):
             logging_output[f"aux_{name}"] = utils.item(aux.data)
         for name, count in (extra.get("aux_sizes") or {}).items():
             logging_output[f"auxsize_{name}"] = count
+        mask = target.ne(self.padding_idx)
         p_gate = extra.get("p_gate")
         if p_gate is not None:
-            mask = target.ne(self.padding_idx)
             logging_output["p_gate_sum"] = utils.item(p_gate.float().masked_select(mask).sum().data)
         if not model.training:
-            mask = target.ne(self.padding_idx)
             # as fairseq's greedy search: never padding, and no EOS at the first step (its min_len = 1)
             best = lprobs.index_fill(-1, lprobs.new_tensor([self.padding_idx], dtype=torch.long), -math.inf)
             best[:, 0, self.eos_idx] = -math.inf
