@@ -238,6 +238,34 @@ def test_shapes_with_left_padded_sources_and_right_padded_targets(toy_data, kv_m
 
 
 # -- relative positions (Shaw et al. 2018; appendix C) ---------------------------------------------------------------
+@pytest.mark.parametrize("normalize_before", [False, True])
+@pytest.mark.parametrize("relative", [0, 2])
+def test_last_concat_layer_computing_source_positions_only_gives_the_same_source_outputs(normalize_before, relative):
+    """The adaptive encoder's last concatenation layer skips the target queries (eq. 6 reads only the source
+    slice); the source outputs must equal the full layer's, with padding on both sides and relative positions."""
+    import torch.nn.functional as F
+    from fairseq_lexical.modules.dangle import EncoderLayer, LayerSizes
+    from fairseq_lexical.modules.relative_attention import joint_relative_index, num_relative_joint
+
+    torch.manual_seed(0)
+    sizes = LayerSizes(16, 2, 32, 0.0, 0.0, 0.0, F.relu, normalize_before, relative)
+    layer = EncoderLayer(sizes, num_relative_joint(relative) if relative else 0).eval()
+    src_len, tgt_len = 4, 3
+    x = torch.randn(2, src_len + tgt_len, 16)
+    mask = torch.zeros(2, src_len + tgt_len, dtype=torch.bool)
+    mask[0, 0] = True  # a left-padded source
+    mask[1, -1] = True  # a target position outside the prefix
+    rel = joint_relative_index(src_len, tgt_len, relative) if relative else None
+    full = layer(x, mask, rel)
+    part = layer(x, mask, rel, query_len=src_len)
+    assert part.shape == (2, src_len, 16)
+    torch.testing.assert_close(part, full[:, :src_len], rtol=1e-5, atol=1e-6)
+    # the target rows still act as keys: changing one changes the source outputs
+    y = x.clone()
+    y[0, src_len] += torch.randn(16)
+    assert not torch.allclose(layer(y, mask, rel, query_len=src_len), part)
+
+
 def test_joint_relative_index_on_a_hand_case():
     from fairseq_lexical.modules.relative_attention import joint_relative_index, relative_index
 

@@ -87,10 +87,20 @@ class EncoderLayer(nn.Module):
         x = F.dropout(fn(x), p=self.dropout, training=self.training) + residual
         return x if self.normalize_before else norm(x)
 
-    def forward(self, x: Tensor, key_padding_mask: Optional[Tensor] = None, rel_index: Optional[Tensor] = None):
-        x = self._block(x, self.self_attn_layer_norm,
-                        lambda h: self.self_attn(h, h, h, key_padding_mask=key_padding_mask, rel_index=rel_index,
-                                                         need_weights=False)[0])
+    def forward(self, x: Tensor, key_padding_mask: Optional[Tensor] = None, rel_index: Optional[Tensor] = None,
+                query_len: Optional[int] = None):
+        """``query_len``: compute the outputs of the first ``query_len`` positions only (every position still
+        serves as a key and a value), for a last layer whose other outputs nobody reads."""
+        if query_len is None or query_len == x.size(1):
+            x = self._block(x, self.self_attn_layer_norm,
+                            lambda h: self.self_attn(h, h, h, key_padding_mask=key_padding_mask,
+                                                     rel_index=rel_index, need_weights=False)[0])
+        else:
+            keys = self.self_attn_layer_norm(x) if self.normalize_before else x
+            rel = None if rel_index is None else rel_index[..., :query_len, :]
+            x = self._block(x[:, :query_len], self.self_attn_layer_norm,
+                            lambda h: self.self_attn(h, keys, keys, key_padding_mask=key_padding_mask,
+                                                     rel_index=rel, need_weights=False)[0])
         return self._block(x, self.final_layer_norm, self.ffn)
 
 
@@ -193,8 +203,10 @@ class AdaptiveEncoder(nn.Module):
         mask = torch.cat([src_padding_mask, tgt_mask], dim=1)
         K = self.relative_positions
         rel = joint_relative_index(src_len, tgt_len, K, device=x.device) if K else None
-        for layer in self.concat_layers:  # eq. 5
-            x = layer(x, mask, rel)
+        # eq. 5; the last concatenation layer computes source positions only: eq. 6 reads no target output.
+        last = len(self.concat_layers) - 1
+        for i, layer in enumerate(self.concat_layers):
+            x = layer(x, mask, rel, query_len=src_len if i == last else None)
         h = x[:, :src_len]
         rel = self._source_rel(src_len, h.device)
         for layer in self.source_layers:  # eq. 6
