@@ -174,8 +174,10 @@ def test_dry_run_lla_models_thrush_schedule_metrics_and_damage(tmp_path):
                     "--clip-norm 0"):
             assert opt in line, opt
         assert "--write-dropout" not in line and "--warmup-updates" not in line
-    assert all("--batch-size 1 --max-epoch 30" in l and "--save-interval 30" in l for l in first)
-    assert all("--disable-validation" in l for l in first)
+    assert all("--batch-size 1 --max-epoch 30" in l for l in first)
+    # the Lexicon Unit with the lowest validation BCE is kept
+    assert all("--validate-interval 1 --save-interval 1 --best-checkpoint-metric aux_lexicon" in l and
+               "--disable-validation" not in l and "--maximize" not in l for l in first)
     assert all("--batch-size 30 --max-epoch 1000" in l and "--save-interval 1000" in l for l in rest)
     # Thrush's model selection: every epoch validated on exact match (Colors: the training set)
     assert all("--validate-interval 1" in l and "--best-checkpoint-metric exact_match "
@@ -386,6 +388,42 @@ def test_validation_exact_match_reads_the_fairseq_log(tmp_path):
     assert validation_metric(str(log), "ppl") == {31: 16.27, 32: 15.0}
 
 
+def test_lexicon_unit_selection_puts_the_lowest_bce_unit_into_the_resumed_checkpoint(tmp_path):
+    """Thrush: "to compute the Lexicon Unit to use, we measure its loss (BCE) on the validation set". The unit of
+    the best epoch replaces the last epoch's; the other parameters and the position stay the last epoch's."""
+    import torch
+
+    sys.path.insert(0, os.path.join(REPO, "examples", "lib"))
+    from types import SimpleNamespace
+
+    from recipe import LlaSettings, Recipe, RecipeError
+
+    lines = [f"2026-11-22 09:00:0{e} | INFO | valid | epoch 00{e} | valid on 'valid' subset | loss 9 | "
+             f"aux_lexicon {bce} | exact_match 0 | num_updates {e}\n" for e, bce in ((1, 0.9), (2, 0.25), (3, 0.4))]
+    lines.append("2026-11-22 09:00:09 | INFO | valid | epoch 004 | valid on 'valid' subset | aux_lexicon 0.1\n")
+    (tmp_path / "train.log").write_text("".join(lines))  # epoch 4 is the second call's: not a candidate
+
+    def checkpoint(epoch, unit, other):
+        return {"model": {"encoder.lexicon_unit.weight": torch.full((2, 3), unit), "decoder.w": torch.full((2,), other)},
+                "extra_state": {"train_iterator": {"epoch": epoch + 1, "iterations_in_epoch": 0}, "best": 0.25}}
+
+    torch.save(checkpoint(2, 2.0, 20.0), tmp_path / "checkpoint_best.pt")
+    torch.save(checkpoint(3, 3.0, 30.0), tmp_path / "checkpoint_last.pt")
+    recipe = SimpleNamespace(lla=LlaSettings(lexicon_epochs=3))
+    chosen = Recipe.select_lexicon_unit(recipe, str(tmp_path))
+    assert (chosen["epoch"], chosen["aux_lexicon"], chosen["curve"]) == (2, 0.25, {1: 0.9, 2: 0.25, 3: 0.4})
+    state = torch.load(tmp_path / "checkpoint_last.pt", weights_only=False)
+    assert torch.equal(state["model"]["encoder.lexicon_unit.weight"], torch.full((2, 3), 2.0))
+    assert torch.equal(state["model"]["decoder.w"], torch.full((2,), 30.0))
+    assert state["extra_state"]["train_iterator"]["epoch"] == 4 and "best" not in state["extra_state"]
+    assert not (tmp_path / "checkpoint_best.pt").exists()
+    assert json.loads((tmp_path / "lexicon_unit_selection.json").read_text())["epoch"] == 2
+    # a best checkpoint that is not the logged minimum is an error naming the files
+    torch.save(checkpoint(3, 3.0, 30.0), tmp_path / "checkpoint_best.pt")
+    with pytest.raises(RecipeError, match="checkpoint_best.pt is epoch 3.*train.log"):
+        Recipe.select_lexicon_unit(recipe, str(tmp_path))
+
+
 @pytest.mark.slow
 def test_lla_colors_keeps_the_first_best_epoch(tmp_path):
     """The lla row end to end on Colors with a short schedule: the evaluated checkpoint is the first epoch with the
@@ -395,7 +433,7 @@ def test_lla_colors_keeps_the_first_best_epoch(tmp_path):
 
     work = tmp_path / "w"
     proc = run_recipe("colors", "--models", "lla", "--seeds", "1", "--lla-lexicon-epochs", "2", "--lla-max-epoch",
-                      "12", "--work", work)
+                      "12", "--keep-checkpoints", "all", "--work", work)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = work / "lla" / "seed1"
     selection = json.loads((out / "selection.json").read_text())
@@ -409,4 +447,15 @@ def test_lla_colors_keeps_the_first_best_epoch(tmp_path):
     assert (position["epoch"], position["iterations_in_epoch"]) == (selection["epoch"] + 1, 0)
     if selection["epoch"] < 12:
         assert (out / "train_selected.log").exists()
+    # the Lexicon Unit: the epoch (of 1..2) with the lowest validation BCE, its parameters in the resumed checkpoint
+    unit = selection["lexicon_unit"]
+    unit_curve = {int(e): v for e, v in unit["curve"].items()}
+    assert sorted(unit_curve) == [1, 2] and unit["metric"] == "aux_lexicon"
+    assert unit_curve[unit["epoch"]] == min(unit_curve.values()) == unit["aux_lexicon"]
+    resumed = torch.load(out / "checkpoint_lexicon_unit.pt", weights_only=False)
+    assert resumed["extra_state"]["train_iterator"]["epoch"] == 3 and "best" not in resumed["extra_state"]
+    final = torch.load(out / "checkpoint_last.pt", weights_only=False)["model"]
+    for name, value in resumed["model"].items():  # frozen after epoch 2: the selected unit is the evaluated one
+        if name.startswith("encoder.lexicon_unit."):
+            assert torch.equal(final[name], value), name
     assert json.loads((out / "score.json").read_text())["n"] == 10

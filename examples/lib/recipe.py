@@ -179,6 +179,12 @@ TRANSFORMER_CPU_SMALL = replace(TRANSFORMER_PAPER, lr=1e-3, warmup=400, max_toke
                                 max_update=2000)
 
 
+# The Lexicon Unit's validation BCE as lexical_cross_entropy logs it (an auxiliary loss named "lexicon").
+LEXICON_UNIT_METRIC = "aux_lexicon"
+# The Lexicon Unit's parameters in an lla_lstm checkpoint (tools/damage.py's "lexicon" group).
+LEXICON_UNIT_PREFIX = "encoder.lexicon_unit."
+
+
 @dataclass
 class LlaSettings:
     """Thrush (2020), 'The hyperparameters are as follows' (the same for every domain): Lexicon Unit batch 1 for
@@ -192,8 +198,9 @@ class LlaSettings:
     lexicon_epochs: int = 30
     max_epoch: int = 1000
     # "best": Thrush's "the validation score is calculated after each train epoch and the model with the best is
-    # tested" (validation exact match; Colors validates on its training set), the first epoch reaching the best;
-    # "last": the last epoch's model
+    # tested" (validation exact match; Colors validates on its training set), the first epoch reaching the best,
+    # and "to compute the Lexicon Unit to use, we measure its loss (BCE) on the validation set" (LEXICON_UNIT_METRIC);
+    # "last": the last epoch's model and the Lexicon Unit of the last of its epochs
     checkpoint: str = "best"
 
     def is_paper(self) -> bool:
@@ -1056,7 +1063,11 @@ class Recipe:
         for batch, last in ((lla.lexicon_batch_size, lla.lexicon_epochs), (lla.batch_size, lla.max_epoch)):
             cmd = base + ["--batch-size", str(batch), "--max-epoch", str(last)]
             lexicon_phase = last == lla.lexicon_epochs
-            if lla.checkpoint == "best" and not lexicon_phase:
+            if lla.checkpoint == "best" and lexicon_phase:
+                # the Lexicon Unit with the lowest validation BCE is kept (checkpoint_best.pt; select_lexicon_unit)
+                cmd += ["--validate-interval", "1", "--save-interval", "1", "--best-checkpoint-metric",
+                        LEXICON_UNIT_METRIC]
+            elif lla.checkpoint == "best":
                 # every epoch validated (the criterion's greedy exact match); the one to keep is picked afterwards
                 # from the log (select_lla_epoch), so only the last epoch is saved here
                 metric, options = self.task.lla_selection
@@ -1071,12 +1082,47 @@ class Recipe:
             phases.append(cmd + shlex.split(self.args.train_args))
         return phases[0], phases[1]
 
+    def select_lexicon_unit(self, out: str) -> dict:
+        """Thrush's Lexicon Unit: the one with the lowest validation BCE over the Lexicon Unit epochs (fairseq's
+        checkpoint_best.pt of the first call; among equal logged values, fairseq keeps the later epoch). Its
+        parameters replace those in checkpoint_last.pt, which the second call resumes (the other modules are
+        untrained then, and the epoch count stays the paper's: the second call starts at epoch N + 1)."""
+        import torch
+
+        metric, last_epoch = LEXICON_UNIT_METRIC, self.lla.lexicon_epochs
+        best_path, last_path = f"{out}/checkpoint_best.pt", f"{out}/checkpoint_last.pt"
+        if os.path.isfile(f"{out}/lexicon_unit_selection.json") and not os.path.isfile(best_path):
+            return read_json(f"{out}/lexicon_unit_selection.json")  # done before an interruption
+        curve = {e: v for e, v in validation_metric(f"{out}/train.log", metric).items() if e <= last_epoch}
+        if not curve:
+            raise RecipeError(f"{out}/train.log has no validation {metric} lines (Lexicon Unit selection)")
+        best = torch.load(best_path, map_location="cpu", weights_only=False)
+        epoch = best["extra_state"]["train_iterator"]["epoch"] - 1  # saved at an epoch's end: the next one
+        if curve.get(epoch) != min(curve.values()):
+            raise RecipeError(f"{best_path} is epoch {epoch}, whose validation {metric} is not the lowest logged "
+                              f"({min(curve.values())}; see {out}/train.log)")
+        state = torch.load(last_path, map_location="cpu", weights_only=False)
+        unit = {k: v for k, v in best["model"].items() if k.startswith(LEXICON_UNIT_PREFIX)}
+        if not unit or set(unit) != {k for k in state["model"] if k.startswith(LEXICON_UNIT_PREFIX)}:
+            raise RecipeError(f"{best_path} and {last_path} do not hold the same {LEXICON_UNIT_PREFIX}* parameters")
+        state["model"].update(unit)
+        # the second call selects on another metric: the Lexicon Unit's best BCE must not seed its comparison
+        state["extra_state"].pop("best", None)
+        torch.save(state, last_path + ".tmp")
+        os.replace(last_path + ".tmp", last_path)
+        os.remove(best_path)
+        selection = {"metric": metric, "epoch": epoch, metric: curve[epoch], "last_epoch": last_epoch,
+                     "curve": curve}
+        write_json(f"{out}/lexicon_unit_selection.json", selection)
+        return selection
+
     def select_lla_epoch(self, model: str, seed: int, out: str, command: List[str], index: str) -> dict:
         """Thrush's model selection: the first epoch with the best validation score (Task.lla_selection; the log
         of the second call), then the second call again from the Lexicon Unit checkpoint, stopped at that epoch
         (fairseq seeds every update, so it retraces the same epochs: checked against the logged score)."""
         metric = self.task.lla_selection[0]
-        curve = validation_metric(f"{out}/train.log", metric)
+        curve = {e: v for e, v in validation_metric(f"{out}/train.log", metric).items()
+                 if e > self.lla.lexicon_epochs}  # (the Lexicon Unit epochs are validated too)
         if not curve:
             raise RecipeError(f"{out}/train.log has no validation {metric} lines (lla checkpoint selection)")
         best = max(curve.values())
@@ -1095,6 +1141,8 @@ class Recipe:
             if again != best:
                 raise RecipeError(f"retraining {model} seed {seed} to epoch {epoch} gave validation {metric} "
                                   f"{again}, not the {best} of the first run (see {out}/train_selected.log)")
+        if os.path.isfile(f"{out}/lexicon_unit_selection.json"):
+            selection["lexicon_unit"] = read_json(f"{out}/lexicon_unit_selection.json")
         write_json(f"{out}/selection.json", selection)
         return selection
 
@@ -1317,6 +1365,10 @@ class Recipe:
                                      progress=f"{index}    {model} seed {seed}: ")
                 resuming = True  # the second call appends to the log and resumes checkpoint_last.pt
                 if not os.path.isfile(f"{out}/checkpoint_lexicon_unit.pt"):  # (a resumed run copied it already)
+                    if self.lla.checkpoint == "best":
+                        unit = self.select_lexicon_unit(out)
+                        say(f"{index}    {model} seed {seed}: Lexicon Unit of epoch {unit['epoch']} (lowest "
+                            f"validation BCE, {unit[LEXICON_UNIT_METRIC]:g})")
                     shutil.copyfile(f"{out}/checkpoint_last.pt", f"{out}/checkpoint_lexicon_unit.pt")
             else:
                 say(f"{index} {model} seed {seed}: training ({self.hp.max_update} updates max) ...")
