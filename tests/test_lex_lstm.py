@@ -176,6 +176,35 @@ def test_combined_decoder_output_is_the_linear_map_of_its_four_inputs(toy_data):
     assert not any(isinstance(m, torch.nn.Tanh) for m in dec.modules())
 
 
+def test_combined_decoder_output_stays_finite_on_long_beam_hypotheses(toy_data):
+    """o_t has no tanh and feeds the next step, so it can grow geometrically (trained Colors models: ~5e5 by the
+    end of a test sentence). Made to grow 30-fold per step, it must still give finite log-probabilities at every
+    step and let beam search finish at max_len, where fairseq asserts when a hypothesis' scores are -inf or NaN."""
+    from fairseq.sequence_generator import SequenceGenerator
+
+    torch.manual_seed(6)
+    model, task, _ = build_model(
+        toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", toy_data / "lexicon.tsv",
+        "--decoder-output", "combined", "--gate-form", "copy-token", "--gate-features", "output", "--dropout", "0",
+    )
+    model.eval()
+    dec = model.decoder
+    feed = slice(dec.embed_tokens.embedding_dim, dec.embed_tokens.embedding_dim + dec.hidden_size)
+    with torch.no_grad():  # o_t = 30 o_t-1 + ...: overflows fp32 within about 26 steps
+        dec.attention.output_proj.weight[:, feed] = 30.0 * torch.eye(dec.hidden_size)
+        dec.fc_out.weight[task.target_dictionary.eos()] = -dec.fc_out.weight[task.target_dictionary.eos()].abs()
+    sample = toy_batch(task, PAIRS)
+    gen = SequenceGenerator([model], task.target_dictionary, beam_size=5, max_len_a=0, max_len_b=60)
+    with torch.no_grad():
+        hypos = gen.forward(sample)  # fairseq: "AssertionError: 60 < 60" when a hypothesis cannot end
+        prev = torch.cat([sample["net_input"]["prev_output_tokens"][:, :1],
+                          torch.full((len(PAIRS), 59), task.target_dictionary.index("B1"))], dim=1)
+        lp = model.get_normalized_probs(model(sample["net_input"]["src_tokens"], sample["net_input"]["src_lengths"],
+                                              prev), log_probs=True)
+    assert torch.isfinite(lp[..., task.target_dictionary.nspecial:]).all()
+    assert all(torch.isfinite(h["score"]) for nbest in hypos for h in nbest)
+
+
 def test_combined_decoder_output_keeps_one_copy_of_the_first_cell(toy_data):
     model, _, _ = build_model(toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", toy_data / "lexicon.tsv",
                               "--decoder-output", "combined")

@@ -71,6 +71,12 @@ class CombinedOutputAttention(RecordingAttentionLayer):
     the extra write dropout (`--write-dropout`) is applied here, once, and reaches both, as in their code. On
     Colors this output is what lets the gate tell memorised contexts from new ones (examples/RESULTS.md).
     The step's input [e(y_t-1); o_t-1] is read from the first cell, which fairseq's loop has just called.
+
+    Without a squashing function o_t can grow geometrically along the sequence (trained Colors models reach
+    |o_t| ~ 1e4 on training pairs and ~5e5 on test pairs), so a long beam hypothesis overflows to inf and then
+    NaN, which fairseq's beam search cannot finish ("AssertionError: 200 < 200"). o_t is therefore clamped at
+    sqrt(the dtype's largest value), 1.8e19 in fp32: far above any state a trained model reaches in a sequence of
+    sensible length, and low enough that the next linear maps (input feed, p_write) stay finite.
     """
 
     def __init__(self, hidden_dim: int, source_dim: int, step_input_cell: StepInputRecordingLSTMCell,
@@ -91,6 +97,8 @@ class CombinedOutputAttention(RecordingAttentionLayer):
         context = (attn.unsqueeze(2) * source_hids).sum(dim=0)
         step_input = self._cell[0].step_input
         out = self.write_dropout(self.output_proj(torch.cat((step_input, input, context), dim=1)))
+        bound = torch.finfo(out.dtype).max ** 0.5
+        out = out.clamp(-bound, bound)
         self.queries.append(input)
         self.weights.append(attn)
         return out, attn
