@@ -91,16 +91,13 @@ class EncoderLayer(nn.Module):
                 query_len: Optional[int] = None):
         """``query_len``: compute the outputs of the first ``query_len`` positions only (every position still
         serves as a key and a value), for a last layer whose other outputs nobody reads."""
-        if query_len is None or query_len == x.size(1):
-            x = self._block(x, self.self_attn_layer_norm,
-                            lambda h: self.self_attn(h, h, h, key_padding_mask=key_padding_mask,
-                                                     rel_index=rel_index, need_weights=False)[0])
-        else:
-            keys = self.self_attn_layer_norm(x) if self.normalize_before else x
-            rel = None if rel_index is None else rel_index[..., :query_len, :]
-            x = self._block(x[:, :query_len], self.self_attn_layer_norm,
-                            lambda h: self.self_attn(h, keys, keys, key_padding_mask=key_padding_mask,
-                                                     rel_index=rel, need_weights=False)[0])
+        q = x.size(1) if query_len is None else query_len
+        h = self.self_attn_layer_norm(x) if self.normalize_before else x
+        rel = None if rel_index is None else rel_index[..., :q, :]
+        h = self.self_attn(h[:, :q], h, h, key_padding_mask=key_padding_mask, rel_index=rel, need_weights=False)[0]
+        x = F.dropout(h, p=self.dropout, training=self.training) + x[:, :q]
+        if not self.normalize_before:
+            x = self.self_attn_layer_norm(x)
         return self._block(x, self.final_layer_norm, self.ffn)
 
 
