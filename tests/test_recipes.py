@@ -445,8 +445,12 @@ def test_lla_colors_keeps_the_first_best_epoch(tmp_path):
     state = torch.load(out / "checkpoint_last.pt")
     position = state["extra_state"]["train_iterator"]  # saved at the end of an epoch: the next one, at 0
     assert (position["epoch"], position["iterations_in_epoch"]) == (selection["epoch"] + 1, 0)
+    training = json.loads((out / "train.done").read_text())["training"]
     if selection["epoch"] < 12:
         assert (out / "train_selected.log").exists()
+        # the reported updates of the evaluated model are the retraining's, not the first run's
+        assert training["selected_updates"] == state["optimizer_history"][-1]["num_updates"] < training["updates"]
+        assert f"(update {training['selected_updates']}) of 12 evaluated" in training["text"]
     # the Lexicon Unit: the epoch (of 1..2) with the lowest validation BCE, its parameters in the resumed checkpoint
     unit = selection["lexicon_unit"]
     unit_curve = {int(e): v for e, v in unit["curve"].items()}

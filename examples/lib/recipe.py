@@ -1381,7 +1381,13 @@ class Recipe:
                 t_train += time.time() - t0
             stopped = self.training_summary(f"{out}/train.log")
             if selection:
-                stopped["text"] += f"; epoch {selection['epoch']} of {selection['last_epoch']} evaluated"
+                # the update count above is the first run's (to the last epoch); the evaluated model is the
+                # retraining's, which stopped earlier
+                where = f"epoch {selection['epoch']}"
+                if selection["epoch"] < selection["last_epoch"]:
+                    stopped["selected_updates"] = self.training_summary(f"{out}/train_selected.log")["updates"]
+                    where += f" (update {stopped['selected_updates']})"
+                stopped["text"] += f"; {where} of {selection['last_epoch']} evaluated"
                 stopped["selected_epoch"] = selection["epoch"]
             if not os.path.isfile(self.checkpoint_path(out)):
                 raise RecipeError(f"{self.checkpoint_path(out)} was not written (see {out}/train.log)")
