@@ -64,13 +64,14 @@ def run_main(capsys, *argv):
     return code, captured.out, captured.err
 
 
-# (source, reference, hypothesis); per-sentence values worked out by hand:
-#   0: identical                               EM 1  P 1    R 1    acc 1
-#   1: h = A C, r = A B C D: overlap {A, C} = 2  EM 0  P 2/2  R 2/4  acc: A=A, C!=B -> 1/4
-#   2: h = A B B B, r = A A B: overlap min(1,2) A + min(3,1) B = 2
-#                                               EM 0  P 2/4  R 2/3  acc: A=A, B!=A, B=B -> 2/4
-#   3: empty hypothesis, r = X                  EM 0  P 0    R 0    acc 0/1
-#   4: same tokens, other spacing               EM 1  P 1    R 1    acc 1
+# (source, reference, hypothesis); per-sentence values worked out by hand (P, R over types; P', R' over tokens):
+#   0: identical                               EM 1  P 1    R 1    P' 1    R' 1    acc 1
+#   1: h = A C, r = A B C D: types {A, C} = 2 of 2 and 4; tokens the same
+#                                               EM 0  P 1    R 2/4  P' 2/2  R' 2/4  acc: A=A, C!=B -> 1/4
+#   2: h = A B B B, r = A A B: types {A, B} = 2 of 2 and 2; tokens min(1,2) A + min(3,1) B = 2 of 4 and 3
+#                                               EM 0  P 1    R 1    P' 2/4  R' 2/3  acc: A=A, B!=A, B=B -> 2/4
+#   3: empty hypothesis, r = X                  EM 0  P 0    R 0    P' 0    R' 0    acc 0/1
+#   4: same tokens, other spacing               EM 1  P 1    R 1    P' 1    R' 1    acc 1
 SAMPLES = [
     ("a b c", "A B C", "A B C"),
     ("a b c d", "A B C D", "A C"),
@@ -79,8 +80,10 @@ SAMPLES = [
     ("a b", "A  B", " A B "),
 ]
 HAND_EM = 2 / 5
-HAND_PRECISION = (1 + 1 + 0.5 + 0 + 1) / 5  # 0.7
-HAND_RECALL = (1 + 0.5 + 2 / 3 + 0 + 1) / 5  # 19/30
+HAND_PRECISION = (1 + 1 + 1 + 0 + 1) / 5  # 0.8
+HAND_RECALL = (1 + 0.5 + 1 + 0 + 1) / 5  # 0.7
+HAND_PRECISION_TOKENS = (1 + 1 + 0.5 + 0 + 1) / 5  # 0.7
+HAND_RECALL_TOKENS = (1 + 0.5 + 2 / 3 + 0 + 1) / 5  # 19/30
 HAND_TOKEN_ACCURACY = (1 + 0.25 + 0.5 + 0 + 1) / 5  # 0.55
 
 
@@ -147,13 +150,26 @@ def test_exact_match_on_hand_made_outputs():
 
 def test_thrush_sentence_scores_by_hand():
     assert sentence_token_scores("A C", "A B C D") == pytest.approx((1.0, 0.5, 0.25))
-    assert sentence_token_scores("A B B B", "A A B") == pytest.approx((0.5, 2 / 3, 0.5))
+    # types: repeats do not count (the Lexicon Unit's bag); token accuracy is positional either way
+    assert sentence_token_scores("A B B B", "A A B") == pytest.approx((1.0, 1.0, 0.5))
+    assert sentence_token_scores("A B B B", "A A B", overlap="tokens") == pytest.approx((0.5, 2 / 3, 0.5))
+    # Thrush's Table 2: a 1000-fold repetition of reference words keeps full precision over types, ~0 over tokens
+    assert sentence_token_scores("A B " * 500, "B A C")[:2] == pytest.approx((1.0, 2 / 3))
+    assert sentence_token_scores("A B " * 500, "B A C", overlap="tokens")[0] == pytest.approx(2 / 1000)
     # reordered tokens: full overlap, no position right except the middle one
-    assert sentence_token_scores("C B A", "A B C") == pytest.approx((1.0, 1.0, 1 / 3))
-    # zero denominators: both empty is perfect, one side empty is 0
-    assert sentence_token_scores("", "") == (1.0, 1.0, 1.0)
-    assert sentence_token_scores("", "X") == (0.0, 0.0, 0.0)
-    assert sentence_token_scores("X", "") == (0.0, 0.0, 0.0)
+    for overlap in ("types", "tokens"):
+        assert sentence_token_scores("C B A", "A B C", overlap) == pytest.approx((1.0, 1.0, 1 / 3))
+        # zero denominators: both empty is perfect, one side empty is 0
+        assert sentence_token_scores("", "", overlap) == (1.0, 1.0, 1.0)
+        assert sentence_token_scores("", "X", overlap) == (0.0, 0.0, 0.0)
+        assert sentence_token_scores("X", "", overlap) == (0.0, 0.0, 0.0)
+    # the stop token on both sides: h = A C </s>, r = A B C D </s> (types 3 of 3 and 5; positions A only, of 5);
+    # an empty hypothesis is then the stop token alone (precision 1, recall 1 of 2, accuracy 0 of 2)
+    assert sentence_token_scores("A C", "A B C D", count_stop=True) == pytest.approx((1.0, 3 / 5, 1 / 5))
+    assert sentence_token_scores("", "X", count_stop=True) == pytest.approx((1.0, 0.5, 0.0))
+    assert sentence_token_scores("", "", count_stop=True) == (1.0, 1.0, 1.0)
+    with pytest.raises(ValueError, match="overlap 'bag'"):
+        sentence_token_scores("A", "A", overlap="bag")
 
 
 def test_thrush_means_on_hand_made_outputs():
@@ -161,7 +177,11 @@ def test_thrush_means_on_hand_made_outputs():
     assert got == pytest.approx(
         {"precision": HAND_PRECISION, "recall": HAND_RECALL, "token_accuracy": HAND_TOKEN_ACCURACY}
     )
-    assert HAND_PRECISION == pytest.approx(0.7) and HAND_RECALL == pytest.approx(19 / 30)
+    assert HAND_PRECISION == pytest.approx(0.8) and HAND_RECALL == pytest.approx(0.7)
+    got = thrush_scores([s[2] for s in SAMPLES], [s[1] for s in SAMPLES], overlap="tokens")
+    assert got == pytest.approx(
+        {"precision": HAND_PRECISION_TOKENS, "recall": HAND_RECALL_TOKENS, "token_accuracy": HAND_TOKEN_ACCURACY}
+    )
 
 
 # ---------------------------------------------------------------- BLEU and chrF
@@ -331,6 +351,7 @@ def test_cli_subprocess_json_with_every_option(tmp_path):
     assert result["precision"] == pytest.approx(HAND_PRECISION)
     assert result["recall"] == pytest.approx(HAND_RECALL)
     assert result["token_accuracy"] == pytest.approx(HAND_TOKEN_ACCURACY)
+    assert (result["thrush_overlap"], result["thrush_count_stop"]) == ("types", False)
     assert result["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs], tokenize="none", force=True).score)
     assert result["bleu_tokenize"] == "none"
     assert result["chrf"] == pytest.approx(sacrebleu.corpus_chrf(hyps, [refs]).score)
@@ -365,11 +386,23 @@ def test_cli_table(tmp_path, capsys):
     assert lines[1].split() == ["sentences", "5"]
     assert lines[2].split() == ["exact", "match", "0.4000"]
     assert lines[3].startswith("BLEU (tokenize 13a)")
-    assert "precision (Thrush)" in out and "0.7000" in out and "0.6333" in out and "0.5500" in out
+    rows = {line.rsplit(None, 1)[0]: line.rsplit(None, 1)[1] for line in lines[1:7]}
+    assert rows["precision (Thrush)"] == "0.8000" and rows["recall (Thrush)"] == "0.7000"
+    assert rows["token accuracy (Thrush)"] == "0.5500"
     assert "bleu_signature: nrefs:1|case:mixed|eff:no|tok:13a" in out
+    assert "Thrush precision/recall over token types" in out
     # values are right-aligned in one column
     value_ends = {len(line) for line in lines[:7]}
     assert len(value_ends) == 1
+    # the other readings: tokens with repeats; the stop token counted (recorded in the output)
+    code, out, _ = run_main(capsys, gen, "--thrush", "--thrush-overlap", "tokens")
+    assert code == 0 and "0.7000" in out and "0.6333" in out and "over token tokens" in out
+    code, out, _ = run_main(capsys, gen, "--thrush", "--thrush-count-stop", "--json")
+    result = json.loads(out)
+    assert (result["thrush_overlap"], result["thrush_count_stop"]) == ("types", True)
+    stop = [sentence_token_scores(h, r, count_stop=True) for _, r, h in SAMPLES]
+    assert result["recall"] == pytest.approx(sum(v[1] for v in stop) / 5)
+    assert result["recall"] != pytest.approx(HAND_RECALL)
 
 
 def test_cli_reference_file_and_chinese(tmp_path, capsys):

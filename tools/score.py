@@ -3,6 +3,7 @@
 
     python tools/score.py GENERATE_OUTPUT [--reference FILE] [--hypotheses H|D]
         [--metrics em,bleu,chrf,thrush | all] [--bleu] [--chrf] [--thrush] [--tokenize none|13a|zh|char]
+        [--thrush-overlap types|tokens] [--thrush-count-stop]
         [--train-source FILE | --train-tsv FILE] [--test-source FILE]
         [--categories TSV] [--cogs-table3] [--json]
 
@@ -14,7 +15,8 @@ Metrics (definitions in docs/metrics.md):
   em        exact match (always computed): the fraction of hypotheses whose tokens equal the reference's
   bleu      corpus BLEU (sacrebleu, 0-100) with --tokenize (default none: the text's own whitespace tokens)
   chrf      corpus chrF (sacrebleu, 0-100; character n-grams, --tokenize does not apply)
-  thrush    mean per-sentence precision, recall and token accuracy (Thrush 2020, Table 1)
+  thrush    mean per-sentence precision, recall and token accuracy (Thrush 2020, Table 1); precision and
+            recall compare the sets of token types (--thrush-overlap tokens: with repeats)
 --metrics takes a comma-separated list (or "all"); --bleu, --chrf and --thrush add one metric each.
 
 --train-source (one tokenised sentence per line) or --train-tsv (first column) adds the 1-shot subset: the test
@@ -35,6 +37,7 @@ if __name__ == "__main__":  # run as a program: skip fairseq's start-up (see fai
 
 from fairseq_lexical.metrics import (  # noqa: E402
     BLEU_TOKENIZERS,
+    THRUSH_OVERLAPS,
     GenerateOutputError,
     format_table,
     parse_generate_output,
@@ -59,6 +62,11 @@ def build_parser():
     parser.add_argument("--bleu", action="store_true", help="add BLEU (same as --metrics ...,bleu)")
     parser.add_argument("--chrf", action="store_true", help="add chrF")
     parser.add_argument("--thrush", action="store_true", help="add Thrush's precision, recall, token accuracy")
+    parser.add_argument("--thrush-overlap", choices=THRUSH_OVERLAPS, default="types",
+                        help="Thrush's precision and recall over the sets of token types (default) or over tokens "
+                             "with repeats (docs/metrics.md)")
+    parser.add_argument("--thrush-count-stop", action="store_true",
+                        help="count an end-of-sentence token on both sides in Thrush's three metrics")
     parser.add_argument("--tokenize", choices=BLEU_TOKENIZERS, default="none",
                         help="sacrebleu tokenizer for BLEU (default none: split on whitespace only)")
     train = parser.add_mutually_exclusive_group()
@@ -115,6 +123,7 @@ def main(argv=None):
         result = score(
             hyps, refs, metrics=metrics, tokenize=args.tokenize, train_sources=train_sources,
             test_sources=test_sources, categories=categories, table3=args.cogs_table3,
+            thrush_overlap=args.thrush_overlap, thrush_count_stop=args.thrush_count_stop,
         )
     except (ValueError, OSError, ImportError) as e:
         print(f"score.py: error: {e}", file=sys.stderr)

@@ -22,7 +22,8 @@ def parse_metrics(text: str) -> List[str]:
     return [m for m in METRICS if m in names or m == "em"]
 
 
-def _corpus_metrics(hyps: Sequence[str], refs: Sequence[str], metrics: Sequence[str], tokenize: str) -> Dict:
+def _corpus_metrics(hyps: Sequence[str], refs: Sequence[str], metrics: Sequence[str], tokenize: str,
+                    thrush: Dict[str, object]) -> Dict:
     out: Dict[str, object] = {"n": len(refs)}
     if not refs:  # an empty subset: every metric is undefined
         out["exact_match"] = None
@@ -45,7 +46,7 @@ def _corpus_metrics(hyps: Sequence[str], refs: Sequence[str], metrics: Sequence[
         out["chrf"] = chrf["score"]
         out["chrf_signature"] = chrf["signature"]
     if "thrush" in metrics:
-        out.update(thrush_scores(hyps, refs))
+        out.update(thrush_scores(hyps, refs, **thrush))
     return out
 
 
@@ -58,17 +59,23 @@ def score(
     test_sources: Optional[Sequence[str]] = None,
     categories: Optional[Sequence[str]] = None,
     table3: bool = False,
+    thrush_overlap: str = "types",
+    thrush_count_stop: bool = False,
 ) -> Dict[str, object]:
     """All requested metrics as one dict: ``n``, ``exact_match``, then ``bleu`` (+ ``bleu_tokenize``,
     ``bleu_signature``), ``chrf`` (+ ``chrf_signature``), ``precision``/``recall``/``token_accuracy`` as asked;
     ``one_shot`` (the same metrics on the 1-shot subset, with its size ``n``; None where the subset is empty) when
     ``train_sources`` is given; ``categories`` ({name: {n, exact_match}}) and ``cogs_table3`` when ``categories``
-    is given."""
+    is given. ``thrush_overlap`` and ``thrush_count_stop`` choose the reading of Thrush's precision and recall
+    (``sentence_token_scores``); with ``thrush`` the result records them."""
     if len(hypotheses) != len(references):
         raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")
     if not references:
         raise ValueError("no sentences to score")
-    result = _corpus_metrics(hypotheses, references, metrics, tokenize)
+    thrush = {"overlap": thrush_overlap, "count_stop": thrush_count_stop}
+    result = _corpus_metrics(hypotheses, references, metrics, tokenize, thrush)
+    if "thrush" in metrics:
+        result["thrush_overlap"], result["thrush_count_stop"] = thrush_overlap, thrush_count_stop
     if train_sources is not None:
         if test_sources is None:
             raise ValueError("the 1-shot subset needs the test sources")
@@ -76,7 +83,7 @@ def score(
             raise ValueError(f"{len(test_sources)} test sources but {len(hypotheses)} hypotheses")
         indices = one_shot_subset(train_sources, test_sources)
         one_shot = _corpus_metrics(
-            [hypotheses[i] for i in indices], [references[i] for i in indices], metrics, tokenize
+            [hypotheses[i] for i in indices], [references[i] for i in indices], metrics, tokenize, thrush
         )
         # the signatures and the tokenizer are those of the full set
         result["one_shot"] = {k: v for k, v in one_shot.items() if not k.endswith(("_signature", "_tokenize"))}
@@ -141,6 +148,9 @@ def format_table(result: Dict[str, object]) -> str:
                 [(name, str(v["n"]), _fmt("exact_match", v["exact_match"])) for name, v in block.items()],
             )
     notes = [f"{k}: {result[k]}" for k in ("bleu_signature", "chrf_signature") if k in result]
+    if "thrush_overlap" in result:
+        stop = ", stop token counted" if result["thrush_count_stop"] else ""
+        notes.append(f"Thrush precision/recall over token {result['thrush_overlap']}{stop}")
     if notes:
         lines += [""] + notes
     return "\n".join(lines)
