@@ -66,6 +66,13 @@ def test_lexicon_unit_max_pools_words_only_hand_case():
     src = torch.tensor([[4, 5, 2], [1, 4, 2], [1, 1, 2]])  # left-padded; the last source is </s> alone
     expected = torch.tensor([[1.0, 4, 2], [1, -3, 2], [5, 5, 5]])  # padding never, </s> only when alone
     torch.testing.assert_close(unit(src), expected)
+    # d/du = lr_scale at the row that wins each max: row 4 wins (0, 0), (0, 2) and row 1; row 5 (0, 1); </s> row 2
+    unit(src).sum().backward()
+    grad = torch.zeros(6, 3)
+    grad[4] = torch.tensor([2.0, 1, 2])
+    grad[5, 1] = 1.0
+    grad[2] = 1.0
+    torch.testing.assert_close(unit.weight.grad, 10.0 * grad)
     unit.pool_eos = True
     torch.testing.assert_close(unit(src), torch.tensor([[5.0, 5, 5], [5, 5, 5], [5, 5, 5]]))
 

@@ -92,7 +92,11 @@ class LexiconUnit(nn.Module):
         return self.weight * self.lr_scale if self.lr_scale != 1.0 else self.weight
 
     def forward(self, src_tokens: Tensor) -> Tensor:
-        vectors = F.embedding(src_tokens, self.table()).float()  # B x S x V
+        # gather the rows, then scale: scaling the whole |V_x| x |V_y| table first (table()) would cost a full-size
+        # product and temporary in every forward and backward (23M entries on English-Chinese)
+        vectors = F.embedding(src_tokens, self.weight).float()  # B x S x V
+        if self.lr_scale != 1.0:
+            vectors = vectors * self.lr_scale
         pad = src_tokens.eq(self.padding_idx)
         excluded = pad
         if not self.pool_eos:
