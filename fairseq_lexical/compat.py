@@ -2,8 +2,9 @@
 
 1. torch.load defaults to ``weights_only=True`` since torch 2.6, and fairseq checkpoints pickle an
    ``argparse.Namespace``, omegaconf containers and a few other objects, so ``fairseq-generate`` and resuming
-   ``fairseq-train`` fail. We allow-list exactly the globals fairseq checkpoints contain
-   (``torch.serialization.add_safe_globals``) instead of turning safe loading off for the whole process.
+   ``fairseq-train`` fail (and numpy arrays, after ``--eval-bleu``). We allow-list exactly the globals fairseq
+   checkpoints contain (``torch.serialization.add_safe_globals``) instead of turning safe loading off for the whole
+   process.
 2. ``fairseq.data.data_utils.batch_by_size`` drops the last batch when its size is not a multiple of
    ``--required-batch-size-multiple`` (default 8): ``fairseq-generate`` on 20 sentences translates 16 and
    validation skips samples, without a word. We keep that batch.
@@ -39,15 +40,34 @@ logger = logging.getLogger(__name__)
 _applied = False
 
 
+def _numpy_globals() -> list:
+    """What a pickled numpy array or scalar refers to: the array and dtype classes, the per-dtype classes
+    (numpy >= 1.25), and the reconstruct / scalar functions (``numpy._core`` in numpy 2, ``numpy.core`` before)."""
+    import importlib
+
+    names = []
+    for module in ("numpy._core.multiarray", "numpy.core.multiarray"):
+        try:
+            multiarray = importlib.import_module(module)
+        except ImportError:
+            continue
+        names += [getattr(multiarray, f) for f in ("_reconstruct", "scalar") if hasattr(multiarray, f)]
+        break
+    kinds = (np.float64, np.float32, np.float16, np.int64, np.int32, np.int16, np.int8, np.uint8, np.bool_)
+    return [np.ndarray, np.dtype, *names, *{type(np.dtype(k)) for k in kinds}]
+
+
 def fairseq_checkpoint_globals() -> list:
     """The globals that fairseq checkpoints pickle beyond what torch's safe loader already allows.
 
     fairseq 0.12 stores the training arguments as an ``argparse.Namespace`` (under ``cfg.model`` for the legacy
-    model registry); everything else in its checkpoints (omegaconf containers converted to dicts, tensors,
-    optimizer state, numbers) is already safe. Measured with ``torch.serialization.get_unsafe_globals_in_checkpoint``
-    on checkpoints of every architecture of the plugin.
+    model registry). Training with ``--eval-bleu`` also leaves numpy arrays in the checkpoint: the BLEU n-gram
+    counts of the validation meters in ``extra_state["metrics"]``. Everything else (omegaconf containers converted
+    to dicts, tensors, optimizer state, numbers) is already safe. Measured with
+    ``torch.serialization.get_unsafe_globals_in_checkpoint`` on checkpoints of every architecture of the plugin
+    and of an ``--eval-bleu`` run.
     """
-    return [argparse.Namespace]
+    return [argparse.Namespace, *_numpy_globals()]
 
 
 def _allow_fairseq_checkpoint_globals():

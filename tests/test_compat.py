@@ -40,6 +40,24 @@ def test_fairseq_checkpoint_globals_load_with_safe_loading(tmp_path):
     assert state["args"].arch == "lex_lstm"
 
 
+def test_eval_bleu_checkpoints_load_with_safe_loading(tmp_path):
+    """fairseq's --eval-bleu leaves numpy arrays (the BLEU n-gram counts of its meters) and numpy scalars in
+    extra_state["metrics"]; fairseq-generate must still load such a checkpoint."""
+    path = tmp_path / "ckpt.pt"
+    counts = np.array([120.0, 80.0, 50.0, 30.0])
+    meters = {"_bleu_counts_0": {"val": counts, "sum": counts * 2, "count": np.int64(3), "mean": np.float32(0.5)}}
+    torch.save({"args": argparse.Namespace(arch="lla_lstm"), "extra_state": {"metrics": {"valid": meters}}}, path)
+    state = torch.load(path)
+    loaded = state["extra_state"]["metrics"]["valid"]["_bleu_counts_0"]
+    np.testing.assert_array_equal(loaded["sum"], counts * 2)
+    assert loaded["count"] == 3 and loaded["mean"] == np.float32(0.5)
+    # without the plugin's allow-list the same file is refused (torch's own list has no numpy)
+    code = ("import argparse, torch; torch.serialization.add_safe_globals([argparse.Namespace]); "
+            f"torch.load({str(path)!r})")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode != 0 and "numpy" in proc.stderr
+
+
 class NotAllowed:
     pass
 
