@@ -390,13 +390,13 @@ def test_cli_table(tmp_path, capsys):
     assert rows["precision (Thrush)"] == "0.8000" and rows["recall (Thrush)"] == "0.7000"
     assert rows["token accuracy (Thrush)"] == "0.5500"
     assert "bleu_signature: nrefs:1|case:mixed|eff:no|tok:13a" in out
-    assert "Thrush precision/recall over token types" in out
+    assert "Thrush precision/recall over sets of token types" in out
     # values are right-aligned in one column
     value_ends = {len(line) for line in lines[:7]}
     assert len(value_ends) == 1
     # the other readings: tokens with repeats; the stop token counted (recorded in the output)
     code, out, _ = run_main(capsys, gen, "--thrush", "--thrush-overlap", "tokens")
-    assert code == 0 and "0.7000" in out and "0.6333" in out and "over token tokens" in out
+    assert code == 0 and "0.7000" in out and "0.6333" in out and "over tokens with repeats" in out
     code, out, _ = run_main(capsys, gen, "--thrush", "--thrush-count-stop", "--json")
     result = json.loads(out)
     assert (result["thrush_overlap"], result["thrush_count_stop"]) == ("types", True)

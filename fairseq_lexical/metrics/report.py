@@ -149,8 +149,9 @@ def format_table(result: Dict[str, object]) -> str:
             )
     notes = [f"{k}: {result[k]}" for k in ("bleu_signature", "chrf_signature") if k in result]
     if "thrush_overlap" in result:
+        over = {"types": "sets of token types", "tokens": "tokens with repeats"}[result["thrush_overlap"]]
         stop = ", stop token counted" if result["thrush_count_stop"] else ""
-        notes.append(f"Thrush precision/recall over token {result['thrush_overlap']}{stop}")
+        notes.append(f"Thrush precision/recall over {over}{stop}")
     if notes:
         lines += [""] + notes
     return "\n".join(lines)
