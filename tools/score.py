@@ -62,7 +62,7 @@ def build_parser():
     parser.add_argument("--bleu", action="store_true", help="add BLEU (same as --metrics ...,bleu)")
     parser.add_argument("--chrf", action="store_true", help="add chrF")
     parser.add_argument("--thrush", action="store_true", help="add Thrush's precision, recall, token accuracy")
-    parser.add_argument("--thrush-overlap", choices=THRUSH_OVERLAPS, default="types",
+    parser.add_argument("--thrush-overlap", choices=list(THRUSH_OVERLAPS), default="types",
                         help="Thrush's precision and recall over the sets of token types (default) or over tokens "
                              "with repeats (docs/metrics.md)")
     parser.add_argument("--thrush-count-stop", action="store_true",

@@ -6,7 +6,7 @@ from typing import Dict, List, Optional, Sequence
 from .bleu import corpus_bleu, corpus_chrf
 from .categories import accuracy_by_category, cogs_table3
 from .one_shot import one_shot_subset
-from .scores import exact_match, thrush_scores
+from .scores import THRUSH_OVERLAPS, exact_match, thrush_scores
 
 METRICS = ("em", "bleu", "chrf", "thrush")  # exact match ("em") is always computed
 
@@ -149,7 +149,7 @@ def format_table(result: Dict[str, object]) -> str:
             )
     notes = [f"{k}: {result[k]}" for k in ("bleu_signature", "chrf_signature") if k in result]
     if "thrush_overlap" in result:
-        over = {"types": "sets of token types", "tokens": "tokens with repeats"}[result["thrush_overlap"]]
+        over = THRUSH_OVERLAPS[result["thrush_overlap"]]
         stop = ", stop token counted" if result["thrush_count_stop"] else ""
         notes.append(f"Thrush precision/recall over {over}{stop}")
     if notes:

@@ -30,7 +30,8 @@ def _ratio(numerator: int, denominator: int, both_empty: bool) -> float:
     return 1.0 if both_empty else 0.0
 
 
-THRUSH_OVERLAPS = ("types", "tokens")
+# the readings of Thrush's precision and recall (``overlap``), default first, and how reports name them
+THRUSH_OVERLAPS = {"types": "sets of token types", "tokens": "tokens with repeats"}
 STOP_TOKEN = "</s>"  # appended to both sides with count_stop (never a word of fairseq's printed output)
 
 
