@@ -62,6 +62,30 @@ def test_generate_beam5_translates_every_sentence_without_the_lexicon_file(toy_d
     assert "Translated 20 sentences" in proc.stdout + proc.stderr
 
 
+def test_generation_split_over_processes_equals_one_process(toy_data, trained, tmp_path, monkeypatch):
+    """The recipes' --decode-jobs: fairseq-generate's ranks decode the same batches as one process would (5 batches
+    of 4, dealt 3 + 2), so the hypotheses and their scores are the same."""
+    import sys
+
+    sys.path.insert(0, os.path.join(REPO, "examples", "lib"))
+    from recipe import run_sharded
+
+    work, _, _ = trained
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    cmd = [os.path.join(os.path.dirname(sys.executable), "fairseq-generate"), toy_data / "bin", "--user-dir",
+           USER_DIR, "--path", work / "ckpt" / "checkpoint_last.pt", "--gen-subset", "test", "--beam", "5",
+           "--batch-size", "4", "--num-workers", "0"]
+    outputs = {}
+    for jobs in (1, 2):
+        out = tmp_path / f"generate{jobs}.txt"
+        run_sharded(cmd, jobs, str(out), str(tmp_path / f"generate{jobs}.log"))
+        outputs[jobs] = sorted(line for line in out.read_text().splitlines() if line[:2] in ("H-", "P-", "S-"))
+    assert len([line for line in outputs[1] if line.startswith("H-")]) == 20
+    assert outputs[2] == outputs[1]
+    log = (tmp_path / "generate2.log").read_text()
+    assert log.count("Translated") == 2 and "== shard 1 of 2" in log
+
+
 def test_interactive_from_the_checkpoint_alone(toy_data, trained):
     work, _, _ = trained
     proc = run_cli(

@@ -388,6 +388,51 @@ def test_validation_exact_match_reads_the_fairseq_log(tmp_path):
     assert validation_metric(str(log), "ppl") == {31: 16.27, 32: 15.0}
 
 
+FAKE_GENERATE = """
+import os, sys, time
+world = int(sys.argv[sys.argv.index("--distributed-world-size") + 1])
+rank = int(sys.argv[sys.argv.index("--distributed-rank") + 1])
+if rank == int(os.environ.get("FAIL_RANK", -1)):
+    sys.exit(3)
+time.sleep(float(os.environ.get("SLEEP", 0)) * (rank == 0))
+for i in range(rank, 7, world):  # fairseq deals batches out to the ranks; one sentence per batch here
+    print(f"H-{i}\\t-0.5\\tw{i}")
+print(f"rank {rank} threads {os.environ['OMP_NUM_THREADS']}", file=sys.stderr)
+"""
+
+
+def test_decode_jobs_split_generation_and_concatenate_the_shards(tmp_path, monkeypatch):
+    import time
+
+    sys.path.insert(0, os.path.join(REPO, "examples", "lib"))
+    from recipe import RecipeError, run_sharded
+
+    script = tmp_path / "fake_generate.py"
+    script.write_text(FAKE_GENERATE)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    out, log = tmp_path / "generate.txt", tmp_path / "generate.log"
+    run_sharded([sys.executable, script], 3, str(out), str(log))
+    hyps = [line.split("\t")[0] for line in out.read_text().splitlines()]
+    assert hyps == ["H-0", "H-3", "H-6", "H-1", "H-4", "H-2", "H-5"]  # rank order; every id once
+    text = log.read_text()
+    assert "== shard 2 of 3 (--distributed-rank 2) ==" in text and "rank 1 threads 1" in text  # 4 cores // 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fake_generate.py", "generate.log", "generate.txt"]
+
+    # a failing shard stops the others and is named, with its command
+    monkeypatch.setenv("FAIL_RANK", "1")
+    monkeypatch.setenv("SLEEP", "60")
+    start = time.time()
+    with pytest.raises(RecipeError, match=r"(?s)shard 1 of 2, failed \(exit 3\).*--distributed-rank 1"):
+        run_sharded([sys.executable, script], 2, str(out), str(log))
+    assert time.time() - start < 30
+
+
+def test_decode_jobs_must_be_positive(tmp_path):
+    proc = run_recipe("colors", "--work", tmp_path, "--decode-jobs", "0", "--dry-run")
+    assert proc.returncode == 2 and "--decode-jobs must be >= 1, got 0" in proc.stderr
+
+
 def test_lexicon_unit_selection_puts_the_lowest_bce_unit_into_the_resumed_checkpoint(tmp_path):
     """Thrush: "to compute the Lexicon Unit to use, we measure its loss (BCE) on the validation set". The unit of
     the best epoch replaces the last epoch's; the other parameters and the position stay the last epoch's."""

@@ -713,6 +713,10 @@ def build_parser(task: Task) -> argparse.ArgumentParser:
                         "comma-separated conditions (groups joined by '+'). Writes <model>/seed<N>/damage.json and "
                         "a mean +/- std table per condition")
     g.add_argument("--generate-args", default="", help="further fairseq-generate options (one quoted string)")
+    g.add_argument("--decode-jobs", type=int, default=1, metavar="N",
+                   help="split each fairseq-generate over N processes (its --distributed-world-size N "
+                        "--distributed-rank i: the same batches, dealt out), each with cores/N threads unless "
+                        "OMP_NUM_THREADS is set; the outputs are concatenated (default 1)")
     task.add_args(parser)
     return parser
 
@@ -790,6 +794,8 @@ def effective_hparams(task: Task, args) -> HParams:
             raise RecipeError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(hp, name)}")
     if hp.checkpoint == "best" and hp.validate_every is None:
         raise RecipeError(f"--checkpoint best needs a validation set; {task.name} has none")
+    if args.decode_jobs < 1:
+        raise RecipeError(f"--decode-jobs must be >= 1, got {args.decode_jobs}")
     return hp
 
 
@@ -878,6 +884,54 @@ def run_logged(cmd: Sequence[str], stdout_path: str, stderr_path: Optional[str] 
         sys.stderr.write("".join(tail))
         raise RecipeError(f"{what or os.path.basename(str(cmd[0]))} failed (exit {proc.returncode}); "
                           f"log: {log}\ncommand: {show(cmd)}")
+    return time.time() - start
+
+
+def run_sharded(cmd: Sequence[str], jobs: int, stdout_path: str, stderr_path: str, what: str = "") -> float:
+    """fairseq-generate as `jobs` processes at once: fairseq deals its batches out to the ranks of
+    --distributed-world-size, so every sentence is decoded in the batch it has in a single process. The shards'
+    outputs are concatenated in rank order (scoring reads hypotheses by sample id). Returns seconds."""
+    if jobs <= 1:
+        return run_logged(cmd, stdout_path, stderr_path, what=what)
+    start = time.time()
+    env = child_env()
+    if "OMP_NUM_THREADS" not in env:  # jobs processes with a thread per core each would oversubscribe the cores
+        env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // jobs))
+    shards = [(f"{stdout_path}.shard{i}", f"{stderr_path}.shard{i}") for i in range(jobs)]
+    procs, stopped = [], set()
+    try:
+        for i, (out_path, err_path) in enumerate(shards):
+            with open(out_path, "w") as out, open(err_path, "w") as err:
+                procs.append(subprocess.Popen(
+                    [*map(str, cmd), "--distributed-world-size", str(jobs), "--distributed-rank", str(i)],
+                    stdout=out, stderr=err, env=env))
+        while True:
+            codes = [p.poll() for p in procs]  # poll every shard: a failed one stops the rest at once
+            if all(c is not None for c in codes) or any(c not in (None, 0) for c in codes):
+                break
+            time.sleep(1.0)
+    finally:
+        for i, p in enumerate(procs):  # interrupted, or a shard failed: stop the others
+            if p.poll() is None:
+                p.terminate()
+                p.wait()
+                stopped.add(i)
+    for i, p in enumerate(procs):
+        if p.returncode != 0 and i not in stopped:
+            with open(shards[i][1], errors="replace") as f:
+                sys.stderr.write("".join(f.readlines()[-25:]))
+            raise RecipeError(f"{what or os.path.basename(str(cmd[0]))}, shard {i} of {jobs}, failed "
+                              f"(exit {p.returncode}); log: {shards[i][1]}\ncommand: {show(cmd)} "
+                              f"--distributed-world-size {jobs} --distributed-rank {i}")
+    with open(stdout_path, "w") as out, open(stderr_path, "w") as err:
+        for i, (out_path, err_path) in enumerate(shards):
+            with open(out_path) as f:
+                shutil.copyfileobj(f, out)
+            err.write(f"== shard {i} of {jobs} (--distributed-rank {i}) ==\n")
+            with open(err_path, errors="replace") as f:
+                shutil.copyfileobj(f, err)
+            os.remove(out_path)
+            os.remove(err_path)
     return time.time() - start
 
 
@@ -1394,8 +1448,8 @@ class Recipe:
             write_json(f"{out}/train.done", {"train_s": round(t_train, 1), "training": stopped})
         else:
             t_train, stopped = trained["train_s"], trained["training"]
-        t_gen = run_logged(commands["generate"], f"{out}/generate.txt", f"{out}/generate.log",
-                           what=f"fairseq-generate ({model}, seed {seed})")
+        t_gen = run_sharded(commands["generate"], self.args.decode_jobs, f"{out}/generate.txt",
+                            f"{out}/generate.log", what=f"fairseq-generate ({model}, seed {seed})")
         t_score = run_logged(commands["score"], score_path + ".tmp", f"{out}/score.log",
                              what=f"score.py ({model}, seed {seed})")
         os.replace(score_path + ".tmp", score_path)
