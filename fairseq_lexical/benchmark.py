@@ -392,9 +392,10 @@ def rdangle_per_prefix_forward(model, src_tokens, src_lengths, prev_output_token
 
     For each decoder position t (0-based) with re-encoding point s = (t // o) o: the adaptive encoder reads
     [x ; y_0..y_s] (eq. 11 / 15), the decoder runs over the whole prefix y_0..y_t with those keys and an empty
-    memory (eqs. 12-13 / 16, 20 collapse to this under teacher forcing), and position t's output is kept. One
-    adaptive encoding and one decoder pass per target position: the naive per-prefix loop the stacked training
-    of ``RDangleDecoder`` replaces (same modules, same parameters; nothing of ``StackPlan`` is used).
+    memory (eqs. 12-13 / 16, 20 collapse to this under teacher forcing), and position t's output is kept (its
+    last layer queries position t alone, as the stacked rows query their own segment). One adaptive encoding and
+    one decoder pass per target position: the naive per-prefix loop the stacked training of ``RDangleDecoder``
+    replaces (same modules, same parameters; nothing of ``StackPlan`` is used).
     """
     dec = model.decoder
     encoder_out = model.encoder(src_tokens, src_lengths=src_lengths)
@@ -404,7 +405,7 @@ def rdangle_per_prefix_forward(model, src_tokens, src_lengths, prev_output_token
     for t in range(prev_output_tokens.size(1)):
         s = (t // dec.interval) * dec.interval
         key_states = dec.adaptive_keys(encoder_out, x_in[:, : s + 1], pad[:, : s + 1])
-        feats, attn = dec.decode_prefix(encoder_out, x_in[:, : t + 1], key_states)
+        feats, attn = dec.decode_prefix(encoder_out, x_in[:, : t + 1], key_states, last_only=True)
         features.append(feats[:, -1])
         attns.append(attn[:, -1])
         contexts.append(torch.bmm(attn[:, -1:], dec.value_states(encoder_out, key_states)).squeeze(1))

@@ -266,6 +266,38 @@ def test_last_concat_layer_computing_source_positions_only_gives_the_same_source
     assert not torch.allclose(layer(y, mask, rel, query_len=src_len), part)
 
 
+@pytest.mark.parametrize("normalize_before", [False, True])
+@pytest.mark.parametrize("relative,alignment_layer", [(0, 1), (2, 1), (2, 0)])
+def test_decoder_last_layer_querying_selected_positions_gives_their_full_outputs(normalize_before, relative,
+                                                                                 alignment_layer):
+    """KVDecoderStack(outputs=...) queries only the wanted positions in its last layer (training: each row's
+    segment; generation: the last position). Features, alignment and caches must equal the full stack's there,
+    with a source padding, relative positions, and the alignment taken from the last or an earlier layer."""
+    import torch.nn.functional as F
+    from fairseq_lexical.modules.dangle import KVDecoderStack, LayerSizes
+
+    torch.manual_seed(0)
+    stack = KVDecoderStack(LayerSizes(16, 2, 32, 0.0, 0.0, 0.0, F.relu, normalize_before, relative), 2).eval()
+    x, src = torch.randn(3, 6, 16), torch.randn(3, 5, 16)
+    src_pad = torch.zeros(3, 5, dtype=torch.bool)
+    src_pad[1, 0] = True
+    keys, values = stack.project_keys(src), stack.project_values(src)
+    full, full_align, full_caches = stack(x, keys, values, src_pad, alignment_layer)
+    outputs = torch.tensor([[0, 1], [3, 4], [5, 5]])  # a row's segment (clamped at the end, as training does)
+    part, align, caches = stack(x, keys, values, src_pad, alignment_layer, outputs=outputs)
+    assert part.shape == (3, 2, 16) and align.shape == (3, 2, 2, 5)
+    rows = torch.arange(3).unsqueeze(1)
+    torch.testing.assert_close(part, full[rows, outputs], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(align, full_align.transpose(1, 2)[rows, outputs].transpose(1, 2), rtol=1e-5, atol=1e-6)
+    for (k, v), (fk, fv) in zip(caches, full_caches):  # every position still feeds the later steps' cache
+        assert torch.equal(k, fk) and torch.equal(v, fv)
+    # a later position does not reach an earlier query (causal), an earlier one does
+    y = x.clone()
+    y[0, 1] += torch.randn(16)  # (not a constant: a LayerNorm would remove it)
+    changed, _, _ = stack(y, keys, values, src_pad, alignment_layer, outputs=outputs)
+    assert torch.equal(changed[0, 0], part[0, 0]) and not torch.allclose(changed[0, 1], part[0, 1])
+
+
 def test_joint_relative_index_on_a_hand_case():
     from fairseq_lexical.modules.relative_attention import joint_relative_index, relative_index
 

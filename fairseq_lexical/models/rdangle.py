@@ -160,13 +160,16 @@ class RDangleDecoder(FairseqIncrementalDecoder):
         """H_t (eqs. 3-6, 11, 15) for prefixes x_in (R, t, C); tgt_mask (R, t) blocks positions outside them."""
         return self.adaptive.keys(encoder_out["src_embed"][0], encoder_out["encoder_padding_mask"][0], x_in, tgt_mask)
 
-    def decode_prefix(self, encoder_out, x_in: Tensor, key_states: Tensor):
+    def decode_prefix(self, encoder_out, x_in: Tensor, key_states: Tensor, last_only: bool = False):
         """Eq. 12 / 16: the decoder over the whole prefix x_in (B, t, C) with empty memory and keys from
-        ``key_states``; returns the features (B, t, C) and the aligned attention (B, t, S)."""
+        ``key_states``; returns the features (B, t, C) and the aligned attention (B, t, S), or with ``last_only``
+        those of the last position only (B, 1, ...), which the last layer then queries alone."""
         keys = self.stack.project_keys(key_states)
         value_states = key_states if self.kv_mode == "shared" else encoder_out["value_states"][0]
         values = self.stack.project_values(value_states)
-        x, align, _ = self.stack(x_in, keys, values, encoder_out["encoder_padding_mask"][0], self.alignment_layer)
+        outputs = x_in.new_full((x_in.size(0), 1), x_in.size(1) - 1, dtype=torch.long) if last_only else None
+        x, align, _ = self.stack(x_in, keys, values, encoder_out["encoder_padding_mask"][0], self.alignment_layer,
+                                 outputs=outputs)
         return x, self.average_heads(align)
 
     def value_states(self, encoder_out, key_states: Tensor) -> Tensor:
@@ -273,13 +276,20 @@ class RDangleDecoder(FairseqIncrementalDecoder):
             values = self.stack.project_values(key_states)
         else:
             values = [v.index_select(0, sentence) for v in values_sent]
+        # The last decoder layer queries only each row's own segment s_i..s_i+o-1 (when that is fewer than its
+        # dec_len positions); the earlier positions give it keys and values.
+        outputs = None
+        if self.interval < dec_len:
+            offsets = torch.arange(self.interval, device=x_in.device)
+            outputs = (start.unsqueeze(1) + offsets.unsqueeze(0)).clamp(max=dec_len - 1)
         x, align, _ = self.stack(x_in[:, :dec_len].index_select(0, sentence), keys, values, src_pad,
-                                 self.alignment_layer)
-        attn = self.average_heads(align)[row, pos]
+                                 self.alignment_layer, outputs=outputs)
+        col = pos if outputs is None else pos - start[row]
+        attn = self.average_heads(align)[row, col]
         context = None
         if self.needs_context and self.kv_mode == "shared":
             context = torch.bmm(attn.unsqueeze(1), key_states.index_select(0, row)).squeeze(1)
-        return x[row, pos], attn, context
+        return x[row, col], attn, context
 
     # -- generation: incremental decoding with re-encoding points --------------------------------------------------
     def _incremental(self, prev, encoder_out, incremental_state):
@@ -309,7 +319,10 @@ class RDangleDecoder(FairseqIncrementalDecoder):
             start = step
         keys = [cache[f"key.{i}"] for i in range(num_layers)]
         values = [cache[f"value.{i}"] for i in range(num_layers)]
-        x, align, layer_caches = self.stack(x_in, keys, values, src_pad, self.alignment_layer, past=past, start=start)
+        # at a re-encoding point only the last position's output is wanted: the last layer queries it alone
+        outputs = prev.new_full((prev.size(0), 1), x_in.size(1) - 1) if past is None and x_in.size(1) > 1 else None
+        x, align, layer_caches = self.stack(x_in, keys, values, src_pad, self.alignment_layer, past=past, start=start,
+                                            outputs=outputs)
         for i, (k, v) in enumerate(layer_caches):
             cache[f"self_k.{i}"], cache[f"self_v.{i}"] = k, v
         self.set_incremental_state(incremental_state, _CACHE, cache)

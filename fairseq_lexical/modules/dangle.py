@@ -129,11 +129,18 @@ class KVDecoderLayer(nn.Module):
         self_rel_index: Optional[Tensor] = None,
         past: Optional[Tuple[Tensor, Tensor]] = None,
         need_weights: bool = True,
+        query_positions: Optional[Tensor] = None,
     ) -> Tuple[Tensor, Optional[Tensor], Tuple[Tensor, Tensor]]:
-        residual = x
+        """``query_positions`` (B, q') indexes x's positions: only those are queried and returned, while every
+        position still gives its self-attention key and value (the masks must then be (B, q', k))."""
         h = self.self_attn_layer_norm(x) if self.normalize_before else x
         attn = self.self_attn
-        q, k, v = attn.project_query(h), attn.project_key(h), attn.project_value(h)
+        k, v = attn.project_key(h), attn.project_value(h)
+        if query_positions is not None:
+            index = query_positions.unsqueeze(-1).expand(-1, -1, x.size(-1))
+            x, h = x.gather(1, index), h.gather(1, index)
+        residual = x
+        q = attn.project_query(h)
         if past is not None:
             k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
         h, _ = attn.attend(q, k, v, attn_mask=self_attn_mask, rel_index=self_rel_index, need_weights=False)
@@ -253,22 +260,36 @@ class KVDecoderStack(nn.Module):
         alignment_layer: int,
         past: Optional[Sequence[Tuple[Tensor, Tensor]]] = None,
         start: int = 0,
+        outputs: Optional[Tensor] = None,
     ) -> Tuple[Tensor, Tensor, List[Tuple[Tensor, Tensor]]]:
         """x (B, q, C) the embedded inputs of positions start..start+q-1. Returns the features (B, q, C), the
         cross-attention probabilities of ``alignment_layer`` (B, H, q, S) and every layer's self-attention
-        (keys, values) of positions 0..start+q-1."""
+        (keys, values) of positions 0..start+q-1.
+
+        ``outputs`` (B, q'): the positions of x (0..q-1) whose features are wanted. The last layer then queries
+        only those (the other positions feed it keys and values only), and the features and probabilities are
+        (B, q', ...). Generation at a re-encoding point wants one position of t, training o of each row's e_i."""
         q_len = x.size(1)
         k_len = start + q_len
         mask = causal_mask(q_len, k_len, start, device=x.device) if q_len > 1 else None
         K = self.relative_positions
         rel = relative_index(q_len, k_len, K, q_start=start, device=x.device) if K else None
+        last = len(self.layers) - 1
+        if outputs is not None:  # the last layer's masks, one row per wanted position of each sentence
+            distance = torch.arange(k_len, device=x.device).view(1, 1, -1) - (outputs + start).unsqueeze(-1)
+            last_mask = distance > 0
+            last_rel = distance.clamp(-K, K) + K if K else None
         caches, align = [], None
         for i, layer in enumerate(self.layers):
-            x, probs, kv = layer(x, keys[i], values[i], src_padding_mask, mask, rel,
-                                 None if past is None else past[i], need_weights=i == alignment_layer)
+            select = outputs is not None and i == last
+            x, probs, kv = layer(x, keys[i], values[i], src_padding_mask, last_mask if select else mask,
+                                 last_rel if select else rel, None if past is None else past[i],
+                                 need_weights=i == alignment_layer, query_positions=outputs if select else None)
             caches.append(kv)
             if i == alignment_layer:
                 align = probs
+        if outputs is not None and alignment_layer != last:
+            align = align.gather(2, outputs[:, None, :, None].expand(-1, align.size(1), -1, align.size(-1)))
         if self.layer_norm is not None:
             x = self.layer_norm(x)
         return x, align, caches
