@@ -340,6 +340,33 @@ def test_colors_recipe_runs_end_to_end(tmp_path):
 
 
 @pytest.mark.slow
+def test_killing_the_recipe_stops_its_fairseq_train(tmp_path):
+    """`kill` (SIGTERM) of a recipe must not leave its fairseq-train running on."""
+    import signal
+    import time
+
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.Popen(["bash", os.path.join(REPO, "examples", "colors", "run.sh"), "--max-update", "100000",
+                             "--models", "lstm", "--work", str(tmp_path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    log = tmp_path / "lstm" / "seed1" / "train.log"
+    deadline = time.time() + 300
+    while not (log.exists() and "num_updates" in log.read_text(errors="replace")):  # fairseq-train is training
+        assert proc.poll() is None and time.time() < deadline, proc.communicate()
+        time.sleep(1)
+    children = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
+    assert children, "no fairseq-train child found"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143 and "terminated (finished runs are kept" in err
+    for pid in children:
+        deadline = time.time() + 30
+        while os.path.exists(f"/proc/{pid}") and time.time() < deadline:
+            time.sleep(0.5)
+        assert not os.path.exists(f"/proc/{pid}"), f"fairseq-train (pid {pid}) still runs"
+
+
+@pytest.mark.slow
 def test_scan_recipe_two_models_two_seeds(tmp_path, tiny_scan):
     work = tmp_path / "work"
     args = ("--data", tiny_scan, "--work", work, "--cpu-small", "--max-update", "20", "--models", "lstm,simple",

@@ -32,6 +32,7 @@ import random
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -1689,14 +1690,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     task.args = args  # the task's own options (--split, --gen) and whether --patience was given
     global PROGRESS_EVERY
     PROGRESS_EVERY = max(1.0, args.progress_every)
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         return Recipe(task, args).run()
     except RecipeError as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted (finished runs are kept; run again to go on)", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        print(f"{PROG}: {'terminated' if isinstance(e, Terminated) else 'interrupted'} (finished runs are kept; "
+              f"run again to go on)", file=sys.stderr)
+        return 143 if isinstance(e, Terminated) else 130
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (`kill`), raised like Ctrl-C so that the runners stop the fairseq processes they started."""
+
+
+def _terminate(signum, frame):
+    raise Terminated()
 
 
 if __name__ == "__main__":
