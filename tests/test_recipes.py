@@ -455,6 +455,19 @@ def test_decode_jobs_split_generation_and_concatenate_the_shards(tmp_path, monke
     assert time.time() - start < 30
 
 
+def test_importing_the_recipe_module_is_offline_and_leaves_the_environment_alone():
+    """The recipe process imports the package without fairseq (fast start), but a process that imports the module
+    (as these tests do) must not pass FAIRSEQ_LEXICAL_OFFLINE=1 on to the fairseq programs it starts later: they
+    would then register none of the plugin's models."""
+    code = ("import os, sys; sys.path.insert(0, sys.argv[1]); import recipe; "
+            "print(os.environ.get('FAIRSEQ_LEXICAL_OFFLINE'), 'fairseq' in sys.modules, 'torch' in sys.modules)")
+    env = {k: v for k, v in os.environ.items() if k != "FAIRSEQ_LEXICAL_OFFLINE"}
+    proc = subprocess.run([sys.executable, "-c", code, os.path.join(REPO, "examples", "lib")], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["None", "False", "False"]
+
+
 def test_decode_jobs_must_be_positive(tmp_path):
     proc = run_recipe("colors", "--work", tmp_path, "--decode-jobs", "0", "--dry-run")
     assert proc.returncode == 2 and "--decode-jobs must be >= 1, got 0" in proc.stderr

@@ -41,11 +41,19 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-os.environ.setdefault("FAIRSEQ_LEXICAL_OFFLINE", "1")  # this process needs neither fairseq nor torch
 sys.path.insert(0, ROOT)
-
-from fairseq_lexical.corpus import CorpusError, write_parallel  # noqa: E402
-from fairseq_lexical.metrics.aggregate import aggregate_dir, format_mean_std, format_summary  # noqa: E402
+# This process needs neither fairseq nor torch: the package is imported offline, and the setting is put back at
+# once, so that a process importing this module (the tests) does not pass it on to the fairseq programs it starts.
+_offline = os.environ.get("FAIRSEQ_LEXICAL_OFFLINE")
+os.environ["FAIRSEQ_LEXICAL_OFFLINE"] = "1"
+try:
+    from fairseq_lexical.corpus import CorpusError, write_parallel  # noqa: E402
+    from fairseq_lexical.metrics.aggregate import aggregate_dir, format_mean_std, format_summary  # noqa: E402
+finally:
+    if _offline is None:
+        del os.environ["FAIRSEQ_LEXICAL_OFFLINE"]
+    else:
+        os.environ["FAIRSEQ_LEXICAL_OFFLINE"] = _offline
 
 PROG = "run.sh"
 
