@@ -132,6 +132,7 @@ def test_dry_run_commands_carry_the_papers_settings(tmp_path):
     # Appendix C.1 (+ the authors' scripts): 2x512, Noam lr 1.0 (peak 512^-0.5 * 4000^-0.5), batch 128 x 4, clip 5,
     # 8000 updates, validation every 500 updates; extra dropout 0.5 on p_write (lexical models) for SCAN.
     assert "[1/6] lstm seed 1" in scan and "[6/6] bayes seed 1" in scan
+    assert "== lstm, simple, pmi, ibm2, ibm1, bayes: 512-unit 2-layer LSTM, batch 128 x 4" in scan
     lstm_train = next(l for l in scan.splitlines() if "--arch lstm_plain " in l)
     simple_train = next(l for l in scan.splitlines() if "--lexicon" in l and "simple.tsv" in l)
     for opt in ("--lr 0.000698771", "--warmup-updates 4000", "--batch-size 128", "--update-freq 4",
@@ -214,6 +215,8 @@ def test_dry_run_transformer_family_rows(tmp_path):
     names = "transformer,lex_transformer,pgn,dangle,rdangle_shr,rdangle_sep,rdangle_sep_o1"
     cogs = dry_run("cogs", tmp_path / "cogs", "--models", names, *work)
     lines = cogs.splitlines()
+    # the banner gives these rows their own settings line and no LSTM line
+    assert "2-layer LSTM" not in cogs and "4096 x 1, 30000 updates, validation every" in cogs
     train = {m: next(l for i, l in enumerate(lines) if l.strip().startswith("train:") and f" {m} seed 1:" in lines[i - 1])
              for m in names.split(",")}
     gen = {m: next(l for i, l in enumerate(lines) if l.strip().startswith("generate:") and f" {m} seed 1:" in lines[i - 2])

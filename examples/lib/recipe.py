@@ -1527,11 +1527,16 @@ class Recipe:
         say(f"== {self.task.name}{' ' + self.args.split if self.task.name == 'scan' else ''}: work directory "
             f"{self.work}")
         say(f"== settings: {self.settings_label}")
-        say(f"   {hp.hidden}-unit 2-layer LSTM, batch {hp.batch_size} x {hp.update_freq}, lr {hp.lr:.3g} "
-            f"(inverse sqrt, {hp.warmup} warm-up), clip {hp.clip_norm}, {hp.max_update} updates, "
-            + (f"validation every {hp.validate_every} updates, " if hp.validate_every else "no validation, ")
-            + f"checkpoint_{hp.checkpoint}.pt, beam {hp.beam}; "
-            + ("the authors' released decoder" if hp.decoder == "authors" else "fairseq's LSTM decoder, eq. 6 gate"))
+        # the Akyurek & Andreas line only where such rows run: the Transformer and LLA rows have settings of their own
+        lstm_models = [m for m in self.models if m not in self.transformer_models and m not in self.lla_models]
+        evaluation = ((f"validation every {hp.validate_every} updates, " if hp.validate_every else "no validation, ")
+                      + f"checkpoint_{hp.checkpoint}.pt, beam {hp.beam}")
+        if lstm_models:
+            say(f"== {', '.join(lstm_models)}: {hp.hidden}-unit 2-layer LSTM, batch {hp.batch_size} x "
+                f"{hp.update_freq}, lr {hp.lr:.3g} (inverse sqrt, {hp.warmup} warm-up), clip {hp.clip_norm}, "
+                f"{hp.max_update} updates, {evaluation}; "
+                + ("the authors' released decoder" if hp.decoder == "authors" else
+                   "fairseq's LSTM decoder, eq. 6 gate"))
         if self.transformer_models:
             ts = self.ts
             batch = " + ".join(x for x in (f"--max-tokens {ts.max_tokens}" if ts.max_tokens else "",
@@ -1541,7 +1546,7 @@ class Recipe:
                    "max_update our choice (the paper gives none)]")
             say(f"== {', '.join(self.transformer_models)}: Adam {ts.adam_betas}, lr {ts.lr:g} (inverse sqrt, "
                 f"{ts.warmup} warm-up), weight decay {ts.weight_decay:g}, label smoothing {ts.label_smoothing:g}, "
-                f"clip {ts.clip_norm:g}, {batch} x {ts.update_freq}, {ts.max_update} updates{tag}")
+                f"clip {ts.clip_norm:g}, {batch} x {ts.update_freq}, {ts.max_update} updates, {evaluation}{tag}")
         if self.lla_models:
             say(f"== {', '.join(self.lla_models)} (Thrush 2020, --arch {self.arch(MODELS['lla'])}): "
                 f"{self.lla.describe()} (as checkpoint_last.pt); beam {hp.beam}; "
