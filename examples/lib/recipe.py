@@ -887,13 +887,15 @@ def run_logged(cmd: Sequence[str], stdout_path: str, stderr_path: Optional[str] 
             if stderr_path:
                 err.close()
     if proc.returncode != 0:
-        log = stderr_path or stdout_path
-        with open(log, errors="replace") as f:
-            tail = f.readlines()[-25:]
-        sys.stderr.write("".join(tail))
-        raise RecipeError(f"{what or os.path.basename(str(cmd[0]))} failed (exit {proc.returncode}); "
-                          f"log: {log}\ncommand: {show(cmd)}")
+        stop_on_failure(cmd, proc.returncode, stderr_path or stdout_path, what or os.path.basename(str(cmd[0])))
     return time.time() - start
+
+
+def stop_on_failure(cmd: Sequence[str], returncode: int, log: str, what: str):
+    """Show the tail of a failed child's log and stop with an error naming it, the log and the command."""
+    with open(log, errors="replace") as f:
+        sys.stderr.write("".join(f.readlines()[-25:]))
+    raise RecipeError(f"{what} failed (exit {returncode}); log: {log}\ncommand: {show(cmd)}")
 
 
 def run_sharded(cmd: Sequence[str], jobs: int, stdout_path: str, stderr_path: str, what: str = "") -> float:
@@ -907,13 +909,13 @@ def run_sharded(cmd: Sequence[str], jobs: int, stdout_path: str, stderr_path: st
     if "OMP_NUM_THREADS" not in env:  # jobs processes with a thread per core each would oversubscribe the cores
         env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // jobs))
     shards = [(f"{stdout_path}.shard{i}", f"{stderr_path}.shard{i}") for i in range(jobs)]
+    shard_cmds = [[*map(str, cmd), "--distributed-world-size", str(jobs), "--distributed-rank", str(i)]
+                  for i in range(jobs)]
     procs, stopped = [], set()
     try:
-        for i, (out_path, err_path) in enumerate(shards):
+        for (out_path, err_path), shard_cmd in zip(shards, shard_cmds):
             with open(out_path, "w") as out, open(err_path, "w") as err:
-                procs.append(subprocess.Popen(
-                    [*map(str, cmd), "--distributed-world-size", str(jobs), "--distributed-rank", str(i)],
-                    stdout=out, stderr=err, env=env))
+                procs.append(subprocess.Popen(shard_cmd, stdout=out, stderr=err, env=env))
         while True:
             codes = [p.poll() for p in procs]  # poll every shard: a failed one stops the rest at once
             if all(c is not None for c in codes) or any(c not in (None, 0) for c in codes):
@@ -927,11 +929,8 @@ def run_sharded(cmd: Sequence[str], jobs: int, stdout_path: str, stderr_path: st
                 stopped.add(i)
     for i, p in enumerate(procs):
         if p.returncode != 0 and i not in stopped:
-            with open(shards[i][1], errors="replace") as f:
-                sys.stderr.write("".join(f.readlines()[-25:]))
-            raise RecipeError(f"{what or os.path.basename(str(cmd[0]))}, shard {i} of {jobs}, failed "
-                              f"(exit {p.returncode}); log: {shards[i][1]}\ncommand: {show(cmd)} "
-                              f"--distributed-world-size {jobs} --distributed-rank {i}")
+            stop_on_failure(shard_cmds[i], p.returncode, shards[i][1],
+                            f"{what or os.path.basename(str(cmd[0]))}, shard {i} of {jobs},")
     with open(stdout_path, "w") as out, open(stderr_path, "w") as err:
         for i, (out_path, err_path) in enumerate(shards):
             with open(out_path) as f:
