@@ -143,6 +143,21 @@ def test_fallback_identity_when_inputs_are_outputs():
     assert as_map(build_lexicon(pairs, "simple", fallback=False)[0]) == {"a": {"a": 2.0}}
 
 
+def test_fallback_identity_per_shared_string_then_uniform_over_unclaimed():
+    # COGS's case: V_x is not a subset of V_y. Learned: ran -> RUN. cat and dog have no entry but are output strings:
+    # identity each (the authors' code). "the" is no output string: uniform over the outputs claimed neither by an
+    # entry (RUN) nor by a shared string (cat, dog, and Emma, whose learned row points elsewhere): x and y.
+    from fairseq_lexical.lexicon.fallback import mutual_exclusivity_fallback
+
+    learned = [("ran", "RUN", 2.0), ("Emma", "EMMA", 1.0)]
+    extra, report = mutual_exclusivity_fallback(
+        learned, ["the", "cat", "dog", "ran", "Emma"], ["cat", "dog", "RUN", "EMMA", "Emma", "x", "y"])
+    assert as_map(extra) == {"cat": {"cat": 1.0}, "dog": {"dog": 1.0},
+                             "the": {"x": pytest.approx(0.5), "y": pytest.approx(0.5)}}
+    assert report == dict(fallback_inputs=3, fallback_identity=2, fallback_uniform=1, fallback_unclaimed_outputs=2,
+                          fallback_no_entry=0)
+
+
 def test_pmi_hand_corpus():
     pairs = [("a", "A"), ("a b", "A B"), ("b", "B")]
     cooc = cooccurrence(encode_pairs(pairs))
