@@ -191,7 +191,8 @@ def test_training_stops_on_a_lexicon_whose_tokens_are_all_unknown(toy_data, tmp_
     with pytest.raises(LexiconFormatError) as err:
         fairseq_train_in_process(*train_argv(toy_data / "bin", lexicon, tmp_path))
     message = str(err.value)
-    assert message.startswith(f"{lexicon}: none of the 2 lexicon entries has both tokens in the dictionaries")
+    assert message.startswith(f"{lexicon}: none of the 2 lexicon entries can be used: 2 with a source token not in "
+                              "the source dictionary")
     assert "B1 -> a1" in message and "tokenised like the data" in message
 
 
@@ -206,6 +207,32 @@ def test_a_partly_unknown_lexicon_is_a_counted_warning(toy_data, caplog):
         build_model(toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", lexicon)
     assert (f"lexicon {lexicon}: skipped 2 of 3 entries whose tokens are not in the dictionaries "
             "(1 unknown source, 1 unknown target; e.g. zup -> B2, a2 -> PURPLE)") in caplog.text
+
+
+def test_training_stops_on_a_lexicon_of_special_source_tokens_naming_them(toy_data, tmp_path):
+    """Entries whose source is a special token (which always maps to itself) were dropped without a count, and the
+    error for a file of only such entries said "e.g. " with nothing after it."""
+    from fairseq_lexical.lexicon import LexiconFormatError
+
+    lexicon = bad_lexicon(tmp_path, "<unk>\tB1\t1\n</s>\tB2\t1\n")
+    with pytest.raises(LexiconFormatError) as err:
+        fairseq_train_in_process(*train_argv(toy_data / "bin", lexicon, tmp_path))
+    message = str(err.value)
+    assert "none of the 2 lexicon entries can be used: 2 with a special source token" in message
+    assert "(e.g. <unk> -> B1, </s> -> B2)" in message
+
+
+def test_special_source_entries_are_a_counted_warning(toy_data, caplog):
+    from conftest import build_model
+
+    import logging
+
+    lexicon = toy_data / "special_source.tsv"
+    lexicon.write_text("a1\tB1\t1\n<unk>\tB2\t1\n")
+    with caplog.at_level(logging.WARNING):
+        build_model(toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", lexicon)
+    assert (f"lexicon {lexicon}: skipped 1 of 2 entries whose source is a special token, which always maps to "
+            "itself (e.g. <unk> -> B2)") in caplog.text
 
 
 def test_identity_lexicon_with_no_shared_string_warns(toy_data, caplog):

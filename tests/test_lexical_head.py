@@ -256,8 +256,42 @@ def test_half_precision_keeps_the_frozen_lexicon_exact():
     assert head.gate.weight.dtype == torch.float16  # parameters follow .half() as usual
     assert head.lexicon_weights.dtype == torch.float64 and torch.equal(head.lexicon_weights, rows)
     assert head.uniform_target_dist.dtype == torch.float64
-    assert head.lexicon_uniform_rows.dtype == torch.uint8
+    assert head.lexicon_uniform_rows.dtype == torch.float64  # each row's uniform mass
     attn, src, logits, feats = random_inputs(2, 3, 5, 6, 12, seed=22, gate_dim=4)
     log_probs, _ = head(logits.half(), feats.half(), attn.half(), src)
     assert log_probs.dtype == torch.float32
     torch.testing.assert_close(log_probs.exp().sum(-1), torch.ones(2, 3), atol=1e-3, rtol=0)
+
+
+def test_full_row_rows_give_the_dense_p_lex_and_mixture():
+    # Full-row rows (issue 19, point 5): the listed entries plus a uniform remainder per row, in the head.
+    src = SPECIALS + ["a", "b", "c"]
+    tgt = SPECIALS + [f"w{i}" for i in range(10)]
+    entries = [("a", "w0", 3.0), ("a", "w1", 1.0), ("a", "w2", 1.0), ("b", "w3", 0.5), ("c", "w4", 2.0)]
+    table = build_lexicon_table(entries, src, tgt, 4, temperature=0.5, top_k=2, normalization="full-row")
+    assert 0 < table.uniform_mass[4] < 1
+    head = LexicalTranslationHead(table, gate_input_dim=6)
+    attn, src_tokens, logits, feats = random_inputs(2, 3, 5, len(src), len(tgt), seed=30)
+    dense_L = torch.from_numpy(table.dense())
+    expected = torch.einsum("bts,bsv->btv", attn.double(), dense_L[src_tokens])
+    torch.testing.assert_close(head.lexical_probs(attn, src_tokens).double(), expected, atol=1e-7, rtol=1e-6)
+    log_probs, _ = head(logits, feats, attn, src_tokens)
+    reference = lexical_mixture_log_probs(logits, head.gate_logit(feats), expected.float())
+    torch.testing.assert_close(log_probs, reference)
+    with pytest.raises(ValueError, match="dense"):
+        LexicalTranslationHead(table, gate_input_dim=6, trainable=True)
+    learned = LexicalTranslationHead(table, gate_input_dim=6, trainable=True, dense=True)
+    torch.testing.assert_close(learned.lexical_probs(attn, src_tokens).double(), expected, atol=1e-6, rtol=1e-5)
+
+
+def test_a_checkpoint_with_a_uint8_uniform_mask_loads_with_its_old_rows():
+    # Checkpoints saved before the uniform mass kept a 0/1 uint8 mask under the same name.
+    table = random_table(12, 20, k=3, seed=31)
+    head = LexicalTranslationHead(table, gate_input_dim=6)
+    state = head.state_dict()
+    state["lexicon_uniform_rows"] = torch.from_numpy(table.uniform_rows).to(torch.uint8)
+    loaded = LexicalTranslationHead(uniform_lexicon_table(["x"] * 12, SPECIALS + ["y"] * 16, 4), gate_input_dim=6)
+    loaded.load_state_dict(state)
+    assert loaded.lexicon_uniform_rows.dtype == torch.float64
+    attn, src, _, _ = random_inputs(2, 3, 5, 12, 20, seed=32)
+    torch.testing.assert_close(loaded.lexical_probs(attn, src), head.lexical_probs(attn, src), atol=0, rtol=0)

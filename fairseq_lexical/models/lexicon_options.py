@@ -15,7 +15,7 @@ from ..lexicon import (
     read_lexicon,
     uniform_lexicon_table,
 )
-from ..lexicon.table import LexiconTable
+from ..lexicon.table import NORMALIZATIONS, LexiconTable, validate_temperature
 from ..modules import LexicalTranslationHead
 
 logger = logging.getLogger(__name__)
@@ -30,7 +30,12 @@ def add_lexicon_args(parser):
     parser.add_argument("--lexicon-temperature", type=float, metavar="TAU",
                         help="0 keeps each row's argmax (ties share); > 0 is a softmax of the scores / TAU")
     parser.add_argument("--lexicon-top-k", type=int, metavar="K",
-                        help="keep at most K targets per source token (default: all at TAU = 0, 8 at TAU > 0)")
+                        help="keep the K best targets per source token, and at TAU > 0 every target tied with the "
+                             "K-th (default: all at TAU = 0, 8 at TAU > 0)")
+    parser.add_argument("--lexicon-normalization", choices=NORMALIZATIONS,
+                        help="listed (default): the softmax at TAU > 0 runs over a row's entries only; full-row: "
+                             "over the whole output row, words without an entry scoring 0 (eq. 12, the authors' "
+                             "SoftAlign); beyond the top-k the row's rest is spread evenly")
     parser.add_argument("--lexicon-trainable", action="store_true",
                         help="fine-tune L (default: frozen, a buffer)")
     parser.add_argument("--gate-bias-init", type=float, metavar="B",
@@ -51,6 +56,8 @@ def add_lexicon_args(parser):
 def lexicon_arch_defaults(args):
     args.lexicon_temperature = getattr(args, "lexicon_temperature", 0.0)
     args.lexicon_top_k = getattr(args, "lexicon_top_k", None)
+    # "listed" for checkpoints saved before the option existed (their table is in the checkpoint anyway)
+    args.lexicon_normalization = getattr(args, "lexicon_normalization", None) or "listed"
     args.lexicon_trainable = getattr(args, "lexicon_trainable", False)
     args.lexicon_dense = getattr(args, "lexicon_dense", False)
     args.gate_bias_init = getattr(args, "gate_bias_init", 0.0)
@@ -77,7 +84,8 @@ def _load_table(args, src_dict, tgt_dict) -> LexiconTable:
         top_k = 8
     try:
         table = build_lexicon_table(
-            entries, src_symbols, tgt_symbols, nspecial, args.lexicon_temperature, top_k, unk=tgt_dict.unk()
+            entries, src_symbols, tgt_symbols, nspecial, args.lexicon_temperature, top_k, unk=tgt_dict.unk(),
+            normalization=getattr(args, "lexicon_normalization", None) or "listed",
         )
     except ValueError as e:
         raise LexiconFormatError(spec, str(e)) from None
@@ -91,6 +99,12 @@ def _load_table(args, src_dict, tgt_dict) -> LexiconTable:
             spec, skipped, table.report["entries"], table.report["unknown_source"],
             table.report["unknown_target"], ", ".join(table.unknown_examples),
         )
+    if table.report["special_source"]:
+        logger.warning(
+            "lexicon %s: skipped %d of %d entries whose source is a special token, which always maps to itself "
+            "(e.g. %s)", spec, table.report["special_source"], table.report["entries"],
+            ", ".join(table.special_source_examples),
+        )
     return table
 
 
@@ -103,9 +117,11 @@ def build_lexical_head(args, src_dict, tgt_dict, gate_input_dim: int):
         )
     if spec == "none":
         return None
-    if args.lexicon_temperature < 0:
-        raise ValueError(f"--lexicon-temperature must be >= 0, got {args.lexicon_temperature}")
-    dense = args.lexicon_dense or (spec == "uniform" and args.lexicon_trainable)
+    validate_temperature(args.lexicon_temperature)
+    # Rows with a uniform part learn only densely: the uniform lexicon, and full-row rows (the authors' SoftAlign
+    # is a dense matrix too).
+    full_row = getattr(args, "lexicon_normalization", None) == "full-row" and spec not in LEXICON_KEYWORDS
+    dense = args.lexicon_dense or (args.lexicon_trainable and (spec == "uniform" or full_row))
     if args.lexicon_stored_in_checkpoint:
         # Placeholders of the right kind; the checkpoint's state fills them (and their width k).
         table = uniform_lexicon_table(src_dict.symbols, tgt_dict.symbols, tgt_dict.nspecial)

@@ -5,8 +5,8 @@
     p(y_t = w) = p_gate p_write(w) + (1 - p_gate) p_lex(w)                (eq. 10)
 
 With L = I on shared strings this is the copy mechanism (eqs. 7-8). L is a sparse table (up to k targets per
-source id, plus rows that are uniform over the target vocabulary), so p_lex is a scatter-add over the batch's
-source positions and no |V_x| x |V_y| tensor is built per batch. The mixture and its log are computed in fp32,
+source id, plus a mass per row spread uniformly over the target vocabulary), so p_lex is a scatter-add over the
+batch's source positions and no |V_x| x |V_y| tensor is built per batch. The mixture and its log are computed in fp32,
 in log space, so that a token with no lexical mass still gets a finite log-probability.
 """
 from __future__ import annotations
@@ -182,7 +182,7 @@ class LexicalTranslationHead(nn.Module):
         self.trainable = trainable
         self.copy_scatter_softmax = copy_scatter_softmax
         self.dense = dense
-        self.num_source = len(table.uniform_rows)
+        self.num_source = len(table.uniform_mass)
         self.num_target = len(table.uniform_support)
         self.gate = nn.Linear(gate_input_dim, 1)
         nn.init.constant_(self.gate.bias, gate_bias_init)
@@ -199,9 +199,14 @@ class LexicalTranslationHead(nn.Module):
         targets = torch.from_numpy(table.targets)
         weights = torch.from_numpy(table.weights)
         self.register_buffer("lexicon_targets", targets)
-        self.register_buffer("lexicon_uniform_rows", torch.from_numpy(table.uniform_rows).to(torch.uint8))
+        # Each row's mass spread uniformly over uniform_target_dist (1: a uniform row; a fraction: the remainder of
+        # a full-row softmax). Kept under its old name, where it was a 0/1 uint8 mask: old checkpoints load into it.
+        self.register_buffer("lexicon_uniform_rows", torch.from_numpy(table.uniform_mass))
         # Decided once (not per batch, which would synchronise with the GPU): uniform rows need the dense path.
         self.has_uniform_rows = bool(table.uniform_rows.any())
+        if trainable and ((table.uniform_mass > 0) & (table.uniform_mass < 1)).any():
+            raise ValueError("a trainable sparse lexicon cannot hold full-row softmax rows (their uniform remainder "
+                             "is not trained): store it densely (--lexicon-dense)")
         if trainable:
             filled = weights > 0
             logits = torch.where(filled, torch.log(weights.clamp_min(_TINY)), torch.full_like(weights, _EMPTY_SLOT_LOGIT))
@@ -215,7 +220,7 @@ class LexicalTranslationHead(nn.Module):
         else:
             self.register_buffer("lexicon_weights", weights.double())
 
-    _FROZEN_FLOAT_BUFFERS = ("uniform_target_dist", "lexicon_weights")
+    _FROZEN_FLOAT_BUFFERS = ("uniform_target_dist", "lexicon_weights", "lexicon_uniform_rows")
 
     def _apply(self, fn, recurse=True):
         # .half(), .bfloat16() and .to(dtype) would round the frozen tables; they follow the device only.
