@@ -135,6 +135,21 @@ def test_build_lexicon_drops_a_byte_order_mark_and_reports_tokens_the_format_can
     assert any("skipped 1 entries" in p for p in provenance)
 
 
+@pytest.mark.parametrize("tau, message", [
+    ("-1", "--temperature must be a finite number >= 0, got -1.0"),
+    ("nan", "--temperature must be a finite number >= 0, got nan"),
+    ("1e-320", "row 'a': --temperature 1e-320 is too small for scores up to 2"),
+])
+def test_plot_lexicon_refuses_a_temperature_the_model_refuses(tmp_path, capsys, tau, message):
+    """-1 plotted each row's argmin and 1e-320 NaN: the plot now applies the model's rule and checks."""
+    lexicon = tmp_path / "lex.tsv"
+    lexicon.write_text("a\tA\t2\na\tB\t1\n")
+    png = tmp_path / "lex.png"
+    assert load_tool("plot_lexicon").main([str(lexicon), "-o", str(png), "--temperature", tau]) == 2
+    assert message in capsys.readouterr().err
+    assert not png.exists()
+
+
 def test_score_refuses_output_where_fairseq_skipped_over_long_samples(tmp_path):
     from fairseq_lexical.metrics import GenerateOutputError, parse_generate_output
 

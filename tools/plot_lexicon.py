@@ -4,7 +4,7 @@
     python tools/plot_lexicon.py lexicon.tsv -o lexicon.png --words walk,run,look,jump,left,right --temperature 0.1
 
 Each row is L_v = softmax(score / temperature) over the row's entries (temperature 0: the argmax, ties share),
-the same rule the model applies when it loads the file; columns are the output words that carry weight in the
+the same rule and checks as the model's when it loads the file (`--lexicon-normalization listed`, no top-k); columns are the output words that carry weight in the
 shown rows (at most --max-targets, by total weight).
 
 With --checkpoint (an `lla_lstm` model, Thrush 2020) the rows are the learned Lexicon Unit sigmoid(w[v]) of the
@@ -69,10 +69,12 @@ def main(argv=None) -> int:
         return 0
 
     from fairseq_lexical.lexicon.fileformat import LexiconFormatError, read_lexicon
+    from fairseq_lexical.lexicon.table import row_weights, validate_temperature
 
     try:
+        validate_temperature(args.temperature, "--temperature")
         entries, provenance = read_lexicon(args.lexicon)
-    except LexiconFormatError as e:
+    except (LexiconFormatError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     rows = {}
@@ -92,13 +94,11 @@ def main(argv=None) -> int:
             weights[v] = {}
             continue
         tg = list(row)
-        sc = np.array([row[t] for t in tg], dtype=np.float64)
-        if args.temperature == 0:
-            w = (sc == sc.max()).astype(np.float64)
-        else:
-            z = sc / args.temperature
-            w = np.exp(z - z.max())
-        w /= w.sum()
+        try:  # the model's rule and checks (fairseq_lexical/lexicon/table.py)
+            w = row_weights(np.array([row[t] for t in tg], dtype=np.float64), args.temperature, option="--temperature")
+        except ValueError as e:
+            print(f"error: {args.lexicon}: row {v!r}: {e}", file=sys.stderr)
+            return 2
         weights[v] = dict(zip(tg, w))
     total = {}
     for v in words:

@@ -110,7 +110,7 @@ def _exp_scores(scores: np.ndarray, temperature: float, shift: float, option: st
         w = np.exp(z - shift / temperature)
     if not np.isfinite(w).all():  # scores / tau overflowed float64 (inf - inf)
         raise ValueError(
-            f"{option} {temperature:g} is too small for scores up to {scores.max():g} "
+            f"{option} {float(temperature)!r} is too small for scores up to {scores.max():g} "
             "(scores / temperature overflows); use 0 for the argmax"
         )
     return w
