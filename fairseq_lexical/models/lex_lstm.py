@@ -17,7 +17,10 @@ from fairseq.models import register_model, register_model_architecture
 from fairseq.models.lstm import AttentionLayer, LSTMDecoder, LSTMEncoder, LSTMModel
 from fairseq.models.lstm import base_architecture as lstm_base_architecture
 
+from ..modules.lexical_head import fp32_linear
 from .lexicon_options import add_lexicon_args, build_lexical_head, lexicon_arch_defaults
+
+_O_T_BOUND = torch.finfo(torch.float32).max ** 0.5  # see CombinedOutputAttention
 
 
 class LexLSTMEncoder(LSTMEncoder):
@@ -35,8 +38,23 @@ class LexLSTMEncoder(LSTMEncoder):
         return tuple(super().reorder_encoder_out(tuple(state), new_order)) + (src_tokens.index_select(0, new_order),)
 
 
+def fp32_attention(source_hids: Tensor, query: Tensor, encoder_padding_mask: Optional[Tensor]) -> Tensor:
+    """alpha = softmax_j(s_j . q), srclen x bsz, in fp32 whatever the activations' dtype.
+
+    The head reads alpha (eq. 9), and d log p(y) / d alpha_j = (1 - g) L[x_j, y] / p(y) is unbounded: at
+    p(y) = 5e-4, g = 0.5 and a loss scale of 128 it is 1.3e5, past fp16's 65504. Kept in fp32 up to the scores,
+    the gradient is bounded again there (alpha_j times it is at most 1, times the loss scale).
+    """
+    scores = (source_hids * query.unsqueeze(0)).sum(dim=2).float()
+    if encoder_padding_mask is not None:
+        scores = scores.masked_fill(encoder_padding_mask, float("-inf"))
+    return torch.softmax(scores, dim=0)
+
+
 class RecordingAttentionLayer(AttentionLayer):
-    """fairseq's attention layer that also keeps, per decoder step, its query h_t and its weights alpha_t.
+    """fairseq's attention layer (its parameters, its fp32 result) that also keeps, per decoder step, its query h_t
+    and its weights alpha_t, which it computes in fp32 (``fp32_attention``; fairseq's softmax runs in the
+    activations' dtype). Only the context vector reads alpha in the activations' dtype.
 
     The decoder loop is fairseq's own; recording here is what lets the head see h_t (eq. 6) and alpha (eq. 9)
     at every step, in training too (fairseq returns attention only in eval mode).
@@ -47,18 +65,33 @@ class RecordingAttentionLayer(AttentionLayer):
         self.weights: List[Tensor] = []
 
     def forward(self, input, source_hids, encoder_padding_mask):
-        out, attn = super().forward(input, source_hids, encoder_padding_mask)
+        attn = fp32_attention(source_hids, self.input_proj(input), encoder_padding_mask)
+        context = (attn.type_as(source_hids).unsqueeze(2) * source_hids).sum(dim=0)
+        out = torch.tanh(self.output_proj(torch.cat((context, input), dim=1)))
         self.queries.append(input)
-        self.weights.append(attn)  # srclen x bsz
+        self.weights.append(attn)  # srclen x bsz, fp32
         return out, attn
 
 
-class StepInputRecordingLSTMCell(nn.LSTMCell):
-    """The decoder's first LSTM cell, which also keeps its input [e(y_t-1); o_t-1] of the current step."""
+class Float32Linear(nn.Linear):
+    """nn.Linear computed in fp32 whatever its parameters' dtype and autocast (the parameters keep their dtype)."""
 
-    def forward(self, input, hx=None):
+    def forward(self, input: Tensor) -> Tensor:
+        return fp32_linear(input, self.weight, self.bias)
+
+
+class StepInputRecordingLSTMCell(nn.LSTMCell):
+    """The decoder's first LSTM cell, which also keeps its input [e(y_t-1); o_t-1] of the current step. It
+    computes in fp32, since o_t-1 is fp32 (see CombinedOutputAttention); its state keeps the cell's dtype."""
+
+    def forward(self, input, hx):
         self.step_input = input
-        return super().forward(input, hx)
+        with torch.autocast(input.device.type, enabled=False):
+            h, c = torch.lstm_cell(
+                input.float(), tuple(s.float() for s in hx), self.weight_ih.float(), self.weight_hh.float(),
+                self.bias_ih.float(), self.bias_hh.float(),
+            )
+        return h.to(self.weight_ih.dtype), c.to(self.weight_ih.dtype)
 
 
 class CombinedOutputAttention(RecordingAttentionLayer):
@@ -75,30 +108,29 @@ class CombinedOutputAttention(RecordingAttentionLayer):
     Without a squashing function o_t can grow geometrically along the sequence (trained Colors models reach
     |o_t| ~ 1e4 on training pairs and ~5e5 on test pairs), so a long beam hypothesis overflows to inf and then
     NaN, which fairseq's beam search cannot finish ("AssertionError: 200 < 200"). o_t is therefore clamped at
-    sqrt(the dtype's largest value), 1.8e19 in fp32: far above any state a trained model reaches in a sequence of
-    sensible length, and low enough that the next linear maps (input feed, p_write) stay finite.
+    sqrt(fp32's largest value), 1.8e19: far above any state a trained model reaches in a sequence of sensible
+    length, and low enough that the next linear maps (input feed, p_write) stay finite.
+
+    o_t and the linear maps that read it (this projection, the first cell's input, p_write's projection, the
+    gate) are fp32 whatever the model's dtype: fp16 holds neither 5e5 nor, with the clamp at sqrt of its own
+    largest value (256), the 1e4 of training, so a half-precision model would be another model.
     """
 
     def __init__(self, hidden_dim: int, source_dim: int, step_input_cell: StepInputRecordingLSTMCell,
                  output_dim: int, write_dropout: float):
         nn.Module.__init__(self)
         self.input_proj = nn.Linear(hidden_dim, source_dim, bias=True)
-        self.output_proj = nn.Linear(step_input_cell.input_size + hidden_dim + source_dim, output_dim, bias=True)
+        self.output_proj = Float32Linear(step_input_cell.input_size + hidden_dim + source_dim, output_dim, bias=True)
         self.write_dropout = nn.Dropout(write_dropout)
         self._cell = (step_input_cell,)  # a tuple: not registered twice as a submodule
         self.start_recording()
 
     def forward(self, input, source_hids, encoder_padding_mask):
-        query = self.input_proj(input)
-        scores = (source_hids * query.unsqueeze(0)).sum(dim=2).float()
-        if encoder_padding_mask is not None:
-            scores = scores.masked_fill(encoder_padding_mask, float("-inf"))
-        attn = torch.softmax(scores, dim=0).type_as(query)  # srclen x bsz
-        context = (attn.unsqueeze(2) * source_hids).sum(dim=0)
+        attn = fp32_attention(source_hids, self.input_proj(input), encoder_padding_mask)  # srclen x bsz
+        context = (attn.type_as(source_hids).unsqueeze(2) * source_hids).sum(dim=0)
         step_input = self._cell[0].step_input
-        out = self.write_dropout(self.output_proj(torch.cat((step_input, input, context), dim=1)))
-        bound = torch.finfo(out.dtype).max ** 0.5
-        out = out.clamp(-bound, bound)
+        out = self.write_dropout(self.output_proj(torch.cat((step_input, input, context), dim=1)))  # fp32
+        out = out.clamp(-_O_T_BOUND, _O_T_BOUND)
         self.queries.append(input)
         self.weights.append(attn)
         return out, attn
@@ -144,7 +176,8 @@ class LexLSTMDecoder(LSTMDecoder):
             if name == "hidden":
                 parts.append(hidden)
             elif name == "context":
-                parts.append(torch.bmm(attn, encoder_out[0].transpose(0, 1)))  # B x T x C
+                states = encoder_out[0].transpose(0, 1)
+                parts.append(torch.bmm(attn.type_as(states), states))  # B x T x C
             elif name == "input":
                 if incremental_state is not None and len(incremental_state) > 0:
                     prev_output_tokens = prev_output_tokens[:, -1:]
@@ -156,6 +189,14 @@ class LexLSTMDecoder(LSTMDecoder):
             parts = [p if n == "output" else self.write_dropout(p) for n, p in zip(self.gate_feature_names, parts)]
             return torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
         return self.write_dropout(torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0])
+
+    def output_layer(self, x):
+        if not self.combined_output:
+            return super().output_layer(x)
+        # o_t is fp32 (CombinedOutputAttention), and so is p_write's projection of it
+        if self.share_input_output_embed:
+            return fp32_linear(x, self.embed_tokens.weight)
+        return fp32_linear(x, self.fc_out.weight, self.fc_out.bias)
 
     def get_normalized_probs(self, net_output, log_probs: bool, sample=None):
         # forward already returns normalised fp32 log-probabilities (the mixture is not a softmax of logits).
@@ -210,6 +251,8 @@ class LexLSTMModel(LSTMModel):
                 args.decoder_hidden_size, model.encoder.output_units, decoder.layers[0],
                 args.decoder_hidden_size, args.write_dropout,
             )
+            if hasattr(decoder, "additional_fc"):  # reads o_t (fp32) when the output size differs from it
+                decoder.additional_fc.__class__ = Float32Linear
         names = [n.strip() for n in args.gate_features.split(",") if n.strip()]
         sizes = {"hidden": args.decoder_hidden_size, "context": model.encoder.output_units,
                  "input": args.decoder_embed_dim, "output": args.decoder_out_embed_dim}

@@ -75,6 +75,34 @@ class LexTransformerDecoder(TransformerDecoderBase):
         self.lexical_alignment_layer = self.num_layers - 1
         self.lexical_alignment_heads: Optional[int] = None
         self.gate_feature_names: List[str] = list(GATE_FEATURES)
+        self._alignment_hook = None
+        self._head_attention: Optional[Tensor] = None
+
+    def set_alignment(self, layer: int, heads: Optional[int]):
+        """Let the head read the cross-attention of ``layer`` (averaged over its first ``heads`` heads, or all).
+
+        fairseq's decoder layer returns each head's attention as the fp32 softmax, but ``extract_features`` casts
+        it to the activations' dtype (fp16 under --fp16). The head needs it in fp32 with an fp32 gradient
+        (d log p(y) / d a_tj = (1 - g) L[x_j, y] / p(y) is unbounded, see lex_lstm.fp32_attention), so a forward
+        hook on that layer keeps the fp32 tensor (the hook sees the layer's output also under
+        --checkpoint-activations, where the layer's own forward is re-run without it).
+        """
+        self.lexical_alignment_layer, self.lexical_alignment_heads = layer, heads
+        if self._alignment_hook is not None:
+            self._alignment_hook.remove()
+            self._alignment_hook = None
+        if self.lexical_head is not None:
+            self._alignment_hook = self.layers[layer].register_forward_hook(self._keep_head_attention)
+
+    def _keep_head_attention(self, layer, inputs, outputs):
+        self._head_attention = outputs[1]  # heads x B x T x S, fp32
+
+    def head_attention(self) -> Tensor:
+        """a_t of the alignment layer, B x T x S in fp32, averaged over its heads as fairseq averages them."""
+        per_head, self._head_attention = self._head_attention, None
+        if self.lexical_alignment_heads is not None:
+            per_head = per_head[: self.lexical_alignment_heads]
+        return per_head.mean(dim=0)
 
     def forward(
         self,
@@ -103,7 +131,8 @@ class LexTransformerDecoder(TransformerDecoderBase):
         write_logits = self.output_layer(x)
         if self.lexical_head is None:
             return write_logits, extra
-        attn = extra["attn"][0]  # B x T x S
+        attn = self.head_attention()  # B x T x S, fp32 (fairseq's extra["attn"] has the activations' dtype)
+        extra["attn"] = [attn]
         gate_features = self.gate_features(encoder_out, attn, x, extra["inner_states"][0])
         log_probs, p_gate = self.lexical_head(write_logits, gate_features, attn, encoder_out["src_tokens"][0])
         extra["p_gate"] = p_gate
@@ -114,7 +143,8 @@ class LexTransformerDecoder(TransformerDecoderBase):
         parts = []
         for name in self.gate_feature_names:
             if name == "context":  # c_t = sum_j a_tj e_j
-                parts.append(torch.bmm(attn, encoder_out["encoder_out"][0].transpose(0, 1)))
+                states = encoder_out["encoder_out"][0].transpose(0, 1)
+                parts.append(torch.bmm(attn.type_as(states), states))
             elif name == "hidden":  # d_t
                 parts.append(hidden)
             elif name == "input":  # x_t (T x B x C in fairseq's inner states)
@@ -166,8 +196,6 @@ class LexTransformerModel(TransformerModel):
         unknown = [n for n in names if n not in GATE_FEATURES]
         if unknown or not names or len(set(names)) != len(names):
             raise ValueError(f"--gate-features {args.gate_features!r}: choose from {', '.join(GATE_FEATURES)}")
-        decoder.lexical_alignment_layer = layer
-        decoder.lexical_alignment_heads = heads
         decoder.gate_feature_names = names
         sizes = {"context": encoder.embed_tokens.embedding_dim, "hidden": decoder.output_embed_dim,
                  "input": decoder.embed_dim}
@@ -186,6 +214,7 @@ class LexTransformerModel(TransformerModel):
         elif args.copy_scatter_softmax:
             raise ValueError("--copy-scatter-softmax needs a lexical head (not --lexicon none)")
         decoder.lexical_head = head
+        decoder.set_alignment(layer, heads)
         if args.lexicon == "identity" and task.source_dictionary != task.target_dictionary:
             logger.warning(
                 "--lexicon identity with separate dictionaries: only strings present in both can be copied "

@@ -29,6 +29,12 @@ GATE_FORMS = ("sigmoid", "copy_token")
 _EMPTY_SLOT_LOGIT = -1e4
 
 
+def fp32_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
+    """x W^T + b in fp32 whatever the tensors' dtypes and autocast (for quantities with an unbounded range)."""
+    with torch.autocast(x.device.type, enabled=False):
+        return F.linear(x.float(), weight.float(), None if bias is None else bias.float())
+
+
 class _LexicalMixture(torch.autograd.Function):
     """log(g softmax(z) + (1 - g) p_lex), written as logaddexp in log space (eq. 10).
 
@@ -299,8 +305,8 @@ class LexicalTranslationHead(nn.Module):
 
     # -- eqs. 6 and 10 ----------------------------------------------------------------------------------------
     def gate_logit(self, gate_features: Tensor, write_logits: Optional[Tensor] = None) -> Tensor:
-        """Logit of p_gate (the weight of p_write). ``copy_token`` needs the write logits."""
-        copy_logit = self.gate(gate_features).squeeze(-1)
+        """Logit of p_gate (the weight of p_write), fp32. ``copy_token`` needs the write logits."""
+        copy_logit = fp32_linear(gate_features, self.gate.weight, self.gate.bias).squeeze(-1)
         if self.gate_form == "sigmoid":
             return copy_logit
         # log(sum_v e^{z_v} / e^{c}): p_gate = sum e^z / (sum e^z + e^c), in fp32
