@@ -1,9 +1,9 @@
 """Reading parallel corpora (no fairseq import): TSV files and line-aligned token files, with errors that name
-the file and line, and counts of what was skipped."""
+the file and line, and counts of what was skipped; and the tools' check that no output overwrites an input."""
 from __future__ import annotations
 
 import os
-from typing import Iterator, List, Tuple
+from typing import Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 Pair = Tuple[str, str]
 
@@ -82,3 +82,44 @@ def write_parallel(prefix: str, pairs: List[Pair], src_lang: str = "src", tgt_la
         for s, t in pairs:
             fs.write(s + "\n")
             ft.write(t + "\n")
+
+
+class OutputOverwritesInputError(ValueError):
+    """A tool was asked to write a file that is one of its inputs (or another of its outputs)."""
+
+
+def _same_file(a: str, b: str) -> bool:
+    """The same path after resolving links (the output need not exist yet), or the same existing file (hard link)."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+Labelled = Union[Dict[str, Optional[str]], Iterable[Tuple[str, Optional[str]]]]
+
+
+def refuse_overwriting_inputs(outputs: Labelled, inputs: Labelled) -> None:
+    """Raise OutputOverwritesInputError if an output is the same file as an input or as another output.
+
+    ``outputs`` and ``inputs`` map a label (the option as the user wrote it, e.g. ``-o`` or ``--src``) to a path,
+    as a dict or (label, path) pairs; None paths are ignored. Called before anything is written: a tool must never
+    replace its own corpus or checkpoint, whatever the spelling of the path (relative, absolute, through a link)."""
+    def pairs(labelled):
+        return [(label, path) for label, path in (labelled.items() if isinstance(labelled, dict) else labelled)
+                if path]
+
+    outs, ins = pairs(outputs), pairs(inputs)
+    for i, (out_label, out) in enumerate(outs):
+        for in_label, inp in ins:
+            if _same_file(out, inp):
+                raise OutputOverwritesInputError(
+                    f"{out_label} {out} is the same file as the input {in_label} {inp}: writing it would destroy "
+                    "that input; choose another output path")
+        for other_label, other in outs[i + 1:]:
+            if _same_file(out, other):
+                raise OutputOverwritesInputError(
+                    f"{out_label} {out} and {other_label} {other} are the same file: one output would overwrite "
+                    "the other")

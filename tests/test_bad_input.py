@@ -135,6 +135,136 @@ def test_build_lexicon_drops_a_byte_order_mark_and_reports_tokens_the_format_can
     assert any("skipped 1 entries" in p for p in provenance)
 
 
+# -------------------------------------------------- no tool writes over its own input (issue 19, points 10-11)
+def test_refuse_overwriting_inputs_sees_the_same_file_under_any_name(tmp_path, monkeypatch):
+    from fairseq_lexical.corpus import OutputOverwritesInputError, refuse_overwriting_inputs
+
+    corpus = tmp_path / "train.src"
+    corpus.write_text("a\n")
+    (tmp_path / "link.src").symlink_to(corpus)
+    os.link(corpus, tmp_path / "hard.src")
+    monkeypatch.chdir(tmp_path)
+    for same in ("train.src", str(corpus), "./sub/../train.src", "link.src", "hard.src"):
+        (tmp_path / "sub").mkdir(exist_ok=True)
+        with pytest.raises(OutputOverwritesInputError, match=rf"-o {re.escape(same)} is the same file as the input "
+                                                             rf"--src {re.escape(str(corpus))}"):
+            refuse_overwriting_inputs({"-o": same}, {"--src": str(corpus), "--tgt": None})
+    with pytest.raises(OutputOverwritesInputError, match="--source-out a.txt and --target-out ./a.txt are the same"):
+        refuse_overwriting_inputs({"--source-out": "a.txt", "--target-out": "./a.txt"}, {})
+    refuse_overwriting_inputs({"-o": "lexicon.tsv", "--write-alignments": None}, {"--src": str(corpus)})
+    assert corpus.read_text() == "a\n"
+
+
+def corpus_files(tmp_path):
+    src, tgt, tsv = tmp_path / "train.src", tmp_path / "train.tgt", tmp_path / "train.tsv"
+    src.write_text("dax\nlug\n")
+    tgt.write_text("RED\nBLUE\n")
+    tsv.write_text("dax\tRED\nlug\tBLUE\n")
+    (tmp_path / "alias.tgt").symlink_to(tgt)
+    return src, tgt, tsv
+
+
+@pytest.mark.parametrize("inputs, output", [
+    (("--src", "train.src", "--tgt", "train.tgt"), "train.src"),
+    (("--src", "train.src", "--tgt", "train.tgt"), "train.tgt"),
+    (("--src", "train.src", "--tgt", "train.tgt"), "alias.tgt"),  # the corpus through a symlink
+    (("--tsv", "train.tsv"), "train.tsv"),
+])
+def test_build_lexicon_refuses_to_overwrite_its_corpus(tmp_path, capsys, monkeypatch, inputs, output):
+    files = corpus_files(tmp_path)
+    before = [f.read_text() for f in files]
+    monkeypatch.chdir(tmp_path)
+    assert build_lexicon_tool().main(["--method", "simple", *inputs, "-o", output, "--no-progress"]) == 2
+    assert f"error: -o {output} is the same file as the input" in capsys.readouterr().err
+    assert [f.read_text() for f in files] == before
+    assert build_lexicon_tool().main(["--method", "ibm1", "--src", "train.src", "--tgt", "train.tgt", "-o",
+                                      "lex.tsv", "--write-alignments", "train.tgt", "--no-progress"]) == 2
+    assert "--write-alignments train.tgt is the same file as the input --tgt train.tgt" in capsys.readouterr().err
+    assert [f.read_text() for f in files] == before
+
+
+def test_plot_lexicon_refuses_to_overwrite_the_lexicon(tmp_path, capsys):
+    lexicon = tmp_path / "lex.tsv"
+    lexicon.write_text("a\tA\t2\n")
+    assert load_tool("plot_lexicon").main([str(lexicon), "-o", str(lexicon)]) == 2
+    assert "is the same file as the input lexicon" in capsys.readouterr().err
+    assert lexicon.read_text() == "a\tA\t2\n"
+
+
+@pytest.mark.parametrize("use_json", [False, True])
+def test_plot_gates_refuses_to_overwrite_the_checkpoint(tmp_path, capsys, use_json):
+    ckpt = tmp_path / ("model.json" if use_json else "model.png")
+    ckpt.write_bytes(b"trained")
+    output = tmp_path / "model.png"
+    extra = ["--json"] if use_json else []
+    assert load_tool("plot_gates").main([str(tmp_path), "--path", str(ckpt), "-o", str(output), "--source", "a",
+                                         *extra]) == 2
+    assert "is the same file as the input --path" in capsys.readouterr().err
+    assert ckpt.read_bytes() == b"trained"
+
+
+def test_unk_markers_refuses_to_overwrite_its_inputs(tmp_path):
+    tool = load_tool("unk_markers")
+    src, tgt = tmp_path / "t.src", tmp_path / "t.tgt"
+    src.write_text("a b\n")
+    tgt.write_text("A B\n")
+    vocab = tmp_path / "dict.txt"
+    with pytest.raises(SystemExit, match="-o .*t.src is the same file as the input input file 1"):
+        tool.main(["vocab", str(src), str(tgt), "--size", "2", "--markers", "2", "-o", str(src)])
+    tool.main(["vocab", str(src), str(tgt), "--size", "2", "--markers", "2", "-o", str(vocab)])
+    with pytest.raises(SystemExit, match="--source-out .* is the same file as the input --source"):
+        tool.main(["preprocess", "--vocab", str(vocab), "--source", str(src), "--source-out", str(src)])
+    with pytest.raises(SystemExit, match="--source-out .* and --target-out .* are the same file"):
+        tool.main(["preprocess", "--vocab", str(vocab), "--source", str(src), "--target", str(tgt),
+                   "--source-out", str(tmp_path / "o"), "--target-out", str(tmp_path / "o")])
+    with pytest.raises(SystemExit, match="-o .* is the same file as the input --hypotheses"):
+        tool.main(["postprocess", "--source", str(src), "--hypotheses", str(tgt), "-o", str(tgt)])
+    assert (src.read_text(), tgt.read_text()) == ("a b\n", "A B\n")
+
+
+def test_split_by_overlap_refuses_to_overwrite_its_inputs(tmp_path, capsys):
+    # --out-prefix t writes t.high.en: here the source itself
+    src, tgt = tmp_path / "t.high.en", tmp_path / "t.high.de"
+    src.write_text("a\n")
+    tgt.write_text("b\n")
+    assert load_tool("split_by_overlap").main([str(src), str(tgt), "--out-prefix", str(tmp_path / "t")]) == 2
+    assert f"--out-prefix's output {tmp_path}/t.high.en is the same file as the input SOURCE" in capsys.readouterr().err
+    assert (src.read_text(), tgt.read_text()) == ("a\n", "b\n")
+
+
+def test_select_compositional_refuses_to_overwrite_its_inputs(tmp_path, capsys):
+    tool = load_tool("select_compositional")
+    train, cands = tmp_path / "train.txt", tmp_path / "p.pool.src"
+    train.write_text("a b\n")
+    cands.write_text("a b\n")
+    assert tool.main(["pool", "--train-source", str(train), "--source", str(cands), "--out-prefix",
+                      str(tmp_path / "p")]) == 2
+    assert "--out-prefix's output" in capsys.readouterr().err
+    assert tool.main(["novelty", "--train", str(train), "--test", str(cands), "--json", str(train)]) == 2
+    assert f"--json {train} is the same file as the input --train" in capsys.readouterr().err
+    assert tool.main(["uncertainty", "--pool", str(cands), "-o", str(cands), "--data", str(tmp_path), "--path",
+                      "m.pt"]) == 2
+    assert f"-o {cands} is the same file as the input --pool" in capsys.readouterr().err
+    assert (train.read_text(), cands.read_text()) == ("a b\n", "a b\n")
+
+
+def test_aggregate_results_refuses_to_overwrite_a_score_file(tmp_path, capsys):
+    score = tmp_path / "simple" / "seed1" / "score.json"
+    score.parent.mkdir(parents=True)
+    score.write_text('{"exact_match": 0.5, "n": 2}\n')
+    assert load_tool("aggregate_results").main([str(tmp_path), "--json", str(score)]) == 2
+    assert "is the same file as the input score file" in capsys.readouterr().err
+    assert score.read_text() == '{"exact_match": 0.5, "n": 2}\n'
+
+
+def test_plot_by_degree_refuses_to_overwrite_its_inputs(tmp_path, capsys):
+    ref = tmp_path / "out.tsv"
+    ref.write_text("a\n")
+    assert load_tool("plot_by_degree").main(["--degrees", str(ref), "--reference", str(ref), "--hyp-a", str(ref),
+                                             "--hyp-b", str(ref), "-o", str(tmp_path / "out")]) == 2
+    assert "--out-prefix's output" in capsys.readouterr().err and ref.read_text() == "a\n"
+
+
 @pytest.mark.parametrize("tau, message", [
     ("-1", "--temperature must be a finite number >= 0, got -1.0"),
     ("nan", "--temperature must be a finite number >= 0, got nan"),

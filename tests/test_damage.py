@@ -105,6 +105,24 @@ def test_condition_parsing_and_repeats():
     assert dmg.collapse_repeats("b b b") == "b b b"
 
 
+@pytest.mark.parametrize("save", ["same", "symlink", "relative", "pattern"])
+def test_save_damaged_refuses_to_overwrite_the_trained_checkpoint(tmp_path, capsys, monkeypatch, save):
+    """--save-damaged equal to --path replaced the trained checkpoint with the damaged one."""
+    ckpt = tmp_path / "checkpoint_best.pt"
+    ckpt.write_bytes(b"trained weights")
+    (tmp_path / "link.pt").symlink_to(ckpt)
+    monkeypatch.chdir(tmp_path)
+    saved, damage = {"same": (str(ckpt), "lexicon"), "symlink": ("link.pt", "lexicon"),
+                     "relative": ("./checkpoint_best.pt", "lexicon"),
+                     "pattern": ("checkpoint_{}.pt", "none,lstm,best")}[save]
+    assert load_tool("damage").main([str(tmp_path), "--path", str(ckpt), "--damage", damage,
+                                     "--save-damaged", saved]) == 2
+    err = capsys.readouterr().err
+    assert "is the same file as the input --path" in err
+    assert ("--save-damaged (best) checkpoint_best.pt" if save == "pattern" else f"--save-damaged {saved}") in err
+    assert ckpt.read_bytes() == b"trained weights"
+
+
 # -- through the tools, on a trained checkpoint -------------------------------------------------------------------
 
 

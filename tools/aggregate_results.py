@@ -21,7 +21,8 @@ if __name__ == "__main__":
     os.environ.setdefault("FAIRSEQ_LEXICAL_OFFLINE", "1")  # the aggregation needs neither fairseq nor torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from fairseq_lexical.metrics.aggregate import aggregate_dir, format_summary  # noqa: E402
+from fairseq_lexical.corpus import refuse_overwriting_inputs  # noqa: E402
+from fairseq_lexical.metrics.aggregate import aggregate_dir, find_score_files, format_summary  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -43,6 +44,9 @@ def main(argv=None) -> int:
     except ValueError:
         parser.error(f"--seeds {args.seeds!r}: expected comma-separated integers")
     try:
+        # the summary must not replace a run's score file
+        refuse_overwriting_inputs({"--json": args.json},
+                                  [("score file", path) for _, _, path in find_score_files(args.work)])
         summary = aggregate_dir(args.work, models=models, seeds=seeds)
     except (OSError, ValueError) as e:
         print(f"aggregate_results.py: error: {e}", file=sys.stderr)

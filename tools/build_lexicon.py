@@ -81,10 +81,17 @@ def parse_args(argv=None):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    from fairseq_lexical.corpus import CorpusError
+    from fairseq_lexical.corpus import CorpusError, refuse_overwriting_inputs
     from fairseq_lexical.lexicon.builder import build_lexicon, read_pairs
     from fairseq_lexical.lexicon.fileformat import write_lexicon
 
+    try:
+        refuse_overwriting_inputs({"-o": args.output, "--write-alignments": args.write_alignments},
+                                  {"--tsv": args.tsv, "--src": args.src, "--tgt": args.tgt,
+                                   "--alignments": args.alignments})
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     try:
         cols = tuple(int(c) for c in args.columns.split(","))
         if len(cols) != 2:

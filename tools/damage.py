@@ -66,11 +66,17 @@ def main(argv=None) -> int:
         return 2
 
     from fairseq_lexical.analysis import damage as dmg
+    from fairseq_lexical.corpus import OutputOverwritesInputError, refuse_overwriting_inputs
 
     try:
         conditions = dmg.parse_conditions(args.damage)
         if args.save_damaged and not any(conditions):
             raise dmg.DamageError("--save-damaged needs a damaged condition (not only 'none')")
+        if args.save_damaged:  # the damaged model must never replace the trained one
+            paths = {args.save_damaged.replace("{}", dmg.condition_name(groups)): dmg.condition_name(groups)
+                     for groups in conditions if groups}  # one path without '{}': run_conditions says so
+            refuse_overwriting_inputs({f"--save-damaged ({name})" if len(paths) > 1 else "--save-damaged": path
+                                       for path, name in paths.items()}, {"--path": args.path})
         model, model_cfg, task = dmg.load_checkpoint(args.path, args.data, args.source_lang, args.target_lang,
                                                      args.device)
         for groups in conditions:  # unknown groups are reported before any decoding
@@ -79,7 +85,7 @@ def main(argv=None) -> int:
             model, task, model_cfg, conditions, args.seed, None if args.no_score else args.gen_subset,
             args.example, args.beam, args.max_len_a, args.max_len_b, args.batch_size, args.path, args.save_damaged,
         )
-    except dmg.DamageError as e:
+    except (dmg.DamageError, OutputOverwritesInputError) as e:
         print(f"damage.py: error: {e}", file=sys.stderr)
         return 2
     bad = [r["condition"] for r in results if r["damage"]["changed_outside_groups"]]

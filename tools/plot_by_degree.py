@@ -68,8 +68,13 @@ def main(argv=None) -> int:
         print(f"{PROG}: error: --source needs --train", file=sys.stderr)
         return 2
     from fairseq_lexical.analysis import compositional as C
+    from fairseq_lexical.corpus import refuse_overwriting_inputs
 
     try:
+        refuse_overwriting_inputs(
+            [("--out-prefix's output", args.out_prefix + suffix) for suffix in (".png", ".tsv", ".json")],
+            {"--degrees": args.degrees, "--source": args.source, "--train": args.train, "--reference": args.reference,
+             "--hyp-a": args.hyp_a, "--hyp-b": args.hyp_b})
         refs = C.read_text(args.reference)
         hyp_a, hyp_b = C.read_text(args.hyp_a), C.read_text(args.hyp_b)
         for name, seq in (("--hyp-a", hyp_a), ("--hyp-b", hyp_b)):

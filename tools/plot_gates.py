@@ -66,6 +66,14 @@ def main(argv=None) -> int:
     if not os.path.isdir(args.data):
         print(f"plot_gates.py: error: data directory not found: {args.data}", file=sys.stderr)
         return 2
+    from fairseq_lexical.corpus import refuse_overwriting_inputs
+
+    try:
+        json_out = os.path.splitext(args.output)[0] + ".json" if args.json else None
+        refuse_overwriting_inputs({"-o": args.output, "--json (-o with .json)": json_out}, {"--path": args.path})
+    except ValueError as e:
+        print(f"plot_gates.py: error: {e}", file=sys.stderr)
+        return 2
 
     from fairseq_lexical.analysis import gates
 

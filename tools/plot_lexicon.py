@@ -4,8 +4,8 @@
     python tools/plot_lexicon.py lexicon.tsv -o lexicon.png --words walk,run,look,jump,left,right --temperature 0.1
 
 Each row is L_v = softmax(score / temperature) over the row's entries (temperature 0: the argmax, ties share),
-the same rule and checks as the model's when it loads the file (`--lexicon-normalization listed`, no top-k); columns are the output words that carry weight in the
-shown rows (at most --max-targets, by total weight).
+the same rule and checks as the model's when it loads the file (`--lexicon-normalization listed`, no top-k);
+columns are the output words that carry weight in the shown rows (at most --max-targets, by total weight).
 
 With --checkpoint (an `lla_lstm` model, Thrush 2020) the rows are the learned Lexicon Unit sigmoid(w[v]) of the
 chosen input words instead (Fig. 2 of that paper; black 0, white 1):
@@ -46,6 +46,13 @@ def main(argv=None) -> int:
         p.error("give a lexicon file or --checkpoint (not both)")
     if args.checkpoint and not args.data:
         p.error("--checkpoint needs --data (the data-bin directory with the dictionaries)")
+    from fairseq_lexical.corpus import refuse_overwriting_inputs
+
+    try:
+        refuse_overwriting_inputs({"-o": args.output}, {"lexicon": args.lexicon, "--checkpoint": args.checkpoint})
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
     import logging
 

@@ -379,6 +379,27 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     # imported here: --help need not wait for numpy
     from fairseq_lexical.analysis import compositional as C
+    from fairseq_lexical.corpus import OutputOverwritesInputError, refuse_overwriting_inputs
+
+    # Every file a command may write, checked against every input before anything is read or written.
+    pool = [".candidates.tsv", ".pool.tsv", ".pool.src", ".pool.json"] + ([".pool.tgt"] if getattr(args, "target", None)
+                                                                         else [])
+    sample = [".sample.tsv", ".selected.ids", ".selected.src", ".selected.tgt", ".sample.json"]
+    suffixes = {"pool": pool, "sample": sample, "select": pool + [".uncertainty.tsv", ".uncertainty.json"] + sample}
+    outputs = [("--out-prefix's output", args.out_prefix + suffix) for suffix in suffixes.get(args.command, [])]
+    if args.command == "uncertainty":
+        outputs = [("-o", args.output), ("-o's .json", os.path.splitext(args.output)[0] + ".json")]
+    elif args.command == "novelty":
+        outputs = [("--json", args.json)]
+    inputs = [(option, getattr(args, option[2:].replace("-", "_"), None)) for option in (
+        "--train-source", "--train-target", "--source", "--target", "--model-source", "--model-target", "--scores",
+        "--train", "--test", "--train-pos", "--test-pos", "--candidates")]
+    inputs += [("--pool", getattr(args, "pool_tsv", None))]
+    inputs += [("--path", path) for path in (getattr(args, "path", None) or "").split(":") if path]
+    try:
+        refuse_overwriting_inputs(outputs, inputs)
+    except OutputOverwritesInputError as e:
+        return _err(str(e))
 
     try:
         if args.command == "pool":

@@ -61,6 +61,19 @@ def main(argv=None) -> int:
         split_by_density,
     )
 
+    from fairseq_lexical.corpus import refuse_overwriting_inputs
+
+    src_suffix, tgt_suffix = _suffixes(args.source, args.target)
+    suffixes = [src_suffix, tgt_suffix, "ids"] + (["hyp"] if args.hyp else [])
+    outputs = [f"{args.out_prefix}.{name}.{suffix}" for name in ("high", "low") for suffix in suffixes]
+    outputs += [f"{args.out_prefix}.densities.tsv", f"{args.out_prefix}.summary.json"]
+    try:
+        refuse_overwriting_inputs([("--out-prefix's output", path) for path in outputs],
+                                  {"SOURCE": args.source, "TARGET": args.target, "--hyp": args.hyp})
+    except ValueError as e:
+        print(f"split_by_overlap.py: error: {e}", file=sys.stderr)
+        return 2
+
     try:
         src_lines, tgt_lines = read_lines(args.source), read_lines(args.target)
         hyp_lines = None
@@ -89,7 +102,6 @@ def main(argv=None) -> int:
     out_dir = os.path.dirname(args.out_prefix)
     if out_dir:
         os.makedirs(out_dir, exist_ok=True)
-    src_suffix, tgt_suffix = _suffixes(args.source, args.target)
     written = []
     for name, indices in (("high", split.high), ("low", split.low)):
         indices = sorted(indices)  # file order

@@ -27,6 +27,7 @@ if __name__ == "__main__":  # run as a program: skip fairseq's start-up (see fai
 
 from fairseq_lexical import unk_markers as um  # noqa: E402
 from fairseq_lexical.corpus import read_text_lines as _read_lines  # noqa: E402
+from fairseq_lexical.corpus import refuse_overwriting_inputs  # noqa: E402
 
 
 def _write_lines(path, lines):
@@ -36,6 +37,7 @@ def _write_lines(path, lines):
 
 
 def cmd_vocab(opts):
+    refuse_overwriting_inputs({"-o": opts.output}, {f"input file {i}": path for i, path in enumerate(opts.files, 1)})
     counts = um.count_words(line for path in opts.files for line in _read_lines(path))
     vocab = um.build_vocabulary(counts, opts.size)
     _write_lines(opts.output, um.dictionary_lines(vocab, opts.markers))
@@ -48,6 +50,8 @@ def cmd_vocab(opts):
 def cmd_preprocess(opts):
     if (opts.target is None) != (opts.target_out is None):
         raise SystemExit("--target and --target-out go together")
+    refuse_overwriting_inputs({"--source-out": opts.source_out, "--target-out": opts.target_out},
+                              {"--vocab": opts.vocab, "--source": opts.source, "--target": opts.target})
     words, num_markers = um.read_vocabulary(_read_lines(opts.vocab))
     sources = _read_lines(opts.source)
     targets = _read_lines(opts.target) if opts.target else None
@@ -68,6 +72,7 @@ def cmd_preprocess(opts):
 
 
 def cmd_postprocess(opts):
+    refuse_overwriting_inputs({"-o": opts.output}, {"--source": opts.source, "--hypotheses": opts.hypotheses})
     sources = _read_lines(opts.source)
     lines = _read_lines(opts.hypotheses)
     if any(line.startswith("H-") for line in lines):
