@@ -139,6 +139,62 @@ def test_reader_names_the_line_with_bad_utf8(tmp_path):
         parse_generate_output(str(path))
 
 
+# fairseq-generate's closing lines, as a real run prints them (stdout; the second on stderr)
+SCORE_LINE = "Generate test with beam=2: BLEU4 = 0.00, 88.6/73.3/33.3/0.0 (BP=0.972, ratio=0.972, syslen=35, reflen=36)"
+TRANSLATED = ("INFO:fairseq_cli.generate:Translated {n} sentences (55 tokens) in 0.1s (375.95 sentences/s, "
+              "1033.87 tokens/s)")
+
+
+def sample_lines(ids):
+    return "".join(f"S-{i}\t{SAMPLES[i][0]}\nT-{i}\t{SAMPLES[i][1]}\nH-{i}\t-0.1\t{SAMPLES[i][2]}\nP-{i}\t-0.1\n"
+                   for i in ids)
+
+
+def test_a_file_that_lost_its_tail_is_refused_without_a_reference(tmp_path, capsys):
+    """Samples printed in id order (one batch): a file without its last two has ids 0..2, no gap, and was scored."""
+    gen, ref = tmp_path / "gen.txt", tmp_path / "ref.txt"
+    ref.write_text("".join(s[1] + "\n" for s in SAMPLES))
+    gen.write_text(sample_lines(range(5)) + SCORE_LINE + "\n")
+    assert run_main(capsys, gen)[0] == 0
+    gen.write_text(sample_lines(range(3)))
+    code, _, err = run_main(capsys, gen)
+    assert code == 2 and "gen.txt: no closing summary line of fairseq-generate" in err
+    assert run_main(capsys, gen, "--no-summary-check")[0] == 0  # accepted on request
+    code, _, err = run_main(capsys, gen, "--reference", ref)  # a reference file counts the samples
+    assert code == 2 and "3 hypotheses but the reference has 5 lines" in err
+
+
+def test_a_cut_last_line_is_refused(tmp_path, capsys):
+    gen, ref = tmp_path / "gen.txt", tmp_path / "ref.txt"
+    ref.write_text("".join(s[1] + "\n" for s in SAMPLES))
+    gen.write_text(sample_lines(range(4)) + "S-4\ta b\nT-4\tA  B\nH-4\t-0.1\tA")  # 'A B' cut after 'A'
+    for args in ((), ("--reference", ref), ("--no-summary-check",)):
+        code, _, err = run_main(capsys, gen, *args)
+        assert code == 2 and "gen.txt:19: the last line ends without a newline: the file was cut off" in err
+
+
+def test_the_translated_count_must_match_the_samples(tmp_path):
+    """`> gen.out 2>&1` holds stderr's 'Translated N sentences' (N with thousands separators past 999)."""
+    path = tmp_path / "gen.txt"
+    path.write_text(sample_lines(range(5)) + SCORE_LINE + "\n" + TRANSLATED.format(n=5) + "\n")
+    out = parse_generate_output(str(path), require_summary=True)
+    assert out.translated == 5 and out.has_summary
+    path.write_text(sample_lines(range(4)) + TRANSLATED.format(n="1,004") + "\n")
+    with pytest.raises(GenerateOutputError, match="translated 1004 sentences .* but the file has 4 samples"):
+        parse_generate_output(str(path))
+
+
+def test_samples_after_the_last_summary_are_a_shard_that_lost_its_tail(tmp_path):
+    # --decode-jobs 2: each rank's stdout ends with its own summary line; here rank 1's was lost
+    path = tmp_path / "gen.txt"
+    path.write_text(sample_lines([0, 2, 4]) + SCORE_LINE + "\n" + sample_lines([1, 3]) + SCORE_LINE + "\n")
+    assert parse_generate_output(str(path), require_summary=True).hypotheses == [s[2] for s in SAMPLES]
+    path.write_text(sample_lines([0, 2, 4]) + SCORE_LINE + "\n" + sample_lines([1, 3]))
+    with pytest.raises(GenerateOutputError, match=r"gen.txt:14: sample lines after fairseq-generate's last summary "
+                                                  r"line \(line 13"):
+        parse_generate_output(str(path))
+
+
 # ---------------------------------------------------------------- exact match and Thrush's metrics
 
 

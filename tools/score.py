@@ -9,7 +9,10 @@
 
 Reads every hypothesis (H lines, or D lines with --hypotheses D) in sample id order, and scores it against the
 T lines of the output or against --reference (one target per line, in sample id order). Missing or repeated
-sample ids, and any count that differs from the number of hypotheses, are errors (exit status 2).
+sample ids, and any count that differs from the number of hypotheses, are errors (exit status 2). Without
+--reference the file must end as fairseq-generate ends it, with its summary line ("Generate test with beam=5:
+..." after the last sample, or "Translated N sentences" with the right N): a file whose tail was lost, or whose last
+line is cut, is an error (--no-summary-check accepts a file without the summary).
 
 Metrics (definitions in docs/metrics.md):
   em        exact match (always computed): the fraction of hypotheses whose tokens equal the reference's
@@ -56,6 +59,9 @@ def build_parser():
     )
     parser.add_argument("generate_output", help="fairseq-generate (or fairseq-interactive) output")
     parser.add_argument("--reference", help="reference targets, one per line (default: the T lines)")
+    parser.add_argument("--no-summary-check", action="store_true",
+                        help="without --reference: score a file that lacks fairseq-generate's closing summary line "
+                             "(one you know to be complete)")
     parser.add_argument("--hypotheses", choices=("H", "D"), default="H",
                         help="score the H lines (tokens, default) or the D lines (detokenised)")
     parser.add_argument("--metrics", default="em", help="comma-separated: em,bleu,chrf,thrush or all (default em)")
@@ -97,7 +103,9 @@ def main(argv=None):
             refs = read_lines(args.reference)
             out = parse_generate_output(args.generate_output, expected=len(refs), hypothesis_prefix=args.hypotheses)
         else:
-            out = parse_generate_output(args.generate_output, hypothesis_prefix=args.hypotheses)
+            # no reference to count against: fairseq's closing summary shows that no tail was lost
+            out = parse_generate_output(args.generate_output, hypothesis_prefix=args.hypotheses,
+                                        require_summary=not args.no_summary_check)
             refs = out.references
             if refs[0] is None:
                 raise GenerateOutputError(f"{args.generate_output}: no T lines; give --reference")

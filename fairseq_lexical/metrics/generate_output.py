@@ -9,12 +9,20 @@ fairseq prints, per sample ``<id>``::
     D-<id>\\t<score>\\t<hypothesis>  the same, detokenised by --tokenizer/--bpe (equal to H without them)
     P-<id>\\t<positional scores>
 
-and log or summary lines, which are ignored, except fairseq's warning that it skipped samples longer than
-``max_positions`` (``--skip-invalid-size-inputs-valid-test``): their hypotheses and references are absent, so
-scoring the rest would silently leave out the longest sentences, and that is an error too (fairseq-fixed logs to
-stderr, so the warning is in the file when it holds both streams: ``> gen.out 2>&1``; otherwise the missing ids,
-or an ``expected`` count from a reference file, show the gap). Missing, repeated or unmatched ids are errors, never
-silently skipped.
+and log or summary lines. Missing, repeated or unmatched ids are errors, never silently skipped. Of the other lines
+three are read, because they show a file that lost samples:
+
+- fairseq's warning that it skipped samples longer than ``max_positions``
+  (``--skip-invalid-size-inputs-valid-test``): their hypotheses and references are absent, so scoring the rest
+  would silently leave out the longest sentences; an error.
+- the closing summary: ``Generate <subset> with beam=<k>: BLEU4 = ...``, printed to stdout after the last sample
+  when the subset has targets, and the log line ``Translated <N> sentences (<M> tokens) in ...``, on stderr
+  (fairseq-fixed logs there), so in the file only when it holds both streams (``> gen.out 2>&1``). N must equal
+  the number of samples; sample lines after the last ``Generate`` line belong to a process whose summary is lost
+  (outputs of ``--distributed-rank`` shards concatenated: one summary each). A file whose tail was lost (the
+  highest-numbered samples printed last, or a cut last line) has no summary: ``require_summary`` makes that an
+  error, for callers that have no reference file to count against.
+- a last sample line without its newline: the file was cut off there (fairseq ends every line); an error.
 """
 from __future__ import annotations
 
@@ -33,6 +41,9 @@ class GenerateOutputError(ScoringInputError):
 _SKIPPED = re.compile(
     r"([\d,]+) samples have invalid sizes and will be skipped, max_positions=(.*?), first few sample ids=(\[.*?\])"
 )
+# fairseq_cli/generate.py's closing lines: the log line with the sentence count, and the score line on stdout
+_TRANSLATED = re.compile(r"Translated ([\d,]+) sentences \([\d,]+ tokens\) in ")
+_GENERATE_SUMMARY = re.compile(r"^Generate \S+ with beam=\d+: ")
 
 
 @dataclass
@@ -41,6 +52,8 @@ class GenerateOutput:
     hypotheses: List[str]
     references: List[Optional[str]]  # None for every sample when the file has no T line
     sources: List[Optional[str]]  # None for every sample when the file has no S line
+    translated: Optional[int] = None  # the sum of the file's "Translated N sentences" counts; None without one
+    has_summary: bool = False  # a closing summary line of fairseq-generate is present
 
     def __len__(self) -> int:
         return len(self.hypotheses)
@@ -69,12 +82,23 @@ def _missing_ids(present, upto: int, limit: int = 5) -> Tuple[int, List[int]]:
     return count, examples
 
 
-def parse_generate_output(path: str, expected: Optional[int] = None, hypothesis_prefix: str = "H") -> GenerateOutput:
+def _ends_with_newline(path: str) -> bool:
+    with open(path, "rb") as f:
+        f.seek(0, 2)
+        if f.tell() == 0:
+            return True
+        f.seek(-1, 2)
+        return f.read(1) == b"\n"
+
+
+def parse_generate_output(path: str, expected: Optional[int] = None, hypothesis_prefix: str = "H",
+                          require_summary: bool = False) -> GenerateOutput:
     """Read every sample of a fairseq-generate output file.
 
     ``hypothesis_prefix`` is ``H`` (default) or ``D`` (detokenised hypotheses). With ``--nbest`` > 1 the first
     hypothesis of each id (the best) is kept. T and S lines must cover all samples or none. ``expected`` checks the
-    number of samples against a reference file.
+    number of samples against a reference file. The closing summary is checked where present (see the module
+    docstring); ``require_summary`` also makes its absence from a file with T lines an error.
     """
     if hypothesis_prefix not in ("H", "D"):
         raise ValueError(f"hypothesis_prefix must be 'H' or 'D', not {hypothesis_prefix!r}")
@@ -82,8 +106,19 @@ def parse_generate_output(path: str, expected: Optional[int] = None, hypothesis_
     refs: Dict[int, Tuple[str, int]] = {}
     srcs: Dict[int, Tuple[str, int]] = {}
     other_hyps = 0  # lines of the hypothesis kind not chosen (to say so when the chosen kind is absent)
+    translated: Optional[int] = None  # sum of the "Translated N sentences" counts
+    score_line = lineno = 0  # the last "Generate ... with beam=" line
+    last_sample_line = unscored = 0  # the last sample line; the first since the last score line
     for lineno, line in _lines(path):
+        if len(line) >= 2 and line[1] == "-" and line[0] in "SHTDP":
+            last_sample_line = lineno
+            unscored = unscored or lineno
         if len(line) < 3 or line[1] != "-" or line[0] not in "SHTD":
+            counted = _TRANSLATED.search(line)
+            if counted:
+                translated = (translated or 0) + int(counted.group(1).replace(",", ""))
+            if _GENERATE_SUMMARY.match(line):
+                score_line, unscored = lineno, 0
             skipped = _SKIPPED.search(line)
             if skipped:
                 count, max_positions, ids = skipped.groups()
@@ -117,6 +152,9 @@ def parse_generate_output(path: str, expected: Optional[int] = None, hypothesis_
                     f"{path}:{lineno}: {name}-{sample_id} appears twice (first on line {table[sample_id][1]})"
                 )
             table[sample_id] = (rest, lineno)
+    if last_sample_line and last_sample_line == lineno and not _ends_with_newline(path):
+        raise GenerateOutputError(f"{path}:{lineno}: the last line ends without a newline: the file was cut off "
+                                  "there (fairseq ends every line); decode again")
     n = len(hyps)
     if n == 0:
         hint = f" (it has {other_hyps} {'D' if hypothesis_prefix == 'H' else 'H'}- lines)" if other_hyps else ""
@@ -138,13 +176,31 @@ def parse_generate_output(path: str, expected: Optional[int] = None, hypothesis_
             raise GenerateOutputError(
                 f"{path}: {kind} lines for {len(absent)} of {n} sample ids are missing (e.g. {absent[:5]})"
             )
+    if translated is not None and translated != n:
+        raise GenerateOutputError(
+            f"{path}: fairseq-generate translated {translated} sentences (its 'Translated ... sentences' line) but "
+            f"the file has {n} samples: output was lost; decode again")
     if expected is not None and n != expected:
         raise GenerateOutputError(f"{path}: {n} hypotheses but the reference has {expected} lines")
+    if score_line and unscored:
+        raise GenerateOutputError(
+            f"{path}:{unscored}: sample lines after fairseq-generate's last summary line (line {score_line}, "
+            "'Generate ... with beam=...'): the process that printed them lost its tail (its summary comes after "
+            "its last sample); decode again")
+    has_summary = bool(score_line) or translated is not None
+    if require_summary and refs and not has_summary:  # fairseq prints its score line when there are targets
+        raise GenerateOutputError(
+            f"{path}: no closing summary line of fairseq-generate ('Generate <subset> with beam=<k>: ...' after the "
+            "last sample, or 'Translated <N> sentences'): without it a lost tail (the samples printed last) cannot "
+            "be told from a complete file; decode again, give the references (--reference, their count is "
+            "checked), or accept the file as complete (score.py --no-summary-check)")
     return GenerateOutput(
         path=path,
         hypotheses=[hyps[i] for i in range(n)],
         references=[refs[i][0] if refs else None for i in range(n)],
         sources=[srcs[i][0] if srcs else None for i in range(n)],
+        translated=translated,
+        has_summary=has_summary,
     )
 
 
