@@ -229,6 +229,22 @@ def analyse(
     )
 
 
+def hub_gates(hub, sentence: str, beam: int = 5, **generate_args) -> GateRecord:
+    """The record of ``hub.translate(sentence, beam=beam)`` for a fairseq hub interface
+    (``LexLSTMModel.from_pretrained(...)`` and the like): the hub's own search gives the best hypothesis, and the
+    model is teacher-forced on it as in :func:`analyse`. ``record.output_tokens`` are that hypothesis's tokens
+    (ending in </s>), ``record.p_gate`` one gate per output token, or None for a model without a lexical head.
+    ``generate_args`` go to ``hub.generate`` as they would from ``hub.translate`` (e.g. ``max_len_b``)."""
+    if len(hub.models) != 1:
+        raise GateAnalysisError(f"the hub holds an ensemble of {len(hub.models)} models: gates are read from one")
+    src_ids = hub.encode(sentence)  # tokenizer, BPE and source dictionary, as hub.translate does
+    best = hub.generate([src_ids], beam=beam, **generate_args)[0][0]
+    record = analyse(hub.models[0], hub.task, src_ids.to(hub.device), best["tokens"],
+                     target_origin=f"best of beam {beam} (hub)")
+    record.mode, record.score = "beam", float(best["score"])
+    return record
+
+
 # -- the plot --------------------------------------------------------------------------------------------------
 
 

@@ -1,0 +1,134 @@
+"""The hub interface (docs/hub.md) for each model family: `<ModelClass>.from_pretrained` loads a fairseq-train
+checkpoint, `translate` gives fairseq-generate's hypotheses, `gates.hub_gates` the gate of each output token as the
+model's own forward computes it; lla_lstm's Lexicon Unit instead."""
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import REPO
+from model_checks import toy_batch
+
+pytestmark = pytest.mark.slow
+USER_DIR = os.path.join(REPO, "fairseq_lexical")
+MAX_LEN_B = 12  # the toy targets have at most 4 words: no 200-step beams from undertrained models
+
+
+def model_classes():
+    from fairseq_lexical.models.lex_lstm import LexLSTMModel
+    from fairseq_lexical.models.lex_transformer import LexTransformerModel
+    from fairseq_lexical.models.lla_lstm import LLALSTMModel
+    from fairseq_lexical.models.rdangle import RDangleModel
+
+    return {"lex_lstm": LexLSTMModel, "lex_transformer": LexTransformerModel, "lla_lstm": LLALSTMModel,
+            "rdangle_transformer": RDangleModel}
+
+
+def family_args(lexicon):
+    return {
+        "lex_lstm": ["--arch", "lex_lstm_small", "--lexicon", lexicon],
+        "lex_transformer": ["--arch", "lex_transformer_tiny", "--lexicon", lexicon],
+        "rdangle_transformer": ["--arch", "rdangle_transformer_tiny", "--reencode-interval", "2", "--lexicon", lexicon],
+        "lla_lstm": ["--arch", "lla_lstm_small", "--lexicon-unit-joint"],
+    }
+
+
+# One process trains every family and decodes its test split (each fairseq CLI call spends seconds starting up).
+_RUNNER = r"""
+import json, sys
+import fairseq_lexical
+from fairseq_cli import generate, train
+for argv in json.loads(sys.argv[1]):
+    sys.argv = argv
+    (train if argv[0] == "fairseq-train" else generate).cli_main()
+"""
+
+
+@pytest.fixture(scope="module")
+def checkpoints(toy_data, tmp_path_factory):
+    """{family: checkpoint directory}: 30 updates of each on the toy task; DIR/generate-test.txt holds
+    fairseq-generate's beam-5 output on the test split."""
+    import json
+    import subprocess
+    import sys
+
+    work = tmp_path_factory.mktemp("hub")
+    dirs, jobs = {}, []
+    for family, argv in family_args(str(toy_data / "lexicon.tsv")).items():
+        dirs[family] = work / family
+        jobs.append(["fairseq-train", str(toy_data / "bin"), "--user-dir", USER_DIR, *argv,
+                     "--criterion", "lexical_cross_entropy", "--optimizer", "adam", "--lr", "0.005", "--batch-size",
+                     "8", "--max-update", "30", "--save-dir", str(dirs[family]), "--no-epoch-checkpoints",
+                     "--disable-validation", "--num-workers", "0", "--seed", "3"])
+        jobs.append(["fairseq-generate", str(toy_data / "bin"), "--user-dir", USER_DIR, "--path",
+                     str(dirs[family] / "checkpoint_last.pt"), "--gen-subset", "test", "--beam", "5",
+                     "--max-len-b", str(MAX_LEN_B), "--batch-size", "16", "--results-path", str(dirs[family])])
+    proc = subprocess.run([sys.executable, "-c", _RUNNER, json.dumps(jobs)], capture_output=True, text=True,
+                          timeout=600, env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-5000:]
+    return dirs
+
+
+def load_hub(family, checkpoints, toy_data):
+    return model_classes()[family].from_pretrained(
+        str(checkpoints[family]), checkpoint_file="checkpoint_last.pt", data_name_or_path=str(toy_data / "bin"),
+    )
+
+
+@pytest.mark.parametrize("family", ["lex_lstm", "lex_transformer", "rdangle_transformer", "lla_lstm"])
+def test_translate_equals_fairseq_generate(toy_data, checkpoints, family):
+    hub = load_hub(family, checkpoints, toy_data)
+    generated = {}
+    for line in (checkpoints[family] / "generate-test.txt").read_text().splitlines():
+        if line.startswith("H-"):
+            sample_id, score, hypothesis = line.split("\t")
+            generated[int(sample_id[2:])] = (hypothesis, float(score))
+    sources = (toy_data / "test.src").read_text().splitlines()
+    assert sorted(generated) == list(range(len(sources)))
+    assert hub.translate(sources, beam=5, max_len_b=MAX_LEN_B) == [generated[i][0] for i in range(len(sources))]
+    best = hub.generate([hub.encode(s) for s in sources], beam=5, max_len_b=MAX_LEN_B)
+    # fairseq-generate's score is log base 2 of the hub's (natural) score
+    np.testing.assert_allclose([h[0]["score"].item() / np.log(2) for h in best],
+                               [generated[i][1] for i in range(len(sources))], atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("family", ["lex_lstm", "lex_transformer", "rdangle_transformer"])
+def test_hub_gates_are_the_forward_gates_of_the_translation(toy_data, checkpoints, family):
+    from fairseq_lexical.analysis.gates import hub_gates
+
+    hub = load_hub(family, checkpoints, toy_data)
+    model = hub.models[0]
+    for sentence in ["a1 twice and a2", "a3", "a4 and a5 twice"]:
+        record = hub_gates(hub, sentence, max_len_b=MAX_LEN_B)
+        hypothesis = hub.translate(sentence, max_len_b=MAX_LEN_B)
+        assert record.output_tokens == hypothesis.split() + ["</s>"]
+        assert record.source_tokens == sentence.split() + ["</s>"]
+        assert record.p_gate.shape == (len(record.output_tokens),)
+        assert ((record.p_gate >= 0) & (record.p_gate <= 1)).all()
+        with torch.no_grad():  # the model's own forward on a fairseq-collated batch of (sentence, translation)
+            _, extra = model(**toy_batch(hub.task, [(sentence, hypothesis)])["net_input"])
+        np.testing.assert_allclose(record.p_gate, extra["p_gate"][0].float().numpy(), atol=1e-6, rtol=0)
+        np.testing.assert_allclose(record.attention, extra["attn"][0][0].float().numpy(), atol=1e-6, rtol=0)
+
+
+def test_lla_lstm_offers_its_lexicon_unit_instead_of_a_gate(toy_data, checkpoints):
+    """lla_lstm has no gate (and no attention by default): hub_gates says so; docs/hub.md's Lexicon Unit snippet
+    gives l, one probability per output word, which is what the decoder multiplies its distribution by."""
+    from fairseq_lexical.analysis.gates import GateAnalysisError, hub_gates
+
+    hub = load_hub("lla_lstm", checkpoints, toy_data)
+    with pytest.raises(GateAnalysisError, match="no attention"):
+        hub_gates(hub, "a1 and a2")
+    # the snippet of docs/hub.md
+    src = hub.encode("a1 and a2").unsqueeze(0)
+    l = torch.sigmoid(hub.models[0].encoder.lexicon_unit(src))[0]
+    assert l.shape == (len(hub.tgt_dict),) and ((l >= 0) & (l <= 1)).all()
+    model = hub.models[0]
+    with torch.no_grad():
+        lprobs, _ = model(**toy_batch(hub.task, [("a1 and a2", "B1 B2")])["net_input"])
+        encoder_out = model.encoder(src, src_lengths=torch.tensor([src.size(1)]))
+        write = torch.log_softmax(model.decoder.fc_out(model.decoder.extract_features(
+            toy_batch(hub.task, [("a1 and a2", "B1 B2")])["net_input"]["prev_output_tokens"], encoder_out)[0]), -1)
+    # o'_t = l * o_t (Thrush 2020): the model's output is the write distribution scaled by l
+    torch.testing.assert_close(lprobs[0], write[0] + torch.log(l), atol=1e-5, rtol=0)
