@@ -225,3 +225,41 @@ def test_combined_decoder_output_drops_the_gate_output_feature_once(toy_data):
     features = dec.gate_features(None, None, None, hidden, None, out)
     assert torch.equal(features[..., :128], out)
     assert set(features[..., 128:].unique().tolist()) <= {0.0, 2.0}
+
+
+@pytest.mark.slow
+def test_resuming_with_another_lexicon_file_stops_unless_reset_lexicon(toy_data, tmp_path):
+    """fairseq-train resumes from checkpoint_last.pt: with another --lexicon it used to keep the checkpoint's lexicon
+    while logging the new file's statistics."""
+    import os
+    import re
+
+    from conftest import REPO, run_cli
+
+    other = tmp_path / "other.tsv"
+    other.write_text("a1\tB2\t1\na2\tB1\t1\n")
+
+    def train(lexicon, max_update, *extra, check=True):
+        return run_cli(
+            "fairseq-train", toy_data / "bin", "--user-dir", os.path.join(REPO, "fairseq_lexical"),
+            "--arch", "lex_lstm_small", "--lexicon", lexicon, "--criterion", "lexical_cross_entropy",
+            "--optimizer", "adam", "--lr", "0.005", "--batch-size", "8", "--max-update", max_update,
+            "--save-dir", tmp_path / "ckpt", "--no-epoch-checkpoints", "--num-workers", "0", "--seed", "3",
+            "--log-format", "simple", *extra, check=check,
+        )
+
+    first = train(toy_data / "lexicon.tsv", 3)
+    old = re.search(r"lexicon \S+lexicon\.tsv: fingerprint ([0-9a-f]{12})", first.stderr).group(1)
+    refused = train(other, 6, check=False)
+    assert refused.returncode != 0
+    assert re.search(rf"--lexicon {re.escape(str(other))} \(fingerprint [0-9a-f]{{12}}\) is not the lexicon stored "
+                     rf"in the checkpoint \(fingerprint {old}\)", refused.stderr)
+    reset = train(other, 6, "--reset-lexicon")
+    assert "num_updates 6" in reset.stdout + reset.stderr
+    assert re.search(rf"--reset-lexicon: the checkpoint's lexicon \(fingerprint {old}\) is replaced", reset.stderr)
+    state = torch.load(tmp_path / "ckpt" / "checkpoint_last.pt")["model"]
+    model, task, _ = build_model(toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", other)
+    head = model.decoder.lexical_head
+    assert torch.equal(state["decoder.lexical_head.lexicon_targets"], head.lexicon_targets)
+    assert torch.equal(state["decoder.lexical_head.lexicon_fingerprint"], head.lexicon_fingerprint)
+    train(other, 8)  # from now on the checkpoint holds other.tsv's lexicon

@@ -295,3 +295,153 @@ def test_a_checkpoint_with_a_uint8_uniform_mask_loads_with_its_old_rows():
     assert loaded.lexicon_uniform_rows.dtype == torch.float64
     attn, src, _, _ = random_inputs(2, 3, 5, 12, 20, seed=32)
     torch.testing.assert_close(loaded.lexical_probs(attn, src), head.lexical_probs(attn, src), atol=0, rtol=0)
+
+
+# -- <unk> at inference -------------------------------------------------------------------------------------------
+def _unk_head(unk_index):
+    # 'zup' has no entry and its string is no output word: its row is the table's <unk> fallback
+    table = build_lexicon_table([("dax", "RED", 1.0)], SPECIALS + ["dax", "zup"], SPECIALS + ["RED", "BLUE"], 4, unk=3)
+    head = LexicalTranslationHead(table, gate_input_dim=1, unk_index=unk_index)
+    with torch.no_grad():
+        head.gate.weight.zero_()
+        head.gate.bias.fill_(math.log(0.2 / 0.8))  # p_gate = 0.2
+    inputs = (torch.zeros(1, 1, 6), torch.zeros(1, 1, 1), torch.tensor([[[0.1, 0.9]]]), torch.tensor([[4, 5]]))
+    return head, inputs
+
+
+def test_unk_is_never_generated_once_the_model_is_prepared_for_inference():
+    head, inputs = _unk_head(unk_index=3)
+    trained, _ = head(*inputs)
+    p = trained.exp()[0, 0]
+    # p(<unk>) = 0.2 / 6 + 0.8 * 0.9 = 0.753: the argmax; training and validation see the plain mixture
+    assert p[3].item() == pytest.approx(0.2 / 6 + 0.8 * 0.9) and p.argmax().item() == 3
+    head.eval()
+    assert torch.equal(head(*inputs)[0], trained)
+    head.make_generation_fast_(beamable_mm_beam_size=5, need_attn=False)  # what fairseq-generate calls
+    generating = head(*inputs)[0].exp()[0, 0]
+    expected = p / (1 - p[3])
+    expected[3] = 0.0
+    torch.testing.assert_close(generating, expected)
+    assert generating.argmax().item() == 4  # RED: (0.2 / 6 + 0.8 * 0.1) / (1 - 0.753)
+
+
+def test_generate_unk_leaves_unk_in_place_at_inference():
+    head, inputs = _unk_head(unk_index=None)
+    trained, _ = head(*inputs)
+    head.make_generation_fast_()
+    assert torch.equal(head(*inputs)[0], trained)
+
+
+# -- the lexicon a checkpoint holds --------------------------------------------------------------------------------
+def test_a_checkpoint_with_another_lexicon_is_refused_or_replaced_on_request():
+    saved = LexicalTranslationHead(random_table(12, 20, k=3, seed=41), gate_input_dim=6, source="old.tsv")
+    state = saved.state_dict()
+    other = random_table(12, 20, k=3, seed=42)
+    with pytest.raises(ValueError, match=r"--lexicon new\.tsv \(fingerprint [0-9a-f]{12}\) is not the lexicon "
+                                         r"stored in the checkpoint \(fingerprint [0-9a-f]{12}\).*--reset-lexicon"):
+        LexicalTranslationHead(other, gate_input_dim=6, source="new.tsv").load_state_dict(state)
+    reset = LexicalTranslationHead(other, gate_input_dim=6, source="new.tsv", reset_lexicon=True)
+    fresh = LexicalTranslationHead(other, gate_input_dim=6)
+    reset.load_state_dict(state)
+    assert torch.equal(reset.lexicon_weights, fresh.lexicon_weights)  # the new file's lexicon
+    assert torch.equal(reset.gate.weight, saved.gate.weight)  # the checkpoint's everything else
+    # the same lexicon (built again from its file) loads, and so does any checkpoint into a placeholder
+    LexicalTranslationHead(random_table(12, 20, k=3, seed=41), gate_input_dim=6, source="old.tsv").load_state_dict(state)
+    placeholder = LexicalTranslationHead(uniform_lexicon_table(["x"] * 12, SPECIALS + ["y"] * 16, 4), gate_input_dim=6)
+    placeholder.load_state_dict(state)
+    assert torch.equal(placeholder.lexicon_fingerprint, saved.lexicon_fingerprint)
+
+
+@pytest.mark.parametrize("trainable", [False, True])
+def test_a_trained_lexicon_keeps_the_fingerprint_of_its_file(trainable):
+    table = random_table(12, 20, k=3, seed=43, uniform_every=0)
+    saved = LexicalTranslationHead(table, gate_input_dim=6, trainable=trainable, source="lex.tsv")
+    if trainable:
+        with torch.no_grad():
+            saved.lexicon_logits.add_(1.0 * torch.arange(3))  # training moved the weights
+    resumed = LexicalTranslationHead(table, gate_input_dim=6, trainable=trainable, source="lex.tsv")
+    resumed.load_state_dict(saved.state_dict())
+    assert torch.equal(resumed.state_dict()["lexicon_" + ("logits" if trainable else "weights")],
+                       saved.state_dict()["lexicon_" + ("logits" if trainable else "weights")])
+
+
+def test_a_checkpoint_saved_before_fingerprints_is_checked_from_its_frozen_table():
+    saved = LexicalTranslationHead(random_table(12, 20, k=3, seed=44), gate_input_dim=6)
+    state = saved.state_dict()
+    del state["lexicon_fingerprint"]
+    LexicalTranslationHead(random_table(12, 20, k=3, seed=44), gate_input_dim=6, source="a.tsv").load_state_dict(state)
+    with pytest.raises(ValueError, match="--lexicon b.tsv"):
+        LexicalTranslationHead(random_table(12, 20, k=3, seed=45), gate_input_dim=6, source="b.tsv").load_state_dict(
+            dict(state))
+
+
+# -- every model with a lexicon, through the shared head ----------------------------------------------------------
+MODELS = {
+    "lex_lstm": ["--arch", "lex_lstm_small"],
+    "lex_transformer": ["--arch", "lex_transformer_tiny"],
+    "pgn_transformer": ["--arch", "pgn_transformer", "--encoder-layers", "1", "--decoder-layers", "1",
+                        "--encoder-embed-dim", "32", "--decoder-embed-dim", "32", "--encoder-ffn-embed-dim", "32",
+                        "--decoder-ffn-embed-dim", "32"],
+    "rdangle_transformer": ["--arch", "rdangle_transformer_tiny"],
+}
+
+
+def _build(toy_data, name, lexicon, *extra, seed=0):
+    from conftest import build_model
+
+    torch.manual_seed(seed)
+    return build_model(toy_data / "bin", *MODELS[name], "--lexicon", lexicon, "--dropout", "0", *extra)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_every_model_refuses_a_checkpoint_with_another_lexicon(toy_data, tmp_path, name):
+    first = "identity" if name == "pgn_transformer" else toy_data / "lexicon.tsv"
+    other = tmp_path / "other.tsv"
+    other.write_text("a1\tB2\t1\na2\tB1\t1\n")
+    saved = _build(toy_data, name, first)[0].state_dict()
+    with pytest.raises(ValueError, match=f"--lexicon {other} .*not the lexicon stored in the checkpoint"):
+        _build(toy_data, name, other)[0].load_state_dict(saved)
+    reset = _build(toy_data, name, other, "--reset-lexicon", seed=1)[0]
+    fresh_head = reset.decoder.lexical_head.state_dict()
+    reset.load_state_dict(saved)
+    for key, tensor in reset.decoder.lexical_head.state_dict().items():  # the new lexicon, the old gate
+        assert torch.equal(tensor, fresh_head[key] if not key.startswith("gate.") else saved["decoder.lexical_head." + key])
+    _build(toy_data, name, first, seed=2)[0].load_state_dict(saved)  # the same lexicon again: loads
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_every_model_stops_generating_unk_once_prepared_for_inference(toy_data, name):
+    """'twice' and 'and' have no lexicon entry and no output word of their string: their rows give <unk>. With the
+    gate on the lexicon, beam search outputs <unk> until fairseq prepares the model for inference."""
+    import argparse
+
+    from fairseq.sequence_generator import SequenceGenerator
+    from model_checks import assert_beam_scores_match_teacher_forcing, toy_batch
+
+    lexicon = "identity" if name == "pgn_transformer" else toy_data / "lexicon.tsv"
+    model, task, _ = _build(toy_data, name, lexicon)
+    with torch.no_grad():
+        model.decoder.lexical_head.gate.weight.zero_()
+        model.decoder.lexical_head.gate.bias.fill_(-30.0)  # p_gate ~ 1e-13: p is p_lex
+    sample = toy_batch(task, [("twice and twice", "B1"), ("and a1 twice", "B1")])
+    unk = task.target_dictionary.unk()
+    model.eval()
+    gen = SequenceGenerator([model], task.target_dictionary, beam_size=3, max_len_b=4)
+    with torch.no_grad():
+        before = [h["tokens"] for nbest in gen.forward(sample) for h in nbest]
+    assert any(unk in tokens for tokens in before)
+    model.prepare_for_inference_(argparse.Namespace(generation=argparse.Namespace(beam=3)))
+    with torch.no_grad():
+        after = [h["tokens"] for nbest in gen.forward(sample) for h in nbest]
+    assert not any(unk in tokens for tokens in after)
+    assert_beam_scores_match_teacher_forcing(model, task, sample, beam=3)
+
+
+def test_half_precision_keeps_a_frozen_dense_lexicon_exact():
+    head = LexicalTranslationHead(random_table(6, 12, k=3, seed=23), gate_input_dim=4, dense=True)
+    logits = head.lexicon_logits.clone()
+    head.half()
+    assert head.lexicon_logits.dtype == torch.float32 and torch.equal(head.lexicon_logits, logits)
+    trainable = LexicalTranslationHead(random_table(6, 12, k=3, seed=23), gate_input_dim=4, dense=True,
+                                       trainable=True).half()
+    assert trainable.lexicon_logits.dtype == torch.float16  # a parameter: fairseq keeps its fp32 master copy

@@ -48,6 +48,13 @@ def add_lexicon_args(parser):
     parser.add_argument("--lexicon-dense", action="store_true",
                         help="store L as a dense |Vx| x |Vy| matrix (small vocabularies; implied by a "
                              "trainable uniform lexicon)")
+    parser.add_argument("--generate-unk", action="store_true",
+                        help="let fairseq-generate / -interactive output <unk> (default: p(<unk>) is set to 0 and "
+                             "the rest renormalised at inference, as in the authors' decoder; training and "
+                             "validation losses are the same either way)")
+    parser.add_argument("--reset-lexicon", action="store_true",
+                        help="when the checkpoint loaded (resuming, --restore-file) holds another lexicon than "
+                             "--lexicon's, use --lexicon's (default: stop with an error naming both fingerprints)")
     # Set by the plugin itself once L has been built: a model rebuilt from a checkpoint's arguments then takes
     # L from the checkpoint's state instead of re-reading the file (fairseq-generate needs no lexicon file).
     parser.add_argument("--lexicon-stored-in-checkpoint", action="store_true", help=argparse.SUPPRESS)
@@ -62,6 +69,8 @@ def lexicon_arch_defaults(args):
     args.lexicon_dense = getattr(args, "lexicon_dense", False)
     args.gate_bias_init = getattr(args, "gate_bias_init", 0.0)
     args.gate_form = getattr(args, "gate_form", None) or "sigmoid"
+    args.generate_unk = getattr(args, "generate_unk", False)
+    args.reset_lexicon = getattr(args, "reset_lexicon", False)
     args.lexicon_stored_in_checkpoint = getattr(args, "lexicon_stored_in_checkpoint", False)
 
 
@@ -125,13 +134,17 @@ def build_lexical_head(args, src_dict, tgt_dict, gate_input_dim: int):
     if args.lexicon_stored_in_checkpoint:
         # Placeholders of the right kind; the checkpoint's state fills them (and their width k).
         table = uniform_lexicon_table(src_dict.symbols, tgt_dict.symbols, tgt_dict.nspecial)
+        source = None
     else:
         if spec not in LEXICON_KEYWORDS and not os.path.isfile(spec):
             raise LexiconFormatError(spec, "lexicon file not found (--lexicon)")
         table = _load_table(args, src_dict, tgt_dict)
         logger.info("lexicon %s: %s; %d targets per row at most", spec, table.summary(), table.top_k)
         args.lexicon_stored_in_checkpoint = True
+        source = spec  # a checkpoint loaded into this model must hold this lexicon (or --reset-lexicon)
     return LexicalTranslationHead(
         table, gate_input_dim, trainable=args.lexicon_trainable, dense=dense, gate_bias_init=args.gate_bias_init,
         gate_form=(getattr(args, "gate_form", None) or "sigmoid").replace("-", "_"),
+        unk_index=None if getattr(args, "generate_unk", False) else tgt_dict.unk(), source=source,
+        reset_lexicon=getattr(args, "reset_lexicon", False),
     )

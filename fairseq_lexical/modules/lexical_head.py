@@ -11,6 +11,7 @@ in log space, so that a token with no lexical mass still gets a finite log-proba
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 from typing import Optional, Tuple
 
@@ -33,6 +34,32 @@ def fp32_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Ten
     """x W^T + b in fp32 whatever the tensors' dtypes and autocast (for quantities with an unbounded range)."""
     with torch.autocast(x.device.type, enabled=False):
         return F.linear(x.float(), weight.float(), None if bias is None else bias.float())
+
+
+def lexicon_fingerprint(*tensors: Tensor) -> Tensor:
+    """128 bits of a SHA-256 of the tensors' shapes and values (as float64, so a table's dtype does not matter), as
+    four int64 of 32 bits each: a buffer that stays exact through fairseq's checkpoint averaging (sum, then // n)."""
+    digest = hashlib.sha256()
+    for t in tensors:
+        values = t.detach().cpu().double().contiguous()
+        digest.update(repr(tuple(values.shape)).encode())
+        digest.update(values.numpy().tobytes())
+    raw = digest.digest()[:16]
+    return torch.tensor([int.from_bytes(raw[i:i + 4], "big") for i in range(0, 16, 4)], dtype=torch.int64)
+
+
+def fingerprint_hex(fingerprint: Tensor) -> str:
+    return "".join(f"{int(v):08x}" for v in fingerprint)[:12]
+
+
+class LexiconMismatchError(ValueError):
+    """A checkpoint holds another lexicon than the one the model was built from (`--lexicon`)."""
+
+
+def renormalized_without(log_probs: Tensor, index: int) -> Tensor:
+    """log p(w | w != index): that word's probability set to 0, the others divided by what is left."""
+    masked = log_probs.index_fill(-1, torch.tensor([index], device=log_probs.device), float("-inf"))
+    return masked - torch.logsumexp(masked, dim=-1, keepdim=True)
 
 
 class _LexicalMixture(torch.autograd.Function):
@@ -169,6 +196,12 @@ class LexicalTranslationHead(nn.Module):
         copy_scatter_softmax: replace p_lex by ``scatter_overwrite_softmax`` (repeated targets overwrite
             each other, then a softmax over the vocabulary): a reproduction of a published implementation's
             defect, never the default. Sparse lexicons without uniform rows only. Not part of the state dict.
+        unk_index: the target id of <unk>, which the head never generates once fairseq has prepared the model for
+            inference (``make_generation_fast_``): its probability is set to 0 and the rest renormalised, as the
+            authors' decoder does. None: <unk> is generated like any word. Training and validation are unchanged.
+        source: where ``table`` comes from (the `--lexicon` value), for messages; None for the placeholder table of
+            a model rebuilt from a checkpoint's arguments, which takes the checkpoint's lexicon unchecked.
+        reset_lexicon: when a checkpoint with another lexicon is loaded, keep this one instead of refusing.
     """
 
     def __init__(
@@ -180,6 +213,9 @@ class LexicalTranslationHead(nn.Module):
         gate_bias_init: float = 0.0,
         copy_scatter_softmax: bool = False,
         gate_form: str = "sigmoid",
+        unk_index: Optional[int] = None,
+        source: Optional[str] = None,
+        reset_lexicon: bool = False,
     ):
         super().__init__()
         if gate_form not in GATE_FORMS:
@@ -188,6 +224,10 @@ class LexicalTranslationHead(nn.Module):
         self.trainable = trainable
         self.copy_scatter_softmax = copy_scatter_softmax
         self.dense = dense
+        self.unk_index = unk_index
+        self.masking_unk = False  # switched on by make_generation_fast_
+        self.source = source
+        self.reset_lexicon = reset_lexicon
         self.num_source = len(table.uniform_mass)
         self.num_target = len(table.uniform_support)
         self.gate = nn.Linear(gate_input_dim, 1)
@@ -197,6 +237,13 @@ class LexicalTranslationHead(nn.Module):
         # fairseq's checkpoint averaging floor-divides integer tensors in place, which a bool cannot hold.
         support = torch.from_numpy(table.uniform_support.astype("float64"))
         self.register_buffer("uniform_target_dist", support / support.sum())
+        # The lexicon as built (a trainable one's training does not change it): loading a checkpoint compares it.
+        self.register_buffer("lexicon_fingerprint", lexicon_fingerprint(
+            torch.from_numpy(table.targets), torch.from_numpy(table.weights), torch.from_numpy(table.uniform_mass),
+            self.uniform_target_dist,
+        ))
+        if source is not None:
+            logger.info("lexicon %s: fingerprint %s", source, fingerprint_hex(self.lexicon_fingerprint))
         if dense:
             probs = torch.from_numpy(table.dense()).float()
             logits = torch.log(probs.clamp_min(1e-9))
@@ -226,7 +273,9 @@ class LexicalTranslationHead(nn.Module):
         else:
             self.register_buffer("lexicon_weights", weights.double())
 
-    _FROZEN_FLOAT_BUFFERS = ("uniform_target_dist", "lexicon_weights", "lexicon_uniform_rows")
+    # lexicon_logits is listed for a frozen dense lexicon (a buffer); a trainable one is a parameter and follows
+    # the model's dtype like any weight.
+    _FROZEN_FLOAT_BUFFERS = ("uniform_target_dist", "lexicon_weights", "lexicon_uniform_rows", "lexicon_logits")
 
     def _apply(self, fn, recurse=True):
         # .half(), .bfloat16() and .to(dtype) would round the frozen tables; they follow the device only.
@@ -243,6 +292,7 @@ class LexicalTranslationHead(nn.Module):
             self.register_buffer(name, value)
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        self._check_lexicon_of(state_dict, prefix)
         # The table's width k depends on the lexicon file; a model built without the file (from a checkpoint's
         # arguments) starts with placeholders, which take the checkpoint's shapes here.
         for name, tensor in list(self._buffers.items()) + list(self._parameters.items()):
@@ -257,6 +307,43 @@ class LexicalTranslationHead(nn.Module):
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
         if not self.dense:
             self.has_uniform_rows = bool(self.lexicon_uniform_rows.any())
+
+    def _check_lexicon_of(self, state_dict, prefix):
+        """Refuse a checkpoint whose lexicon is not the one this head was built from (`--lexicon`): loading it
+        would silently replace the file's lexicon, whose statistics the log has just printed. With
+        ``reset_lexicon`` the head keeps its own lexicon and takes everything else from the checkpoint."""
+        key = prefix + "lexicon_fingerprint"
+        if key not in state_dict:  # saved before fingerprints: a frozen sparse table can still be fingerprinted
+            tables = [state_dict.get(prefix + n) for n in
+                      ("lexicon_targets", "lexicon_weights", "lexicon_uniform_rows", "uniform_target_dist")]
+            if all(t is not None for t in tables):
+                state_dict[key] = lexicon_fingerprint(*tables)
+            else:
+                if self.source is not None:
+                    logger.warning("lexicon %s: the checkpoint predates lexicon fingerprints and its lexicon is "
+                                   "trainable or dense: it is loaded without checking it against the file",
+                                   self.source)
+                state_dict[key] = self.lexicon_fingerprint
+        theirs = state_dict[key]
+        if self.source is None or torch.equal(theirs.cpu(), self.lexicon_fingerprint.cpu()):
+            return
+        if not self.reset_lexicon:
+            raise LexiconMismatchError(
+                f"--lexicon {self.source} (fingerprint {fingerprint_hex(self.lexicon_fingerprint)}) is not the "
+                f"lexicon stored in the checkpoint (fingerprint {fingerprint_hex(theirs)}), which loading would "
+                f"silently keep. Give the --lexicon the checkpoint was trained with (its training log names the "
+                f"file next to that fingerprint), or add --reset-lexicon to continue with {self.source}'s lexicon"
+            )
+        logger.warning("--reset-lexicon: the checkpoint's lexicon (fingerprint %s) is replaced by %s's (%s)",
+                       fingerprint_hex(theirs), self.source, fingerprint_hex(self.lexicon_fingerprint))
+        for name, tensor in list(self._buffers.items()) + list(self._parameters.items()):
+            if tensor is not None:
+                state_dict[prefix + name] = tensor.detach()
+
+    def make_generation_fast_(self, **kwargs):
+        # fairseq-generate, fairseq-interactive and the hub interface call this through the model's
+        # prepare_for_inference_ (after which fairseq forbids training): the point where <unk> is masked.
+        self.masking_unk = self.unk_index is not None
 
     # -- eq. 9 ------------------------------------------------------------------------------------------------
     def lexicon_rows(self, src_tokens: Tensor) -> Tuple[Tensor, Tensor]:
@@ -325,6 +412,10 @@ class LexicalTranslationHead(nn.Module):
         else:
             mass, index = self.lexical_mass(attn, src_tokens)
             log_probs = _SparseLexicalMixture.apply(write_logits, gate_logit, mass, index)
+        if self.masking_unk:
+            # Source words without an entry map to <unk> (the table's fallback), so the lexicon can put its mass
+            # there; the authors' decoder never outputs it (-99999 on its logit before the softmax).
+            log_probs = renormalized_without(log_probs, self.unk_index)
         return log_probs, torch.sigmoid(gate_logit.float())
 
     def extra_repr(self) -> str:
