@@ -353,6 +353,40 @@ def test_relative_positions_replace_absolute_ones_and_have_the_expected_tables(t
     assert absolute.encoder.embed.embed_positions is not None
 
 
+# -- mixed precision: the lexical head reads fp32 attention (issue 19, point 2) ------------------------------------
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("relative", [5, 0])
+def test_attention_probabilities_are_fp32_for_half_inputs(dtype, relative):
+    from fairseq_lexical.modules.relative_attention import RelativeMultiheadAttention, relative_index
+
+    torch.manual_seed(0)
+    attn = RelativeMultiheadAttention(8, 2, num_relative=relative).to(dtype)
+    x = torch.randn(2, 4, 8, dtype=dtype)
+    out, probs = attn(x, x, x, rel_index=relative_index(4, 4, 2) if relative else None)
+    assert out.dtype == dtype and probs.dtype == torch.float32
+    torch.testing.assert_close(probs.sum(-1), torch.ones(2, 2, 4))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("kv_mode", ["shared", "sep"])
+def test_lexical_head_receives_fp32_attention_from_a_half_model(toy_data, dtype, kv_mode):
+    """fairseq's --fp16 / --bf16 cast the model; the head's gradient d log p / d a is unbounded, so the attention
+    it reads must stay fp32 in teacher forcing (stacked rows) and in incremental decoding."""
+    model, task, _ = tiny(toy_data / "bin", "--lexicon", toy_data / "lexicon.tsv", "--kv-mode", kv_mode,
+                          "--reencode-interval", 2, seed=6)
+    model = model.to(dtype)
+    seen = []
+    model.decoder.lexical_head.register_forward_pre_hook(lambda module, args: seen.append(args[2].dtype))
+    net = toy_batch(task, PAIRS)["net_input"]
+    lprobs, extra = model(**net)
+    assert extra["attn"][0].dtype == torch.float32 and torch.isfinite(lprobs).all()
+    encoder_out = model.encoder(net["src_tokens"], src_lengths=net["src_lengths"])
+    state = {}
+    for t in range(3):
+        model.decoder(net["prev_output_tokens"][:, : t + 1], encoder_out=encoder_out, incremental_state=state)
+    assert seen == [torch.float32] * 4
+
+
 # -- architectures -----------------------------------------------------------------------------------------------
 def _arch_args(data, *extra):
     from fairseq import options

@@ -116,7 +116,8 @@ class RDangleDecoder(FairseqIncrementalDecoder):
 
     Returns logits (or, with a lexical head, fp32 log-probabilities of eq. 10 of Akyurek & Andreas) and an extra
     dict with ``attn`` [B x T x S] (the cross-attention of ``--alignment-layer`` averaged over its first
-    ``--alignment-heads`` heads: what the head reads) and, with a head, ``p_gate`` (B x T).
+    ``--alignment-heads`` heads: what the head reads, fp32 in every precision) and, with a head, ``p_gate``
+    (B x T).
     """
 
     def __init__(self, args, dictionary, embed_tokens, adaptive: AdaptiveEncoder, sizes: LayerSizes):
@@ -171,6 +172,11 @@ class RDangleDecoder(FairseqIncrementalDecoder):
         x, align, _ = self.stack(x_in, keys, values, encoder_out["encoder_padding_mask"][0], self.alignment_layer,
                                  outputs=outputs)
         return x, self.average_heads(align)
+
+    @staticmethod
+    def context(attn: Tensor, states: Tensor) -> Tensor:
+        """c_t = sum_j a_tj s_j (B, q, C), in the states' dtype (the fp32 attention is a gate input only here)."""
+        return torch.bmm(attn.to(states.dtype), states)
 
     def value_states(self, encoder_out, key_states: Tensor) -> Tensor:
         """The source states the values are made of (H_t when shared, H^v when separate): the gate's c_t."""
@@ -252,12 +258,13 @@ class RDangleDecoder(FairseqIncrementalDecoder):
         dest = torch.cat(dests)
         dim, src_len = x_in.size(-1), src_embed.size(1)
         features = x_in.new_zeros(bsz * tgt_len, dim).index_copy(0, dest, torch.cat(feats))
-        attn = x_in.new_zeros(bsz * tgt_len, src_len).index_copy(0, dest, torch.cat(attns))
+        attns = torch.cat(attns)  # fp32 (relative_attention): the head's input keeps that dtype
+        attn = attns.new_zeros(bsz * tgt_len, src_len).index_copy(0, dest, attns)
         features, attn = features.view(bsz, tgt_len, dim), attn.view(bsz, tgt_len, src_len)
         context = None
         if self.needs_context:
             if sep:
-                context = torch.bmm(attn, encoder_out["value_states"][0])
+                context = self.context(attn, encoder_out["value_states"][0])
             else:
                 context = x_in.new_zeros(bsz * tgt_len, dim).index_copy(0, dest, torch.cat(contexts))
                 context = context.view(bsz, tgt_len, dim)
@@ -288,7 +295,7 @@ class RDangleDecoder(FairseqIncrementalDecoder):
         attn = self.average_heads(align)[row, col]
         context = None
         if self.needs_context and self.kv_mode == "shared":
-            context = torch.bmm(attn.unsqueeze(1), key_states.index_select(0, row)).squeeze(1)
+            context = self.context(attn.unsqueeze(1), key_states.index_select(0, row)).squeeze(1)
         return x[row, col], attn, context
 
     # -- generation: incremental decoding with re-encoding points --------------------------------------------------
@@ -331,7 +338,7 @@ class RDangleDecoder(FairseqIncrementalDecoder):
         context = None
         if self.needs_context:
             states = cache["value_states"] if self.kv_mode == "shared" else encoder_out["value_states"][0]
-            context = torch.bmm(attn, states)
+            context = self.context(attn, states)
         return x, attn, context, x_in
 
     def reorder_incremental_state(self, incremental_state, new_order):

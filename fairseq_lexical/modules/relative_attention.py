@@ -14,6 +14,8 @@ target key, target query -> source key): 2 (2K + 1) + 2 rows.
 
 Everything is batch first (B x L x C); the module exposes its projections so that decoders can cache keys and values.
 The relative scores cost a (B, H, L_q, R) product with the R-row table and a gather, never an (L_q, L_k, d) tensor.
+The returned attention probabilities are fp32 whatever the activations' dtype: a lexical head reads them, and the
+gradient it sends them is unbounded (issue 19, point 2).
 """
 from __future__ import annotations
 
@@ -125,7 +127,7 @@ class RelativeMultiheadAttention(nn.Module):
 
         key_padding_mask (B, Lk) and attn_mask (Lq, Lk) or (B, Lq, Lk) are boolean, True = blocked.
         rel_index (Lq, Lk) or (B, Lq, Lk): rows of the relative table (required when the module has one).
-        Returns the output (B, Lq, C) after the output projection and the probabilities (B, H, Lq, Lk) before
+        Returns the output (B, Lq, C) after the output projection and the fp32 probabilities (B, H, Lq, Lk) before
         dropout (None when ``need_weights`` is False: without a relative table the fused kernel
         ``F.scaled_dot_product_attention`` then computes the same attention without materialising them).
         """
@@ -153,8 +155,8 @@ class RelativeMultiheadAttention(nn.Module):
             scores = scores.masked_fill(mask, float("-inf"))
         if key_padding_mask is not None:
             scores = scores.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
-        probs = torch.softmax(scores.float(), dim=-1).type_as(scores)
-        dropped = F.dropout(probs, p=self.dropout, training=self.training)
+        probs = torch.softmax(scores.float(), dim=-1)  # returned in fp32 (module docstring)
+        dropped = F.dropout(probs, p=self.dropout, training=self.training).to(v.dtype)
         out = torch.matmul(dropped, v)
         if self.num_relative:
             per_row = dropped.new_zeros(bsz, heads, q_len, self.num_relative).scatter_add_(-1, index, dropped)
