@@ -1,6 +1,7 @@
 """`rdangle_transformer` (R-Dangle, Zheng & Lapata 2023): incremental and beam decoding with re-encoding points
 score exactly as teacher forcing, the stacked training equals the per-prefix loop, intervals behave as eqs. 11-13
-say, relative positions follow Shaw et al. (appendix C), and the command-line programs train and decode it."""
+say, relative positions follow the authors' code or Shaw et al. (appendix C), the head reads fp32 attention, old
+checkpoints keep their positions, and the command-line programs train and decode it."""
 import argparse
 import math
 import os
@@ -24,9 +25,19 @@ LONG_PAIRS = [("a1 and a2", LONG), ("a3 twice", "B3 B3 B1 B2 B3 B4 B5 B6 B1 B2")
               ("a5 and a6 twice", "B5 B6 B6 B1 B2 B3")]
 
 
+def randomize_relative_tables(model):
+    """The authors' relative tables start at zero (relative_attention); random ones make them count in a test."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("relative_embeddings"):
+                p.normal_(0, p.size(-1) ** -0.5)
+    return model
+
+
 def tiny(data, *extra, seed=0):
     torch.manual_seed(seed)
-    return build_model(data, "--arch", "rdangle_transformer_tiny", "--dropout", "0", *map(str, extra))
+    model, task, args = build_model(data, "--arch", "rdangle_transformer_tiny", "--dropout", "0", *map(str, extra))
+    return randomize_relative_tables(model), task, args
 
 
 def log_probs(model, net):
@@ -34,20 +45,32 @@ def log_probs(model, net):
 
 
 # -- THE key check: decoding with re-encoding points scores as teacher forcing ---------------------------------------
-CASES = [
-    (1, "shared", []),
-    (2, "shared", ["--relative-positions", "3"]),
-    (3, "shared", ["--decoder-normalize-before", "--encoder-normalize-before"]),
-    (8, "shared", ["--lexicon", "LEXICON"]),
-    (1, "sep", ["--lexicon", "LEXICON", "--relative-positions", "2"]),
-    (2, "sep", []),
-    (3, "sep", ["--relative-positions", "2", "--encoder-normalize-before", "--decoder-normalize-before"]),
-    (8, "sep", ["--relative-positions", "4"]),
-]
+# Every (interval, kv mode) with both relative forms (the default, the authors' form with K = 15, and Shaw's),
+# absolute positions, pre-norm and the lexical head spread over the cases.
+_EXTRAS = {
+    (1, "shared"): [],
+    (2, "shared"): ["--relative-positions", "3"],
+    (3, "shared"): ["--decoder-normalize-before", "--encoder-normalize-before"],
+    (8, "shared"): ["--lexicon", "LEXICON"],
+    (1, "sep"): ["--lexicon", "LEXICON", "--relative-positions", "2"],
+    (2, "sep"): [],
+    (3, "sep"): ["--relative-positions", "2", "--encoder-normalize-before", "--decoder-normalize-before"],
+    (8, "sep"): ["--relative-positions", "4"],
+}
+CASES = [(o, kv, ["--relative-form", form, *extra]) for form in ("dangle", "shaw") for (o, kv), extra in _EXTRAS.items()]
+CASES += [(2, "shared", ["--relative-positions", "0"]), (3, "sep", ["--relative-positions", "0", "--lexicon", "LEXICON"])]
 
 
-@pytest.mark.parametrize("interval,kv_mode,extra", CASES,
-                         ids=[f"o{o}-{kv}" + "".join("-" + a[2:] for a in e if a.startswith("--")) for o, kv, e in CASES])
+def _case_id(o, kv, extra):
+    """o2-shared-dangle-K3: interval, kv mode, positions (relative form and K, or absolute), other options."""
+    opts = dict(zip(extra[::2], extra[1::2]))
+    k = opts.get("--relative-positions", "15")
+    positions = "absolute" if k == "0" else f"{opts.get('--relative-form', 'dangle')}-K{k}"
+    others = [a[2:] for a in extra if a.startswith("--") and a not in ("--relative-form", "--relative-positions")]
+    return "-".join([f"o{o}", kv, positions, *others])
+
+
+@pytest.mark.parametrize("interval,kv_mode,extra", CASES, ids=[_case_id(*case) for case in CASES])
 def test_incremental_and_beam_scores_equal_teacher_forcing(toy_data, interval, kv_mode, extra):
     extra = [str(toy_data / "lexicon.tsv") if a == "LEXICON" else a for a in extra]
     model, task, _ = tiny(toy_data / "bin", "--reencode-interval", interval, "--kv-mode", kv_mode, *extra, seed=1)
@@ -170,8 +193,11 @@ def _nll(model, net, target, pad):
      ["--reencode-interval", "1", "--reencode-buckets", "1"],
      ["--reencode-interval", "3", "--kv-mode", "sep", "--reencode-chunk-size", "2"],
      ["--reencode-interval", "2", "--relative-positions", "2", "--lexicon", "LEXICON", "--reencode-chunk-size", "3"],
-     ["--reencode-interval", "4", "--kv-mode", "sep", "--lexicon", "identity", "--encoder-normalize-before"]],
-    ids=["o1", "o1-one-pass", "o3-sep-chunked", "o2-relative-lexicon-chunked", "o4-sep-identity-prenorm"],
+     ["--reencode-interval", "2", "--relative-form", "shaw", "--lexicon", "LEXICON", "--reencode-chunk-size", "3"],
+     ["--reencode-interval", "4", "--kv-mode", "sep", "--lexicon", "identity", "--encoder-normalize-before"],
+     ["--reencode-interval", "3", "--relative-positions", "0"]],
+    ids=["o1", "o1-one-pass", "o3-sep-chunked", "o2-relative-lexicon-chunked", "o2-shaw-lexicon-chunked",
+         "o4-sep-identity-prenorm", "o3-absolute"],
 )
 def test_stacked_training_loss_and_gradients_equal_the_per_prefix_loop(toy_data, extra):
     from fairseq_lexical.benchmark import PerPrefixLoop
@@ -212,10 +238,11 @@ def test_stack_plan_rows_and_chunks():
 
 
 # -- shapes and padding ----------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("kv_mode", ["shared", "sep"])
-def test_shapes_with_left_padded_sources_and_right_padded_targets(toy_data, kv_mode):
+@pytest.mark.parametrize("kv_mode,form", [("shared", "dangle"), ("sep", "shaw")])
+def test_shapes_with_left_padded_sources_and_right_padded_targets(toy_data, kv_mode, form):
     model, task, _ = tiny(toy_data / "bin", "--kv-mode", kv_mode, "--reencode-interval", 2,
-                          "--lexicon", toy_data / "lexicon.tsv", "--relative-positions", 2, seed=5)
+                          "--lexicon", toy_data / "lexicon.tsv", "--relative-positions", 2, "--relative-form", form,
+                          seed=5)
     model.eval()
     batch = toy_batch(task, LONG_PAIRS)
     net = batch["net_input"]
@@ -239,8 +266,9 @@ def test_shapes_with_left_padded_sources_and_right_padded_targets(toy_data, kv_m
 
 # -- relative positions (Shaw et al. 2018; appendix C) ---------------------------------------------------------------
 @pytest.mark.parametrize("normalize_before", [False, True])
-@pytest.mark.parametrize("relative", [0, 2])
-def test_last_concat_layer_computing_source_positions_only_gives_the_same_source_outputs(normalize_before, relative):
+@pytest.mark.parametrize("relative,form", [(0, "shaw"), (2, "shaw"), (2, "dangle")])
+def test_last_concat_layer_computing_source_positions_only_gives_the_same_source_outputs(normalize_before, relative,
+                                                                                          form):
     """The adaptive encoder's last concatenation layer skips the target queries (eq. 6 reads only the source
     slice); the source outputs must equal the full layer's, with padding on both sides and relative positions."""
     import torch.nn.functional as F
@@ -248,8 +276,8 @@ def test_last_concat_layer_computing_source_positions_only_gives_the_same_source
     from fairseq_lexical.modules.relative_attention import joint_relative_index, num_relative_joint
 
     torch.manual_seed(0)
-    sizes = LayerSizes(16, 2, 32, 0.0, 0.0, 0.0, F.relu, normalize_before, relative)
-    layer = EncoderLayer(sizes, num_relative_joint(relative) if relative else 0).eval()
+    sizes = LayerSizes(16, 2, 32, 0.0, 0.0, 0.0, F.relu, normalize_before, relative, form)
+    layer = randomize_relative_tables(EncoderLayer(sizes, num_relative_joint(relative) if relative else 0).eval())
     src_len, tgt_len = 4, 3
     x = torch.randn(2, src_len + tgt_len, 16)
     mask = torch.zeros(2, src_len + tgt_len, dtype=torch.bool)
@@ -267,8 +295,9 @@ def test_last_concat_layer_computing_source_positions_only_gives_the_same_source
 
 
 @pytest.mark.parametrize("normalize_before", [False, True])
-@pytest.mark.parametrize("relative,alignment_layer", [(0, 1), (2, 1), (2, 0)])
-def test_decoder_last_layer_querying_selected_positions_gives_their_full_outputs(normalize_before, relative,
+@pytest.mark.parametrize("relative,form,alignment_layer", [(0, "shaw", 1), (2, "shaw", 1), (2, "dangle", 1),
+                                                            (2, "dangle", 0)])
+def test_decoder_last_layer_querying_selected_positions_gives_their_full_outputs(normalize_before, relative, form,
                                                                                  alignment_layer):
     """KVDecoderStack(outputs=...) queries only the wanted positions in its last layer (training: each row's
     segment; generation: the last position). Features, alignment and caches must equal the full stack's there,
@@ -277,7 +306,8 @@ def test_decoder_last_layer_querying_selected_positions_gives_their_full_outputs
     from fairseq_lexical.modules.dangle import KVDecoderStack, LayerSizes
 
     torch.manual_seed(0)
-    stack = KVDecoderStack(LayerSizes(16, 2, 32, 0.0, 0.0, 0.0, F.relu, normalize_before, relative), 2).eval()
+    stack = KVDecoderStack(LayerSizes(16, 2, 32, 0.0, 0.0, 0.0, F.relu, normalize_before, relative, form), 2).eval()
+    randomize_relative_tables(stack)
     x, src = torch.randn(3, 6, 16), torch.randn(3, 5, 16)
     src_pad = torch.zeros(3, 5, dtype=torch.bool)
     src_pad[1, 0] = True
@@ -322,7 +352,7 @@ def test_relative_attention_is_shaws_formula_with_clipping():
 
     torch.manual_seed(0)
     K, L, d = 1, 4, 3
-    attn = RelativeMultiheadAttention(d, 1, num_relative=2 * K + 1)
+    attn = RelativeMultiheadAttention(d, 1, num_relative=2 * K + 1, form="shaw")
     x = torch.randn(1, L, d)
     out, probs = attn(x, x, x, rel_index=relative_index(L, L, K))
     with torch.no_grad():
@@ -341,28 +371,90 @@ def test_relative_attention_is_shaws_formula_with_clipping():
         torch.testing.assert_close(out[0], attn.out_proj(expected), atol=1e-6, rtol=0)
 
 
-def test_relative_positions_replace_absolute_ones_and_have_the_expected_tables(toy_data):
-    model, _, _ = tiny(toy_data / "bin", "--relative-positions", 3, "--kv-mode", "sep")
+@pytest.mark.parametrize("form,tables", [("dangle", ["relative_embeddings"]),
+                                         ("shaw", ["relative_keys", "relative_values"])])
+def test_relative_positions_replace_absolute_ones_and_have_the_expected_tables(toy_data, form, tables):
+    model, _, _ = tiny(toy_data / "bin", "--relative-positions", 3, "--kv-mode", "sep", "--relative-form", form)
     assert model.encoder.embed.embed_positions is None and model.decoder.embed.embed_positions is None
     adaptive = model.encoder.adaptive
-    assert adaptive.concat_layers[0].self_attn.relative_keys.shape == (2 * 7 + 2, 32)  # joint table, head size 32
-    assert adaptive.source_layers[0].self_attn.relative_keys.shape == (7, 32)
-    assert model.decoder.stack.layers[0].self_attn.relative_keys.shape == (7, 32)
+    for name in tables:
+        assert getattr(adaptive.concat_layers[0].self_attn, name).shape == (2 * 7 + 2, 32)  # joint, head size 32
+        assert getattr(adaptive.source_layers[0].self_attn, name).shape == (7, 32)
+        assert getattr(adaptive.value_layers[0].self_attn, name).shape == (7, 32)
+        assert getattr(model.decoder.stack.layers[0].self_attn, name).shape == (7, 32)
+    relative = {n.rsplit(".", 1)[1] for n, _ in model.named_parameters() if ".relative_" in n}
+    assert relative == set(tables)
     assert model.decoder.stack.layers[0].encoder_attn.num_relative == 0  # cross-attention has no positions
-    absolute, _, _ = tiny(toy_data / "bin")
+    absolute, _, _ = tiny(toy_data / "bin", "--relative-positions", "0")
     assert absolute.encoder.embed.embed_positions is not None
+    assert not any(".relative_" in n for n, _ in absolute.named_parameters())
+
+
+def test_the_authors_relative_score_on_a_hand_computed_case():
+    """e_ij = (q_i.k_j + q_i.a_ij + k_j.a_ij) / sqrt(d), z_i = sum_j alpha_ij v_j, a_ij = table[clip(j - i, -K, K) + K]
+    (the authors' MultiheadAttentionWithRelPos, their --max-relative-position M = K + 1). Identity projections,
+    d = 2, K = 1, three positions x = (1, 0), (0, 1), (1, 1); table rows: key before the query (0, 2), same
+    position (0, 0), key after the query (1, 0). By hand, sqrt(d) e =
+      i = 0: j = 0: 1 + 0 + 0 = 1;  j = 1: 0 + 1 + 0 = 1;  j = 2 (distance 2, clipped): 1 + 1 + 1 = 3
+      i = 1: j = 0: 0 + 2 + 0 = 2;  j = 1: 1 + 0 + 0 = 1;  j = 2: 1 + 0 + 1 = 2
+      i = 2: j = 0 (clipped): 1 + 2 + 0 = 3;  j = 1: 1 + 2 + 2 = 5;  j = 2: 2 + 0 + 0 = 2
+    (Shaw's q.(k + a) would give 2 at (0, 2): the k.a term is what differs.)"""
+    from fairseq_lexical.modules.relative_attention import RelativeMultiheadAttention, relative_index
+
+    attn = RelativeMultiheadAttention(2, 1, num_relative=3, form="dangle")
+    with torch.no_grad():
+        for proj in (attn.q_proj, attn.k_proj, attn.v_proj, attn.out_proj):
+            proj.weight.copy_(torch.eye(2))
+            proj.bias.zero_()
+        attn.relative_embeddings.copy_(torch.tensor([[0.0, 2.0], [0.0, 0.0], [1.0, 0.0]]))
+    x = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]])
+    out, probs = attn(x, x, x, rel_index=relative_index(3, 3, 1))
+    expected = torch.softmax(torch.tensor([[1.0, 1.0, 3.0], [2.0, 1.0, 2.0], [3.0, 5.0, 2.0]]) / math.sqrt(2), -1)
+    torch.testing.assert_close(probs[0, 0], expected)
+    torch.testing.assert_close(out[0], expected @ x[0])  # no value term
+
+
+def test_the_authors_relative_form_with_heads_padding_and_a_causal_mask():
+    """Two heads sharing one table, a padded key and a causal mask, against the formula written as loops."""
+    from fairseq_lexical.modules.relative_attention import RelativeMultiheadAttention, relative_index
+
+    torch.manual_seed(0)
+    K, L, d, heads = 2, 5, 3, 2
+    attn = RelativeMultiheadAttention(d * heads, heads, num_relative=2 * K + 1, form="dangle")
+    randomize_relative_tables(attn)
+    x = torch.randn(1, L, d * heads)
+    pad = torch.tensor([[True, False, False, False, False]])
+    causal = torch.ones(L, L, dtype=torch.bool).triu(1)
+    out, probs = attn(x, x, x, key_padding_mask=pad, attn_mask=causal, rel_index=relative_index(L, L, K))
+    with torch.no_grad():
+        split = lambda t: t[0].view(L, heads, d).transpose(0, 1)  # noqa: E731
+        q, k, v = split(attn.q_proj(x)), split(attn.k_proj(x)), split(attn.v_proj(x))
+        table = attn.relative_embeddings
+        z = torch.zeros(heads, L, d)
+        for h in range(heads):
+            for i in range(1, L):  # query 0 sees only the padded key
+                scores = torch.full((L,), float("-inf"))
+                for j in range(1, i + 1):
+                    a = table[min(max(j - i, -K), K) + K]
+                    scores[j] = (q[h, i] @ k[h, j] + q[h, i] @ a + k[h, j] @ a) / math.sqrt(d)
+                alpha = torch.softmax(scores, 0)
+                torch.testing.assert_close(probs[0, h, i], alpha)
+                z[h, i] = alpha @ v[h]
+        expected = attn.out_proj(z.transpose(0, 1).reshape(L, d * heads))
+    torch.testing.assert_close(out[0, 1:], expected[1:], atol=1e-6, rtol=0)
 
 
 # -- mixed precision: the lexical head reads fp32 attention (issue 19, point 2) ------------------------------------
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("relative", [5, 0])
-def test_attention_probabilities_are_fp32_for_half_inputs(dtype, relative):
+@pytest.mark.parametrize("form", ["dangle", "shaw", None])
+def test_attention_probabilities_are_fp32_for_half_inputs(dtype, form):
     from fairseq_lexical.modules.relative_attention import RelativeMultiheadAttention, relative_index
 
     torch.manual_seed(0)
-    attn = RelativeMultiheadAttention(8, 2, num_relative=relative).to(dtype)
+    relative = dict(num_relative=5, form=form) if form else {}  # None: plain attention (the cross-attention)
+    attn = RelativeMultiheadAttention(8, 2, **relative).to(dtype)
     x = torch.randn(2, 4, 8, dtype=dtype)
-    out, probs = attn(x, x, x, rel_index=relative_index(4, 4, 2) if relative else None)
+    out, probs = attn(x, x, x, rel_index=relative_index(4, 4, 2) if form else None)
     assert out.dtype == dtype and probs.dtype == torch.float32
     torch.testing.assert_close(probs.sum(-1), torch.ones(2, 2, 4))
 
@@ -387,6 +479,60 @@ def test_lexical_head_receives_fp32_attention_from_a_half_model(toy_data, dtype,
     assert seen == [torch.float32] * 4
 
 
+# -- checkpoints made before --relative-form ----------------------------------------------------------------------
+def _old_args(data, *extra):
+    """Arguments as a checkpoint saved before --relative-form holds them: every option the architectures set
+    (relative_positions among them, 0 or K), but no relative_form."""
+    args = _arch_args(data, "--arch", "rdangle_transformer_tiny", *extra)
+    del args.relative_form
+    return args
+
+
+def test_arguments_saved_before_the_relative_form_option_keep_their_positions(toy_data):
+    from fairseq import tasks
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    data = toy_data / "bin"
+    task = tasks.setup_task(_arch_args(data, "--arch", "rdangle_transformer_tiny"))
+    build = lambda args: ARCH_MODEL_REGISTRY["rdangle_transformer_tiny"].build_model(args, task)  # noqa: E731
+    shaw = build(_old_args(data, "--relative-positions", "3"))  # an old relative checkpoint: Shaw's tables
+    names = {n for n, _ in shaw.named_parameters()}
+    assert "decoder.stack.layers.0.self_attn.relative_keys" in names
+    assert not any(n.endswith("relative_embeddings") for n in names)
+    absolute = build(_old_args(data, "--relative-positions", "0"))  # an old default checkpoint: absolute
+    assert absolute.encoder.embed.embed_positions is not None
+    assert not any(".relative_" in n for n, _ in absolute.named_parameters())
+    # a command line today gets the authors' form (the parser's default), also with an explicit K
+    assert _arch_args(data, "--arch", "rdangle_transformer_tiny", "--relative-positions", "3").relative_form == "dangle"
+
+
+def test_an_old_relative_checkpoint_loads_with_its_saved_settings_and_scores(toy_data, tmp_path):
+    """Through fairseq's own loading: the checkpoint's arguments lack relative_form, the model is Shaw's and
+    scores as the saved model did."""
+    from fairseq import checkpoint_utils, tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from fairseq.models import ARCH_MODEL_REGISTRY
+    from omegaconf import OmegaConf
+
+    data = toy_data / "bin"
+    args = _old_args(data, "--relative-positions", "2", "--dropout", "0")
+    task = tasks.setup_task(args)
+    torch.manual_seed(7)
+    model = ARCH_MODEL_REGISTRY[args.arch].build_model(args, task).eval()
+    cfg = OmegaConf.to_container(convert_namespace_to_omegaconf(args), resolve=True, enum_to_str=True)  # as fairseq
+    del cfg["model"].relative_form  # (the conversion fills in parser defaults) what the old code saved
+    path = tmp_path / "old.pt"
+    torch.save({"cfg": cfg, "model": model.state_dict(),
+                "optimizer_history": [{"criterion_name": "x", "optimizer_name": "x", "lr_scheduler_state": {},
+                                       "num_updates": 0}], "extra_state": {"train_iterator": {"epoch": 1}}}, path)
+    (loaded,), _ = checkpoint_utils.load_model_ensemble([str(path)], task=task)
+    assert loaded.decoder.stack.layers[0].self_attn.form == "shaw"
+    loaded.eval()
+    net = toy_batch(task, PAIRS)["net_input"]
+    with torch.no_grad():
+        torch.testing.assert_close(log_probs(loaded, net), log_probs(model, net), atol=0, rtol=0)
+
+
 # -- architectures -----------------------------------------------------------------------------------------------
 def _arch_args(data, *extra):
     from fairseq import options
@@ -402,6 +548,10 @@ def _arch_args(data, *extra):
 
 def test_named_architectures(toy_data):
     data = toy_data / "bin"
+    for arch in ("rdangle_transformer", "rdangle_transformer_iwslt_de_en", "dangle_transformer",
+                 "rdangle_transformer_big", "rdangle_transformer_tiny"):  # appendix C / the authors' runs
+        a = _arch_args(data, "--arch", arch)
+        assert (a.relative_positions, a.relative_form) == (15, "dangle"), arch
     a = _arch_args(data, "--arch", "dangle_transformer")
     assert (a.reencode_interval, a.kv_mode, a.encoder_embed_dim, a.encoder_ffn_embed_dim) == (1, "shared", 512, 1024)
     assert (a.encoder_attention_heads, a.decoder_layers, a.adaptive_concat_layers, a.adaptive_source_layers) == (4, 6, 2, 4)
@@ -410,7 +560,7 @@ def test_named_architectures(toy_data):
     big = _arch_args(data, "--arch", "rdangle_transformer_big")
     assert big.decoder_layers == 12 and (big.adaptive_concat_layers, big.adaptive_source_layers) == (2, 10)
     assert big.encoder_normalize_before and big.decoder_normalize_before
-    assert (big.attention_dropout, big.activation_dropout, big.relative_positions) == (0.3, 0.4, 16)
+    assert (big.attention_dropout, big.activation_dropout) == (0.3, 0.4)
     sep = _arch_args(data, "--arch", "rdangle_transformer_big", "--kv-mode", "sep")
     assert (sep.adaptive_concat_layers, sep.adaptive_source_layers, sep.value_encoder_layers, sep.shared_kv_layers) == (2, 8, 10, 8)
 

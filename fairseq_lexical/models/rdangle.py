@@ -37,6 +37,7 @@ from fairseq.models import (
 from fairseq.modules import PositionalEmbedding
 
 from ..modules.dangle import AdaptiveEncoder, KVDecoderStack, LayerSizes, StackPlan
+from ..modules.relative_attention import RELATIVE_FORMS
 from .lexicon_options import add_lexicon_args, build_lexical_head, lexicon_arch_defaults
 
 logger = logging.getLogger(__name__)
@@ -405,7 +406,11 @@ class RDangleModel(FairseqEncoderDecoderModel):
                             help="training: run the stacked rows as G passes of growing prefix length, so that "
                                  "short prefixes are not padded to the longest (default 4; 1: one pass)")
         parser.add_argument("--relative-positions", type=int, metavar="K",
-                            help="Shaw et al. relative positions clipped at distance K (0: absolute positions)")
+                            help="relative positions clipped at distance K, no absolute ones (default 15, the "
+                                 "authors' --max-relative-position 16); 0: fairseq's absolute positions")
+        parser.add_argument("--relative-form", choices=RELATIVE_FORMS, default="dangle",
+                            help="dangle (default): the authors' score terms q.a + k.a, no value term; shaw: Shaw "
+                                 "et al.'s q.(k + a^K) and value vectors a^V")
         add_lexicon_args(parser)
         parser.add_argument("--alignment-layer", type=int, metavar="N",
                             help="decoder layer whose cross-attention the lexicon reads (default: the last)")
@@ -436,7 +441,7 @@ class RDangleModel(FairseqEncoderDecoderModel):
         activation = utils.get_activation_fn(args.activation_fn)
         common = dict(dim=dim, dropout=args.dropout, attention_dropout=args.attention_dropout,
                       activation_dropout=args.activation_dropout, activation_fn=activation,
-                      relative_positions=args.relative_positions)
+                      relative_positions=args.relative_positions, relative_form=args.relative_form)
         enc_sizes = LayerSizes(heads=args.encoder_attention_heads, ffn_dim=args.encoder_ffn_embed_dim,
                                normalize_before=args.encoder_normalize_before, **common)
         dec_sizes = LayerSizes(heads=args.decoder_attention_heads, ffn_dim=args.decoder_ffn_embed_dim,
@@ -464,6 +469,8 @@ def validate_args(args):
     _positive(args, "reencode_chunk_size", 0, "0 stacks every segment in one pass")
     _positive(args, "reencode_buckets", 1, "1 runs the stacked rows in one pass")
     _positive(args, "relative_positions", 0, "0 uses absolute positions")
+    if args.relative_form not in RELATIVE_FORMS:
+        raise ValueError(f"--relative-form {args.relative_form!r}: choose from {', '.join(RELATIVE_FORMS)}")
     _positive(args, "adaptive_concat_layers", 1, "the target prefix reaches the keys through these layers")
     _positive(args, "adaptive_source_layers", 0, "layers over the source slice")
     _positive(args, "decoder_layers", 1, "decoder layers")
@@ -506,7 +513,8 @@ def _kv_layer_defaults(args, encoder_layers: int):
 def rdangle_base(args):
     """R-Dangle at fairseq's `transformer_iwslt_de_en` sizes: 512, FFN 1024, 4 heads, 6 decoder layers and 6
     distinct encoder layers (shared: k1 = 2, k2 = 4; sep: k1 = 2, k2 = 2, 4-layer value encoder, 2 shared).
-    Defaults: --kv-mode shared, --reencode-interval 1, absolute (sinusoidal) positions, no lexicon."""
+    Defaults: --kv-mode shared, --reencode-interval 1, relative positions in the authors' form clipped at 15 (their
+    --max-relative-position 16, appendix C), no absolute positions, no lexicon."""
     args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 512)
     args.encoder_ffn_embed_dim = getattr(args, "encoder_ffn_embed_dim", 1024)
     args.encoder_attention_heads = getattr(args, "encoder_attention_heads", 4)
@@ -535,7 +543,12 @@ def _common_defaults(args):
     args.reencode_interval = getattr(args, "reencode_interval", 1)
     args.reencode_chunk_size = getattr(args, "reencode_chunk_size", 0)
     args.reencode_buckets = getattr(args, "reencode_buckets", 4)
-    args.relative_positions = getattr(args, "relative_positions", 0)
+    # --relative-form came with the relative-position default (issue 19). A command line always carries it (its
+    # parser default); arguments saved before it existed always hold relative_positions (every architecture set
+    # it) and meant Shaw's form: such a checkpoint keeps its positions.
+    if not hasattr(args, "relative_form"):
+        args.relative_form = "shaw" if hasattr(args, "relative_positions") else "dangle"
+    args.relative_positions = getattr(args, "relative_positions", 15)
     args.lexicon = getattr(args, "lexicon", "none")
     args.alignment_layer = getattr(args, "alignment_layer", None)
     args.alignment_heads = getattr(args, "alignment_heads", None)
@@ -562,8 +575,8 @@ def dangle_transformer(args):
 def rdangle_transformer_big(args):
     """Appendix C's bigger configuration: 12 decoder layers and 12 distinct encoder layers (shared: k1 = 2,
     k2 = 10; sep: k1 = 2, k2 = 8, 10-layer value and key encoders with the top 8 shared), pre-norm, dropout 0.3
-    on attention weights and 0.4 after the feed-forward activation, relative positions (K = 16: our choice, the
-    paper gives none). Sizes otherwise as `transformer_iwslt_de_en` (512, FFN 1024, 4 heads)."""
+    on attention weights and 0.4 after the feed-forward activation; relative positions as every architecture here.
+    Sizes otherwise as `transformer_iwslt_de_en` (512, FFN 1024, 4 heads)."""
     args.decoder_layers = getattr(args, "decoder_layers", 12)
     args.kv_mode = getattr(args, "kv_mode", "shared")
     _kv_layer_defaults(args, 12)
@@ -572,14 +585,14 @@ def rdangle_transformer_big(args):
     args.attention_dropout = getattr(args, "attention_dropout", 0.3)
     args.activation_dropout = getattr(args, "activation_dropout", 0.4)
     args.dropout = getattr(args, "dropout", 0.3)
-    args.relative_positions = getattr(args, "relative_positions", 16)
     rdangle_base(args)
 
 
 @register_model_architecture("rdangle_transformer", "rdangle_transformer_tiny")
 def rdangle_transformer_tiny(args):
     """CPU-sized, for tests: 64, FFN 64, 2 heads, 2 decoder layers, 2 distinct encoder layers (shared: k1 = 1,
-    k2 = 1; sep: k1 = 1, k2 = 1, a 2-layer value encoder whose top layer is the key encoder's)."""
+    k2 = 1; sep: k1 = 1, k2 = 1, a 2-layer value encoder whose top layer is the key encoder's). Positions as the
+    paper-sized architectures (relative, the authors' form, K = 15)."""
     args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 64)
     args.encoder_ffn_embed_dim = getattr(args, "encoder_ffn_embed_dim", 64)
     args.encoder_attention_heads = getattr(args, "encoder_attention_heads", 2)

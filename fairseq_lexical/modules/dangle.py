@@ -58,14 +58,16 @@ class _FeedForward(nn.Module):
 
 
 class LayerSizes:
-    """What every layer of the model shares: sizes, dropouts, activation, pre/post norm, relative clipping K."""
+    """What every layer of the model shares: sizes, dropouts, activation, pre/post norm, relative clipping K and
+    the relative form (``"dangle"`` or ``"shaw"``, see ``relative_attention``)."""
 
     def __init__(self, dim: int, heads: int, ffn_dim: int, dropout: float, attention_dropout: float,
-                 activation_dropout: float, activation_fn: Callable, normalize_before: bool, relative_positions: int):
+                 activation_dropout: float, activation_fn: Callable, normalize_before: bool, relative_positions: int,
+                 relative_form: str = "shaw"):
         self.dim, self.heads, self.ffn_dim = dim, heads, ffn_dim
         self.dropout, self.attention_dropout, self.activation_dropout = dropout, attention_dropout, activation_dropout
         self.activation_fn, self.normalize_before = activation_fn, normalize_before
-        self.relative_positions = relative_positions
+        self.relative_positions, self.relative_form = relative_positions, relative_form
 
 
 class EncoderLayer(nn.Module):
@@ -73,7 +75,8 @@ class EncoderLayer(nn.Module):
 
     def __init__(self, sizes: LayerSizes, num_relative: int = 0):
         super().__init__()
-        self.self_attn = RelativeMultiheadAttention(sizes.dim, sizes.heads, sizes.attention_dropout, num_relative)
+        self.self_attn = RelativeMultiheadAttention(sizes.dim, sizes.heads, sizes.attention_dropout, num_relative,
+                                                    sizes.relative_form)
         self.self_attn_layer_norm = nn.LayerNorm(sizes.dim)
         self.ffn = _FeedForward(sizes.dim, sizes.ffn_dim, sizes.activation_fn, sizes.activation_dropout)
         self.final_layer_norm = nn.LayerNorm(sizes.dim)
@@ -110,7 +113,8 @@ class KVDecoderLayer(nn.Module):
 
     def __init__(self, sizes: LayerSizes, num_relative: int = 0):
         super().__init__()
-        self.self_attn = RelativeMultiheadAttention(sizes.dim, sizes.heads, sizes.attention_dropout, num_relative)
+        self.self_attn = RelativeMultiheadAttention(sizes.dim, sizes.heads, sizes.attention_dropout, num_relative,
+                                                    sizes.relative_form)
         self.self_attn_layer_norm = nn.LayerNorm(sizes.dim)
         self.encoder_attn = RelativeMultiheadAttention(sizes.dim, sizes.heads, sizes.attention_dropout)
         self.encoder_attn_layer_norm = nn.LayerNorm(sizes.dim)

@@ -1,19 +1,27 @@
-"""Multi-head attention with optional relative position representations (Shaw, Uszkoreit & Vaswani 2018), the
-position scheme R-Dangle uses (Zheng & Lapata 2023, appendix C).
+"""Multi-head attention with optional relative position representations, the position scheme of R-Dangle
+(Zheng & Lapata 2023, appendix C: "relative position embeddings (Shaw et al., 2018; Huang et al., 2020)"), in
+one of two forms (``form``):
 
-Shaw et al. add a learned vector for the clipped distance between query i and key j to the key and to the value:
+- ``"dangle"``, the authors' code (``MultiheadAttentionWithRelPos`` in github.com/mswellhao/Dangle): one learned
+  vector a_ij per clipped distance enters the score through both the query and the key, nothing enters the value:
 
-    e_ij = q_i . (k_j + a^K_ij) / sqrt(d)            alpha_i = softmax_j(e_ij)
-    z_i  = sum_j alpha_ij (v_j + a^V_ij)              a^K_ij = w^K[r(i, j)],  a^V_ij = w^V[r(i, j)]
+      e_ij = (q_i . k_j + q_i . a_ij + k_j . a_ij) / sqrt(d)     z_i = sum_j alpha_ij v_j
 
-with one table per layer, shared by the heads (vectors of the head size d). Here r(i, j) is an index into that
-table: for a single sequence r(i, j) = clip(j - i, -K, K) + K (2K + 1 rows). For R-Dangle's concatenation
+  (Huang et al. 2020's "method 4"). Their table starts at zero (their ``Embedding`` helper, called without a
+  padding index, zeroes the whole table), and so does ours.
+- ``"shaw"``, Shaw, Uszkoreit & Vaswani (2018): a key vector in the score and a value vector in the output:
+
+      e_ij = q_i . (k_j + a^K_ij) / sqrt(d)       z_i = sum_j alpha_ij (v_j + a^V_ij)
+
+with alpha_i = softmax_j(e_ij), a_ij = w[r(i, j)], one table per layer shared by the heads (vectors of the head
+size d). Here r(i, j) is an index into that table: for a single sequence r(i, j) = clip(j - i, -K, K) + K (2K + 1
+rows; the authors' ``--max-relative-position M`` is K = M - 1). For R-Dangle's concatenation
 C_t = [x ; y_1..y_t] (eq. 3), ``joint_relative_index`` gives source-source pairs their own clipped-distance rows,
 target-target pairs their own, and the two kinds of cross-segment pairs one learned row each (source query ->
 target key, target query -> source key): 2 (2K + 1) + 2 rows.
 
 Everything is batch first (B x L x C); the module exposes its projections so that decoders can cache keys and values.
-The relative scores cost a (B, H, L_q, R) product with the R-row table and a gather, never an (L_q, L_k, d) tensor.
+The relative scores cost a (B, H, L, R) product with the R-row table and a gather, never an (L_q, L_k, d) tensor.
 The returned attention probabilities are fp32 whatever the activations' dtype: a lexical head reads them, and the
 gradient it sends them is unbounded (issue 19, point 2).
 """
@@ -25,6 +33,8 @@ from typing import Optional, Tuple
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+RELATIVE_FORMS = ("dangle", "shaw")
 
 
 def num_relative_single(max_distance: int) -> int:
@@ -68,10 +78,14 @@ class RelativeMultiheadAttention(nn.Module):
         embed_dim, num_heads: sizes (the head size is embed_dim / num_heads).
         dropout: dropout on the attention probabilities (the returned weights are before dropout).
         num_relative: rows of the relative table (0: no relative positions; the module is then plain attention).
+        form: ``"dangle"`` (the authors' q.a + k.a score terms) or ``"shaw"`` (Shaw et al.'s key and value terms).
     """
 
-    def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, num_relative: int = 0):
+    def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, num_relative: int = 0,
+                 form: str = "shaw"):
         super().__init__()
+        if form not in RELATIVE_FORMS:
+            raise ValueError(f"--relative-form must be one of {', '.join(RELATIVE_FORMS)}, got {form!r}")
         if embed_dim % num_heads:
             raise ValueError(f"embedding size {embed_dim} is not divisible by {num_heads} attention heads")
         self.embed_dim, self.num_heads = embed_dim, num_heads
@@ -83,7 +97,10 @@ class RelativeMultiheadAttention(nn.Module):
         self.v_proj = nn.Linear(embed_dim, embed_dim)
         self.out_proj = nn.Linear(embed_dim, embed_dim)
         self.num_relative = num_relative
-        if num_relative:
+        self.form = form if num_relative else None
+        if self.form == "dangle":
+            self.relative_embeddings = nn.Parameter(torch.empty(num_relative, self.head_dim))
+        elif self.form == "shaw":
             self.relative_keys = nn.Parameter(torch.empty(num_relative, self.head_dim))
             self.relative_values = nn.Parameter(torch.empty(num_relative, self.head_dim))
         self.reset_parameters()
@@ -94,7 +111,9 @@ class RelativeMultiheadAttention(nn.Module):
             nn.init.xavier_uniform_(proj.weight, gain=1 / math.sqrt(2))
         nn.init.xavier_uniform_(self.out_proj.weight)
         nn.init.constant_(self.out_proj.bias, 0.0)
-        if self.num_relative:
+        if self.form == "dangle":
+            nn.init.zeros_(self.relative_embeddings)  # as the authors' code (see the module docstring)
+        elif self.form == "shaw":
             nn.init.normal_(self.relative_keys, std=self.head_dim ** -0.5)
             nn.init.normal_(self.relative_values, std=self.head_dim ** -0.5)
 
@@ -148,8 +167,13 @@ class RelativeMultiheadAttention(nn.Module):
             if rel_index is None:
                 raise ValueError("this attention layer has relative positions: rel_index is required")
             index = self._expand_index(rel_index, bsz, heads, q_len, k_len)
-            rel_scores = torch.matmul(q, self.relative_keys.t().to(q.dtype))  # (B, H, Lq, R)
-            scores = scores + rel_scores.gather(-1, index)
+            table = self.relative_embeddings if self.form == "dangle" else self.relative_keys
+            table = table.t().to(q.dtype)
+            scores = scores + torch.matmul(q, table).gather(-1, index)  # q_i . a_ij (q is pre-scaled)
+            if self.form == "dangle":  # + k_j . a_ij: row j of (B, H, Lk, R) at r(i, j), gathered transposed
+                key_index = self._expand_index(rel_index.transpose(-1, -2), bsz, heads, k_len, q_len)
+                key_scores = torch.matmul(k, table).gather(-1, key_index).transpose(-1, -2)
+                scores = scores + key_scores * self.scaling
         if attn_mask is not None:
             mask = attn_mask.unsqueeze(1) if attn_mask.dim() == 3 else attn_mask
             scores = scores.masked_fill(mask, float("-inf"))
@@ -158,7 +182,7 @@ class RelativeMultiheadAttention(nn.Module):
         probs = torch.softmax(scores.float(), dim=-1)  # returned in fp32 (module docstring)
         dropped = F.dropout(probs, p=self.dropout, training=self.training).to(v.dtype)
         out = torch.matmul(dropped, v)
-        if self.num_relative:
+        if self.form == "shaw":
             per_row = dropped.new_zeros(bsz, heads, q_len, self.num_relative).scatter_add_(-1, index, dropped)
             out = out + torch.matmul(per_row, self.relative_values.to(dropped.dtype))
         out = out.transpose(1, 2).reshape(bsz, q_len, self.embed_dim)
@@ -167,7 +191,7 @@ class RelativeMultiheadAttention(nn.Module):
     @staticmethod
     def _expand_index(rel_index: Tensor, bsz: int, heads: int, q_len: int, k_len: int) -> Tensor:
         if rel_index.dim() == 2:
-            return rel_index.view(1, 1, q_len, k_len).expand(bsz, heads, q_len, k_len)
+            return rel_index[None, None].expand(bsz, heads, q_len, k_len)
         return rel_index.unsqueeze(1).expand(bsz, heads, q_len, k_len)
 
     def forward(self, query: Tensor, key: Tensor, value: Tensor, key_padding_mask: Optional[Tensor] = None,
@@ -177,4 +201,4 @@ class RelativeMultiheadAttention(nn.Module):
                            key_padding_mask, attn_mask, rel_index, need_weights)
 
     def extra_repr(self) -> str:
-        return f"heads={self.num_heads}, relative_rows={self.num_relative}"
+        return f"heads={self.num_heads}, relative_rows={self.num_relative}, form={self.form}"
