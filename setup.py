@@ -1,7 +1,10 @@
 """fairseq_lexical: a fairseq plugin for explicit word-level lexicons in sequence-to-sequence models.
 
-Install with `bash tools/setup_env.sh` (it installs torch and fairseq-fixed in the order that works; see the
-README). `pip install -e .` alone works in an environment that already has both.
+The requirements are the supported ranges; constraints.txt holds the exact versions the project is tested with.
+`bash tools/setup_env.sh` installs those (reusing a torch already there; see the README). `pip install .` into an
+environment that has a supported torch keeps that torch. fairseq-fixed has binary wheels for Python 3.12 only;
+elsewhere it compiles, and should be built against the torch present: install it first with
+`pip install --no-build-isolation fairseq-fixed` (tools/setup_env.sh does).
 """
 from setuptools import find_packages, setup
 
@@ -14,23 +17,25 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["fairseq_lexical", "fairseq_lexical.*"]),
     install_requires=[
-        # Pinned: a bare torch requirement resolves to the CUDA build and gigabytes of wheels on a CPU machine.
-        "torch==2.13.0",
+        # Lowest tested: 2.4.1 (a CUDA 12.1 build, the test suite on the CPU); 2.13.0 is constraints.txt's.
+        "torch>=2.4",
         # The fork of fairseq 0.12 that imports on Python 3.11. Never plain fairseq (0.12.2 breaks there).
-        "fairseq-fixed==0.12.3.1",
+        "fairseq-fixed>=0.12.3.1,<0.13",
         "numpy",
         "scipy",
-        # The lexicon learners' kernels (EM, Metropolis-Hastings); they run without it, slowly.
-        "numba==0.68.1",
+        # The lexicon learners' kernels (EM, Metropolis-Hastings); they run without it, slowly. 0.60: NumPy 2.
+        "numba>=0.60",
         "sacrebleu>=2.3",
         "tqdm",
         "matplotlib",
     ],
     extras_require={
         "test": ["pytest", "hypothesis"],
+        # fairseq-train --tensorboard-logdir writes nothing without it (fairseq only logs a warning).
+        "logging": ["tensorboard"],
         # fast_align itself, as the reference aligner of `tools/build_lexicon.py --aligner fast_align`.
-        "fast_align": ["systran-align==3.5.0"],
+        "fast_align": ["systran-align>=3.5,<4"],
         # the joint subword model of examples/cat_oci
-        "sentencepiece": ["sentencepiece==0.2.1"],
+        "sentencepiece": ["sentencepiece>=0.2"],
     },
 )
