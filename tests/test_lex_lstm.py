@@ -249,14 +249,15 @@ def test_resuming_with_another_lexicon_file_stops_unless_reset_lexicon(toy_data,
         )
 
     first = train(toy_data / "lexicon.tsv", 3)
-    old = re.search(r"lexicon \S+lexicon\.tsv: fingerprint ([0-9a-f]{12})", first.stderr).group(1)
     refused = train(other, 6, check=False)
     assert refused.returncode != 0
+    old = re.search(r"lexicon \S+lexicon\.tsv: fingerprint ([0-9a-f]{12})", first.stdout + first.stderr).group(1)
     assert re.search(rf"--lexicon {re.escape(str(other))} \(fingerprint [0-9a-f]{{12}}\) is not the lexicon stored "
-                     rf"in the checkpoint \(fingerprint {old}\)", refused.stderr)
+                     rf"in the checkpoint \(fingerprint {old}\)", refused.stdout + refused.stderr)
     reset = train(other, 6, "--reset-lexicon")
     assert "num_updates 6" in reset.stdout + reset.stderr
-    assert re.search(rf"--reset-lexicon: the checkpoint's lexicon \(fingerprint {old}\) is replaced", reset.stderr)
+    assert re.search(rf"--reset-lexicon: the checkpoint's lexicon \(fingerprint {old}\) is replaced",
+                     reset.stdout + reset.stderr)
     state = torch.load(tmp_path / "ckpt" / "checkpoint_last.pt")["model"]
     model, task, _ = build_model(toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", other)
     head = model.decoder.lexical_head
