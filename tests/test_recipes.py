@@ -6,6 +6,7 @@ import json
 import math
 import os
 import random
+import re
 import subprocess
 import sys
 
@@ -367,6 +368,53 @@ def test_killing_the_recipe_stops_its_fairseq_train(tmp_path):
         while os.path.exists(f"/proc/{pid}") and time.time() < deadline:
             time.sleep(0.5)
         assert not os.path.exists(f"/proc/{pid}"), f"fairseq-train (pid {pid}) still runs"
+
+
+@pytest.mark.slow
+def test_an_interrupted_colors_run_resumes_and_keeps_its_logs(tmp_path):
+    """Colors trains without validation, so fairseq saved no checkpoint before the end: an interrupted run started
+    again from update 0 and its log was deleted. It now saves one every 100 updates, resumes from it and appends
+    to its log; a run stopped before its first checkpoint starts again with its log kept as train.log.1."""
+    import signal
+    import time
+
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    run, cmd = tmp_path / "lstm" / "seed1", ["bash", os.path.join(REPO, "examples", "colors", "run.sh"),
+                                             "--cpu-small", "--models", "lstm", "--max-update", "100000",
+                                             "--work", str(tmp_path)]
+    log = run / "train.log"
+
+    def text(path):
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def run_until(ready):
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        deadline = time.time() + 400
+        while not ready():
+            assert proc.poll() is None and time.time() < deadline, proc.communicate()
+            time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 143, err[-3000:]
+        return out
+
+    run_until(lambda: "Saved checkpoint" in text(log))  # written at update 100
+    first = text(log)
+    config = json.loads((run / "config.json").read_text())
+    assert "--save-interval-updates 100 --keep-interval-updates 1" in config["commands"]["train"]
+    assert "--save-interval-updates" not in config["fingerprint"]["train"]  # earlier runs' fingerprints still match
+
+    out = run_until(lambda: text(log).count("Saved checkpoint") >= 2 and "Loaded checkpoint" in text(log))
+    assert "resuming training from" in out
+    second = text(log)
+    assert second.startswith(first)  # appended, not overwritten
+    assert re.search(r"Loaded checkpoint .*checkpoint_last\.pt \(epoch \d+ @ [1-9]\d*00 updates\)", second[len(first):])
+
+    for ckpt in run.glob("*.pt"):  # an attempt stopped before its first checkpoint
+        ckpt.unlink()
+    out = run_until(lambda: (run / "train.log.1").exists() and "num_updates" in text(log))
+    assert "starting again (its logs kept: train.log.1)" in out
+    assert text(run / "train.log.1") == second and "No existing checkpoint found" in text(log)
 
 
 @pytest.mark.slow

@@ -17,7 +17,9 @@ Layout of WORK:
 
 A (model, seed) whose score.json exists is skipped (unless --force); its config.json must then match the current
 settings, else the recipe stops (use --force or another --work). An unfinished run with matching settings resumes
-from its checkpoint_last.pt (fairseq's own restore); one with other settings starts again.
+from its checkpoint_last.pt (fairseq's own restore; runs without validation save one every RESUME_SAVE_EVERY
+updates), appending to its train.log; one stopped before its first checkpoint starts again, its logs kept as
+train.log.1, ...; one with other settings starts again.
 """
 from __future__ import annotations
 
@@ -828,6 +830,11 @@ def show(cmd: Sequence[str]) -> str:
 
 
 PROGRESS_EVERY = 60.0  # seconds between progress lines of a training run (--progress-every)
+# Runs without validation (Colors) would save their first checkpoint at the end: an interrupted one could not resume.
+# Saving changes nothing in training; the fingerprint leaves these options out, so earlier runs stay reusable.
+RESUME_SAVE_EVERY = 100
+RESUME_SAVE = ("--disable-validation", "--save-interval", "100000", "--save-interval-updates", str(RESUME_SAVE_EVERY),
+               "--keep-interval-updates", "1")
 
 
 def _training_progress(log_path: str, offset: int, last: Dict[str, str]) -> int:
@@ -1234,7 +1241,7 @@ class Recipe:
     def validation_args(self, model: str) -> List[str]:
         hp = self.hp
         if hp.validate_every is None:
-            return ["--disable-validation", "--save-interval", "100000"]
+            return list(RESUME_SAVE)
         cmd = ["--validate-interval", "100000", "--validate-interval-updates", str(hp.validate_every),
                "--save-interval", "100000", "--save-interval-updates", str(hp.validate_every),
                "--keep-interval-updates", "1"]
@@ -1261,7 +1268,7 @@ class Recipe:
                 "--no-epoch-checkpoints", "--log-format", "simple", "--log-interval", str(hp.log_interval),
                 "--num-workers", "0"]
         if hp.validate_every is None:
-            cmd += ["--disable-validation", "--save-interval", "100000"]
+            cmd += list(RESUME_SAVE)
         else:
             cmd += ["--validate-interval", "100000", "--validate-interval-updates", str(hp.validate_every),
                     "--save-interval", "100000", "--save-interval-updates", str(hp.validate_every),
@@ -1292,7 +1299,8 @@ class Recipe:
         """What a finished run must agree on to be reused: the commands (work directory abstracted), the data and
         the lexicon's content."""
         def norm(cmd):
-            return show(cmd).replace(self.work, "$WORK").replace(sys.executable, "python").replace(ROOT, "$REPO")
+            return (show(cmd).replace(self.work, "$WORK").replace(sys.executable, "python").replace(ROOT, "$REPO")
+                    .replace(show(RESUME_SAVE), show(RESUME_SAVE[:3])))  # saving more often changes no result
         spec = MODELS[model]
         lex_sha1 = None
         if spec.lexicon in LEXICON_METHODS and os.path.isfile(self.lexicon_path(spec.lexicon)):
@@ -1403,6 +1411,24 @@ class Recipe:
             elif same and os.path.isfile(f"{out}/checkpoint_last.pt"):
                 resuming = True
                 say(f"{index} {model} seed {seed}: resuming training from {out}/checkpoint_last.pt")
+            elif same:  # stopped before its first checkpoint: start again, keeping the attempt's logs (x.log.N)
+                kept = []
+                for name in sorted(os.listdir(out)):
+                    path = os.path.join(out, name)
+                    if re.fullmatch(r".+\.log\.\d+", name):
+                        continue
+                    if name.endswith(".log"):
+                        n = 1
+                        while os.path.exists(f"{path}.{n}"):
+                            n += 1
+                        os.replace(path, f"{path}.{n}")
+                        kept.append(f"{name}.{n}")
+                    elif os.path.isdir(path):
+                        shutil.rmtree(path)
+                    else:
+                        os.remove(path)
+                say(f"{index} {model} seed {seed}: no checkpoint of the unfinished run to resume; starting again "
+                    f"(its logs kept: {', '.join(kept) or 'none'})")
             else:
                 shutil.rmtree(out)
         os.makedirs(out, exist_ok=True)
