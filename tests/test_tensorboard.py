@@ -1,0 +1,50 @@
+"""--tensorboard-logdir (the `logging` extra): fairseq-train writes the criterion's loss, p_gate and, in validation,
+exact_match as TensorBoard scalars, with the values of the text log."""
+import os
+import re
+
+import pytest
+
+from conftest import REPO, run_cli
+
+pytestmark = pytest.mark.slow
+USER_DIR = os.path.join(REPO, "fairseq_lexical")
+
+
+def read_scalars(logdir):
+    """{tag: {step: value}} of the event files in ``logdir``."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(logdir))
+    events.Reload()
+    return {tag: {e.step: e.value for e in events.Scalars(tag)} for tag in events.Tags()["scalars"]}
+
+
+def test_tensorboard_records_loss_p_gate_and_exact_match(toy_data, tmp_path):
+    pytest.importorskip("tensorboard", reason="tensorboard is not installed: pip install 'fairseq_lexical[logging]' "
+                                              "(or pip install tensorboard) to test --tensorboard-logdir")
+    logdir = tmp_path / "tb"
+    proc = run_cli(
+        "fairseq-train", toy_data / "bin", "--user-dir", USER_DIR, "--arch", "lex_lstm_small", "--lexicon",
+        toy_data / "lexicon.tsv", "--criterion", "lexical_cross_entropy", "--optimizer", "adam", "--lr", "0.005",
+        "--batch-size", "8", "--max-update", "16", "--save-dir", tmp_path / "ckpt", "--no-save", "--num-workers", "0",
+        "--log-format", "simple", "--log-interval", "4", "--seed", "3", "--tensorboard-logdir", logdir,
+    )
+    log = proc.stdout + proc.stderr
+    assert "tensorboard not found" not in log
+    # fairseq writes one run per progress-bar tag: train_inner (every --log-interval), train (epoch), valid
+    assert {"train_inner", "train", "valid"} <= set(os.listdir(logdir))
+    train_inner, valid = read_scalars(logdir / "train_inner"), read_scalars(logdir / "valid")
+    assert {"loss", "p_gate"} <= set(train_inner) and "exact_match" not in train_inner  # training: no exact match
+    assert {"loss", "p_gate", "exact_match"} <= set(valid)
+    assert {"loss", "p_gate"} <= set(read_scalars(logdir / "train"))
+    # the values are the text log's: each validation line and the scalars at its update
+    lines = re.findall(r"valid on 'valid' subset \| loss ([\d.]+) \| nll_loss [\d.]+ \| p_gate ([\d.]+) \| "
+                       r"exact_match ([\d.]+) \|.* num_updates (\d+)", log)
+    assert len(lines) == len(valid["exact_match"]) >= 2
+    for loss, p_gate, exact_match, step in lines:
+        step = int(step)
+        assert valid["loss"][step] == pytest.approx(float(loss), abs=1e-3)
+        assert valid["p_gate"][step] == pytest.approx(float(p_gate), abs=1e-3)
+        assert valid["exact_match"][step] == pytest.approx(float(exact_match), abs=1e-4)
+        assert 0.0 <= valid["p_gate"][step] <= 1.0 and 0.0 <= valid["exact_match"][step] <= 1.0
