@@ -109,6 +109,23 @@ def test_alignment_heads_one_reads_the_first_head_of_the_chosen_layer(toy_data):
     torch.testing.assert_close(extra["attn"][0], seen["w"][0])  # heads x B x T x S: head 0
 
 
+def test_checkpoint_activations_keep_the_gradient_through_the_heads_attention(toy_data):
+    """The head's attention is taken by a hook on the alignment layer (fairseq casts it to the activations' dtype
+    afterwards): under --checkpoint-activations, where the layer's forward runs without autograd and again in the
+    backward, the gradients must be those of the plain model."""
+    grads = []
+    for extra in ([], ["--checkpoint-activations"]):
+        model, task, _ = tiny(toy_data / "bin", "--lexicon", toy_data / "lexicon.tsv", *extra, seed=3)
+        model.train()
+        sample = toy_batch(task, PAIRS)
+        lprobs, _ = model(**sample["net_input"])
+        lprobs.gather(-1, sample["target"].unsqueeze(-1)).sum().backward()
+        grads.append({n: p.grad for n, p in model.named_parameters()})
+    assert grads[0].keys() == grads[1].keys()
+    for name, grad in grads[0].items():
+        torch.testing.assert_close(grads[1][name], grad, atol=1e-5, rtol=1e-4)
+
+
 # -- the head is the PGN formula ------------------------------------------------------------------------------------
 def test_identity_head_equals_the_pgn_formula_on_a_hand_computed_case():
     """p(w) = p_gen p_vocab(w) + (1 - p_gen) sum_{j: x_j = w} a_j, with p_gen = the head's p_gate."""
