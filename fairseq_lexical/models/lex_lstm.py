@@ -229,6 +229,9 @@ class LexLSTMModel(LSTMModel):
         lex_lstm_base(args)
         if not utils.eval_bool(args.decoder_attention):
             raise ValueError("lex_lstm needs decoder attention (the lexicon is read through alpha, eq. 9)")
+        if args.criterion == "adaptive_loss":
+            raise ValueError("lex_lstm does not support --criterion adaptive_loss: the lexical head mixes the full "
+                             "write distribution (eq. 10); use --criterion lexical_cross_entropy")
         model = super().build_model(args, task)
         if args.embedding_init == "normal":
             # N(0, 1) rows are ~sqrt(d) long against ~0.06 sqrt(d) for U(-0.1, 0.1): word identity dominates the
@@ -280,6 +283,10 @@ def lex_lstm_base(args):
     args.embedding_init = getattr(args, "embedding_init", None) or "uniform"
     args.decoder_output = getattr(args, "decoder_output", None) or "luong"
     args.lexicon = getattr(args, "lexicon", None)
+    # fairseq's LSTMModel.build_model reads args.criterion (adaptive softmax iff adaptive_loss). Under
+    # fairseq-hydra-train the model config holds no criterion (the criterion is its own config group): None, i.e.
+    # no adaptive softmax, which lex_lstm never has.
+    args.criterion = getattr(args, "criterion", None)
     lexicon_arch_defaults(args)
     lstm_base_architecture(args)
 
