@@ -70,10 +70,17 @@ def checkpoints(toy_data, tmp_path_factory):
     return dirs
 
 
+_HUBS = {}
+
+
 def load_hub(family, checkpoints, toy_data):
-    return model_classes()[family].from_pretrained(
-        str(checkpoints[family]), checkpoint_file="checkpoint_last.pt", data_name_or_path=str(toy_data / "bin"),
-    )
+    """The hub of a family's checkpoint, loaded once per test session (the tests only read from it)."""
+    key = str(checkpoints[family])
+    if key not in _HUBS:
+        _HUBS[key] = model_classes()[family].from_pretrained(
+            key, checkpoint_file="checkpoint_last.pt", data_name_or_path=str(toy_data / "bin"),
+        )
+    return _HUBS[key]
 
 
 @pytest.mark.parametrize("family", ["lex_lstm", "lex_transformer", "rdangle_transformer", "lla_lstm"])
@@ -123,7 +130,10 @@ def test_lla_lstm_offers_its_lexicon_unit_instead_of_a_gate(toy_data, checkpoint
     # the snippet of docs/hub.md
     src = hub.encode("a1 and a2").unsqueeze(0)
     l = torch.sigmoid(hub.models[0].encoder.lexicon_unit(src))[0]
+    top = l.topk(5)
+    licensed = [(hub.tgt_dict[i], p) for p, i in zip(top.values.tolist(), top.indices.tolist())]
     assert l.shape == (len(hub.tgt_dict),) and ((l >= 0) & (l <= 1)).all()
+    assert len(licensed) == 5 and all(isinstance(w, str) for w, _ in licensed)
     model = hub.models[0]
     with torch.no_grad():
         lprobs, _ = model(**toy_batch(hub.task, [("a1 and a2", "B1 B2")])["net_input"])
