@@ -170,7 +170,3 @@ def test_smoke_preset_end_to_end(data, tmp_path):
     summary = json.loads((work / "summary.json").read_text())
     assert summary["primary_metric"] == "exact_match" and list(summary["models"]) == ["lstm", "simple", "ibm2"]
     assert "3 of 60 training pairs held out" in proc.stdout
-
-    again = run_custom("--train", data / "train", "--test", data / "test.tsv", "--smoke", "--work", work)
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert again.stdout.count("done before: skipped") == 3
