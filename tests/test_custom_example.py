@@ -133,6 +133,25 @@ def test_dry_run_transformer_family_has_a_lexical_row_per_method(data, tmp_path)
     assert "tools/score.py" in out and "--metrics em,bleu,chrf" in out
 
 
+def test_open_vocabulary_data_builds_lexicons_without_the_fallback(tmp_path):
+    """Translation-like data (>= 1,000 target word types) is scored BLEU first and its lexicons are built without
+    the mutual-exclusivity fallback; a closed vocabulary keeps it."""
+    import run as custom
+
+    n = custom.OPEN_VOCABULARY_TYPES
+    (tmp_path / "open.tsv").write_text("".join(f"s{i} s{i + 1}\tt{i} t{i + 1}\n" for i in range(n)))
+    proc = run_custom("--train", tmp_path / "open.tsv", "--test", tmp_path / "open.tsv", "--dry-run", "--work",
+                      tmp_path / "work")
+    assert proc.returncode == 0, proc.stderr
+    lexicons = next(line for line in proc.stdout.splitlines() if line.strip().startswith("lexicons:"))
+    assert lexicons.count("--no-fallback") == 2  # simple and ibm2
+    (tmp_path / "closed.tsv").write_text("".join(f"s{i}\tt{i % 5}\n" for i in range(50)))
+    proc = run_custom("--train", tmp_path / "closed.tsv", "--test", tmp_path / "closed.tsv", "--dry-run", "--work",
+                      tmp_path / "work")
+    assert proc.returncode == 0, proc.stderr
+    assert "--no-fallback" not in proc.stdout
+
+
 def test_dry_run_lstm_paper_preset(data, tmp_path):
     proc = run_custom("--train", data / "train", "--test", data / "test", "--dry-run", "--work", tmp_path / "work")
     assert proc.returncode == 0, proc.stderr
