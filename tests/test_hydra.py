@@ -41,10 +41,11 @@ def test_lex_lstm_rejects_adaptive_loss_naming_the_option(toy_data):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("family", list(FAMILIES))
-def test_hydra_train_example_config(toy_data, tmp_path, family):
+def test_hydra_train_example_config(toy_data, tmp_path, family, monkeypatch):
     """4 updates under fairseq-hydra-train from a directory outside the checkout; the checkpoint's model
     configuration equals fairseq-train's for the same architecture and options (argparse defaults of add_args do
     not reach a hydra model config: a default set only there would differ or be missing here)."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # tiny models: more threads only wait on each other
     arch, overrides, argv = FAMILIES[family]
     lexicon = str(toy_data / "lexicon.tsv")
     proc = run_cli(

@@ -20,9 +20,10 @@ def read_scalars(logdir):
     return {tag: {e.step: e.value for e in events.Scalars(tag)} for tag in events.Tags()["scalars"]}
 
 
-def test_tensorboard_records_loss_p_gate_and_exact_match(toy_data, tmp_path):
+def test_tensorboard_records_loss_p_gate_and_exact_match(toy_data, tmp_path, monkeypatch):
     pytest.importorskip("tensorboard", reason="tensorboard is not installed: pip install 'fairseq_lexical[logging]' "
                                               "(or pip install tensorboard) to test --tensorboard-logdir")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # a tiny model: more threads only wait on each other
     logdir = tmp_path / "tb"
     proc = run_cli(
         "fairseq-train", toy_data / "bin", "--user-dir", USER_DIR, "--arch", "lex_lstm_small", "--lexicon",
