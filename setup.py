@@ -17,7 +17,8 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["fairseq_lexical", "fairseq_lexical.*"]),
     install_requires=[
-        # Lowest tested: 2.4.1 (a CUDA 12.1 build, the test suite on the CPU); 2.13.0 is constraints.txt's.
+        # Lowest tested: 2.4.1 (CUDA 12.1 build, on the CPU): the suite passes but for the tests of torch >= 2.6's
+        # safe loading (weights_only by default), which 2.4 does not do. constraints.txt has 2.13.0.
         "torch>=2.4",
         # The fork of fairseq 0.12 that imports on Python 3.11. Never plain fairseq (0.12.2 breaks there).
         "fairseq-fixed>=0.12.3.1,<0.13",
