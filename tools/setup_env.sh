@@ -115,8 +115,9 @@ case "$status" in
 esac
 echo "$found" > "$FOUND_TORCH"
 
-# constraints.txt with torch pinned at the version found, so that nothing below can replace it.
-torch_version="$("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null)"
+# constraints.txt with torch pinned at the version found, so that nothing below can replace it. The version pip
+# knows (the distribution's metadata) can differ from torch.__version__: PyPI's 2.4.1 says 2.4.1+cu121 at run time.
+torch_version="$("$PY" -c 'import importlib.metadata as md; print(md.version("torch"))')"
 pins="$work/constraints.txt"
 { grep -v -E '^torch==' "$CONSTRAINTS"; echo "torch==$torch_version"; } > "$pins"
 
