@@ -149,7 +149,7 @@ def test_positions_before_the_second_reencoding_point_do_not_depend_on_the_inter
         o4 = log_probs(model, batch["net_input"])
         model.decoder.interval = 1000
         once = log_probs(model, batch["net_input"])
-    torch.testing.assert_close(o4[:, :4], once[:, :4], atol=1e-6, rtol=0)
+    torch.testing.assert_close(o4[:, :4], once[:, :4], atol=1e-5, rtol=0)  # float32 summation order
     assert (o4[:, 4] - once[:, 4]).abs().max() > 1e-4
 
 
@@ -609,7 +609,7 @@ def test_benchmark_rdangle_comparison_runs_at_a_tiny_size():
     opts = argparse.Namespace(
         seed=1, vocab=60, hidden=16, layers=2, heads=2, ffn=32, batch_size=2, src_len=5, tgt_len=6, steps=1,
         warmup=0, device="cpu", beam=2, gen_batches=1, gen_batch_size=2, gen_rounds=1, intervals="1,4,once",
-        kv_mode="shared", chunk_size=0, relative_positions=0, naive=True, peak_memory=False,
+        kv_mode="shared", chunk_size=0, relative_positions=None, relative_form=None, naive=True, peak_memory=False,
     )
     lines = benchmark.bench_rdangle(opts, progress=lambda msg: None).splitlines()
     assert [line.split("  ")[0].strip() for line in lines[1:]] == [

@@ -21,7 +21,8 @@ target-target pairs their own, and the two kinds of cross-segment pairs one lear
 target key, target query -> source key): 2 (2K + 1) + 2 rows.
 
 Everything is batch first (B x L x C); the module exposes its projections so that decoders can cache keys and values.
-The relative scores cost a (B, H, L, R) product with the R-row table and a gather, never an (L_q, L_k, d) tensor.
+The relative terms look the vectors a_ij up once per call, (L_q, L_k, d) shared by the batch and the heads, and
+contract them with the queries, keys or probabilities (no (B, H, L, R) tensor is kept for the backward pass).
 The returned attention probabilities are fp32 whatever the activations' dtype: a lexical head reads them, and the
 gradient it sends them is unbounded (issue 19, point 2).
 """
@@ -166,14 +167,13 @@ class RelativeMultiheadAttention(nn.Module):
         if self.num_relative:
             if rel_index is None:
                 raise ValueError("this attention layer has relative positions: rel_index is required")
-            index = self._expand_index(rel_index, bsz, heads, q_len, k_len)
+            # a_ij (Lq, Lk, d), or (B, Lq, Lk, d) for per-sentence indices: looked up once for all heads
+            pairs = "lrd" if rel_index.dim() == 2 else "blrd"
             table = self.relative_embeddings if self.form == "dangle" else self.relative_keys
-            table = table.t().to(q.dtype)
-            scores = scores + torch.matmul(q, table).gather(-1, index)  # q_i . a_ij (q is pre-scaled)
-            if self.form == "dangle":  # + k_j . a_ij: row j of (B, H, Lk, R) at r(i, j), gathered transposed
-                key_index = self._expand_index(rel_index.transpose(-1, -2), bsz, heads, k_len, q_len)
-                key_scores = torch.matmul(k, table).gather(-1, key_index).transpose(-1, -2)
-                scores = scores + key_scores * self.scaling
+            a = table.to(q.dtype)[rel_index]
+            scores = scores + torch.einsum(f"bhld,{pairs}->bhlr", q, a)  # q_i . a_ij (q is pre-scaled)
+            if self.form == "dangle":  # + k_j . a_ij / sqrt(d)
+                scores = scores + torch.einsum(f"bhrd,{pairs}->bhlr", k, a * self.scaling)
         if attn_mask is not None:
             mask = attn_mask.unsqueeze(1) if attn_mask.dim() == 3 else attn_mask
             scores = scores.masked_fill(mask, float("-inf"))
@@ -182,17 +182,10 @@ class RelativeMultiheadAttention(nn.Module):
         probs = torch.softmax(scores.float(), dim=-1)  # returned in fp32 (module docstring)
         dropped = F.dropout(probs, p=self.dropout, training=self.training).to(v.dtype)
         out = torch.matmul(dropped, v)
-        if self.form == "shaw":
-            per_row = dropped.new_zeros(bsz, heads, q_len, self.num_relative).scatter_add_(-1, index, dropped)
-            out = out + torch.matmul(per_row, self.relative_values.to(dropped.dtype))
+        if self.form == "shaw":  # + sum_j alpha_ij a^V_ij
+            out = out + torch.einsum(f"bhlr,{pairs}->bhld", dropped, self.relative_values.to(v.dtype)[rel_index])
         out = out.transpose(1, 2).reshape(bsz, q_len, self.embed_dim)
         return self.out_proj(out), probs
-
-    @staticmethod
-    def _expand_index(rel_index: Tensor, bsz: int, heads: int, q_len: int, k_len: int) -> Tensor:
-        if rel_index.dim() == 2:
-            return rel_index[None, None].expand(bsz, heads, q_len, k_len)
-        return rel_index.unsqueeze(1).expand(bsz, heads, q_len, k_len)
 
     def forward(self, query: Tensor, key: Tensor, value: Tensor, key_padding_mask: Optional[Tensor] = None,
                 attn_mask: Optional[Tensor] = None, rel_index: Optional[Tensor] = None,
