@@ -408,7 +408,7 @@ def rdangle_per_prefix_forward(model, src_tokens, src_lengths, prev_output_token
         feats, attn = dec.decode_prefix(encoder_out, x_in[:, : t + 1], key_states, last_only=True)
         features.append(feats[:, -1])
         attns.append(attn[:, -1])
-        contexts.append(torch.bmm(attn[:, -1:], dec.value_states(encoder_out, key_states)).squeeze(1))
+        contexts.append(dec.context(attn[:, -1:], dec.value_states(encoder_out, key_states)).squeeze(1))
     return dec.output(torch.stack(features, 1), torch.stack(attns, 1), torch.stack(contexts, 1), x_in,
                       encoder_out["src_tokens"][0])
 
@@ -465,8 +465,11 @@ def bench_rdangle(opts: argparse.Namespace, progress=print) -> str:
     task = _Task(vocab, vocab)
     base = transformer_size_args(opts.hidden, opts.layers, opts.heads, opts.ffn)
     size = rdangle_size_args(opts.hidden, opts.layers, opts.heads, opts.ffn)
-    extra = ["--kv-mode", opts.kv_mode, "--relative-positions", str(opts.relative_positions),
-             "--reencode-chunk-size", str(opts.chunk_size), "--reencode-buckets", str(getattr(opts, "buckets", 4))]
+    extra = ["--kv-mode", opts.kv_mode, "--reencode-chunk-size", str(opts.chunk_size),
+             "--reencode-buckets", str(getattr(opts, "buckets", 4))]
+    for option in ("relative_positions", "relative_form"):  # None: the architecture's default
+        if getattr(opts, option, None) is not None:
+            extra += ["--" + option.replace("_", "-"), str(getattr(opts, option))]
     models = {"transformer (fairseq)": attach_criterion(build_fairseq_model(["--arch", "transformer", *base], task),
                                                         task, False)}
     state = None

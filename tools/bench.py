@@ -51,7 +51,10 @@ def main(argv=None):
     rd.add_argument("--kv-mode", default="shared", choices=["shared", "sep"])
     rd.add_argument("--chunk-size", type=int, default=0, help="--reencode-chunk-size of the R-Dangle models")
     rd.add_argument("--buckets", type=int, default=4, help="--reencode-buckets of the R-Dangle models")
-    rd.add_argument("--relative-positions", type=int, default=0)
+    rd.add_argument("--relative-positions", type=int, default=None,
+                    help="--relative-positions K of the R-Dangle models (default: the architecture's, 15; 0: absolute)")
+    rd.add_argument("--relative-form", choices=["dangle", "shaw"], default=None,
+                    help="--relative-form of the R-Dangle models (default: the architecture's, dangle)")
     rd.add_argument("--peak-memory", action="store_true",
                     help="also measure each model's peak step memory with torch's profiler (CPU; slow)")
     rd.add_argument("--no-naive", dest="naive", action="store_false",
