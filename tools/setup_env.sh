@@ -103,7 +103,7 @@ pip_install() {
   "${PIP[@]}" install "$@" 2> >(grep -v -E "dependency resolver does not currently take|requires torchaudio" >&2)
 }
 
-set +e; found="$(probe "$PY")"; status=$?; set -e
+if found="$(probe "$PY")"; then status=0; else status=$?; fi
 case "$status" in
   0) log "reusing $found" ;;
   3) log "no torch in $ENV_DIR: installing $(grep -E '^torch==' "$CONSTRAINTS") (constraints.txt; takes a while)"
