@@ -81,6 +81,22 @@ def test_setup_env_stops_at_an_unsupported_torch_and_changes_nothing(tmp_path):
     assert sorted(os.listdir(site)) == before and not (env_dir / ".fairseq_lexical_stamp").exists()
 
 
+def test_setup_env_sends_a_venv_holding_torch_to_python_option(tmp_path):
+    """A venv made from another venv's interpreter does not see that venv's packages, even with
+    --system-site-packages: the script says how to reuse its torch instead of installing another one."""
+    env_dir = tmp_path / "env"
+    subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True)
+    fake_torch(glob.glob(str(env_dir / "lib" / "python*" / "site-packages"))[0], "2.5.1+cu121", "12.1")
+    target = tmp_path / "new"
+    proc = subprocess.run(["bash", os.path.join(REPO, "tools", "setup_env.sh")], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, PYTHON=str(env_dir / "bin" / "python"),
+                                                FAIRSEQ_LEXICAL_VENV=str(target)))
+    assert proc.returncode == 1, proc.stderr
+    assert "has torch 2.5.1+cu121 (CUDA 12.1)" in proc.stderr
+    assert f"Install into it: --python {env_dir / 'bin' / 'python'}" in proc.stderr
+    assert not target.exists()
+
+
 def record_installed(site, name, version, *requires):
     """A recorded installation (dist-info only), as pip sees one."""
     info = os.path.join(site, f"{name}-{version}.dist-info")

@@ -85,6 +85,8 @@ if [[ -z "$TARGET_PYTHON" && ! -x "$ENV_DIR/bin/python" ]]; then
   rm -rf "$ENV_DIR"  # a broken venv (its interpreter is gone)
   if found="$(probe "$BASE_PYTHON")"; then
     log "$BASE_PYTHON has $found"
+    "$BASE_PYTHON" -c 'import sys; sys.exit(sys.prefix != sys.base_prefix)' || die "$BASE_PYTHON is a virtual\
+ environment's interpreter: a venv made from it would not see that torch. Install into it: --python $BASE_PYTHON"
     log "creating $ENV_DIR with --system-site-packages, to reuse that torch"
     "$BASE_PYTHON" -m venv --system-site-packages "$ENV_DIR"
   else
