@@ -15,7 +15,8 @@ setup(
     long_description=open("README.md", encoding="utf-8").read() if __import__("os").path.exists("README.md") else "",
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
-    packages=find_packages(include=["fairseq_lexical", "fairseq_lexical.*"]),
+    packages=find_packages(include=["fairseq_lexical", "fairseq_lexical.*", "lexical_offline",
+                                "lexical_offline.*"]),
     install_requires=[
         # Lowest tested: 2.4.1 (CUDA 12.1 build, on the CPU): the suite passes but for the tests of torch >= 2.6's
         # safe loading (weights_only by default), which 2.4 does not do. constraints.txt has 2.13.0.
@@ -30,6 +31,24 @@ setup(
         "tqdm",
         "matplotlib",
     ],
+    entry_points={
+        "console_scripts": [
+            # the offline programs (lexical_offline: no fairseq start-up)
+            "fairseq-lexical-build-lexicon = lexical_offline.cli.build_lexicon:main",
+            "fairseq-lexical-score = lexical_offline.cli.score:main",
+            "fairseq-lexical-plot-lexicon = lexical_offline.cli.plot_lexicon:main",
+            "fairseq-lexical-split-by-overlap = lexical_offline.cli.split_by_overlap:main",
+            "fairseq-lexical-select-compositional = lexical_offline.cli.select_compositional:main",
+            "fairseq-lexical-plot-by-degree = lexical_offline.cli.plot_by_degree:main",
+            "fairseq-lexical-aggregate-results = lexical_offline.cli.aggregate_results:main",
+            "fairseq-lexical-unk-markers = lexical_offline.cli.unk_markers:main",
+            "fairseq-lexical-user-dir = lexical_offline.cli.user_dir:main",
+            # the programs over trained models (fairseq_lexical)
+            "fairseq-lexical-damage = fairseq_lexical.cli.damage:main",
+            "fairseq-lexical-plot-gates = fairseq_lexical.cli.plot_gates:main",
+            "fairseq-lexical-explain = fairseq_lexical.cli.explain:main",
+        ],
+    },
     extras_require={
         "test": ["pytest", "hypothesis"],
         # fairseq-train --tensorboard-logdir writes nothing without it (fairseq only logs a warning).

@@ -1,14 +1,10 @@
 """fairseq_lexical: explicit word-level lexicons for fairseq sequence-to-sequence models.
 
-Importing the package (``--user-dir fairseq_lexical`` or ``import fairseq_lexical``) applies the fairseq-fixed
-compatibility fixes and registers every model and criterion. The offline code (``lexicon``, ``metrics``,
-``analysis.subword_density``, ``corpus``) needs neither fairseq nor torch: the offline tools set
-``FAIRSEQ_LEXICAL_OFFLINE=1`` so that importing them does not pay fairseq's ~5 s start-up. That variable is
-ignored when fairseq is already imported (as under ``--user-dir``); ``register()`` registers explicitly.
+Importing the package (``--user-dir fairseq_lexical``, ``--user-dir $(fairseq-lexical-user-dir)`` or
+``import fairseq_lexical``) applies the fairseq-fixed compatibility fixes and registers every model and criterion.
+The code that needs neither fairseq nor torch (lexicon learners, metrics, corpus reading) is the separate package
+``lexical_offline``.
 """
-import os
-import sys
-
 __version__ = "0.1.0"
 
 _registered = False
@@ -28,17 +24,4 @@ def register() -> None:
     _registered = True
 
 
-def _fairseq_available() -> bool:
-    if "fairseq" in sys.modules:
-        return True
-    if os.environ.get("FAIRSEQ_LEXICAL_OFFLINE") == "1":
-        return False
-    try:
-        import fairseq  # noqa: F401
-    except ImportError:  # offline tools (lexicon builders, scoring) work without fairseq
-        return False
-    return True
-
-
-if _fairseq_available():
-    register()
+register()

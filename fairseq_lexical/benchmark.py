@@ -297,7 +297,7 @@ def lstm_size_args(hidden: int, layers: int) -> List[str]:
 def bench_lstm(opts: argparse.Namespace, progress=print) -> str:
     """lex_lstm (lexicon of top-k entries per source word) against fairseq's lstm of the same sizes."""
     import fairseq_lexical  # noqa: F401  (registers lex_lstm)
-    from fairseq_lexical.lexicon import build_lexicon_table  # noqa: F401
+    from lexical_offline.lexicon import build_lexicon_table  # noqa: F401
     import os
     import tempfile
 

@@ -100,7 +100,7 @@ def test_build_lexicon_names_the_line_with_bad_utf8(tmp_path, capsys, layout):
 
 def test_build_lexicon_reads_an_over_long_line_whole_without_shifting_the_others(tmp_path, capsys):
     """A 200,000-token pair between ordinary ones: counted as one pair; the pairs after it stay aligned."""
-    from fairseq_lexical.lexicon import read_lexicon
+    from lexical_offline.lexicon import read_lexicon
 
     long_src, long_tgt = " ".join(["zz"] * 200_000), " ".join(["ZZ"] * 200_000)
     src, tgt = tmp_path / "c.src", tmp_path / "c.tgt"
@@ -119,7 +119,7 @@ def test_build_lexicon_reads_an_over_long_line_whole_without_shifting_the_others
 def test_build_lexicon_drops_a_byte_order_mark_and_reports_tokens_the_format_cannot_hold(tmp_path, capsys):
     """A BOM would glue itself to the first token; a source token starting with '#' would be read back as a
     comment, so the tool leaves such entries out with a warning (also recorded in the file's provenance)."""
-    from fairseq_lexical.lexicon import read_lexicon
+    from lexical_offline.lexicon import read_lexicon
 
     src, tgt = tmp_path / "c.src", tmp_path / "c.tgt"
     src.write_bytes("\ufeffhim #1\nher\nhim\n#1\n".encode("utf-8"))
@@ -137,7 +137,7 @@ def test_build_lexicon_drops_a_byte_order_mark_and_reports_tokens_the_format_can
 
 # -------------------------------------------------- no tool writes over its own input (issue 19, points 10-11)
 def test_refuse_overwriting_inputs_sees_the_same_file_under_any_name(tmp_path, monkeypatch):
-    from fairseq_lexical.corpus import OutputOverwritesInputError, refuse_overwriting_inputs
+    from lexical_offline.corpus import OutputOverwritesInputError, refuse_overwriting_inputs
 
     corpus = tmp_path / "train.src"
     corpus.write_text("a\n")
@@ -281,7 +281,7 @@ def test_plot_lexicon_refuses_a_temperature_the_model_refuses(tmp_path, capsys, 
 
 
 def test_score_refuses_output_where_fairseq_skipped_over_long_samples(tmp_path):
-    from fairseq_lexical.metrics import GenerateOutputError, parse_generate_output
+    from lexical_offline.metrics import GenerateOutputError, parse_generate_output
 
     path = tmp_path / "gen.txt"
     path.write_text(
@@ -312,7 +312,7 @@ def bad_lexicon(tmp_path, text, mode="w"):
 
 @pytest.mark.parametrize("score", ["nan", "inf", "-inf", "1e999", "NaN"])
 def test_training_stops_on_a_lexicon_with_a_non_finite_score(toy_data, tmp_path, score):
-    from fairseq_lexical.lexicon import LexiconFormatError
+    from lexical_offline.lexicon import LexiconFormatError
 
     lexicon = bad_lexicon(tmp_path, f"# provenance\na1\tB1\t1\na2\tB2\t{score}\n")
     with pytest.raises(LexiconFormatError, match=rf"{re.escape(str(lexicon))}:3: score '{re.escape(score)}' is not finite"):
@@ -320,7 +320,7 @@ def test_training_stops_on_a_lexicon_with_a_non_finite_score(toy_data, tmp_path,
 
 
 def test_training_stops_on_a_lexicon_that_is_not_utf8(toy_data, tmp_path):
-    from fairseq_lexical.lexicon import LexiconFormatError
+    from lexical_offline.lexicon import LexiconFormatError
 
     lexicon = bad_lexicon(tmp_path, b"a1\tB1\t1\na\xe92\tB2\t1\n", mode="wb")
     with pytest.raises(LexiconFormatError, match=rf"{re.escape(str(lexicon))}:2: not valid UTF-8"):
@@ -330,7 +330,7 @@ def test_training_stops_on_a_lexicon_that_is_not_utf8(toy_data, tmp_path):
 def test_training_stops_on_a_lexicon_whose_tokens_are_all_unknown(toy_data, tmp_path):
     """A user expects an error: a lexicon none of whose entries can be used is a mistake (another tokenisation, the
     sides swapped), and training on without it would give a model that silently is not the one asked for."""
-    from fairseq_lexical.lexicon import LexiconFormatError
+    from lexical_offline.lexicon import LexiconFormatError
 
     lexicon = bad_lexicon(tmp_path, "B1\ta1\t1\nB2\ta2\t1\n")  # the sides swapped
     with pytest.raises(LexiconFormatError) as err:
@@ -357,7 +357,7 @@ def test_a_partly_unknown_lexicon_is_a_counted_warning(toy_data, caplog):
 def test_training_stops_on_a_lexicon_of_special_source_tokens_naming_them(toy_data, tmp_path):
     """Entries whose source is a special token (which always maps to itself) were dropped without a count, and the
     error for a file of only such entries said "e.g. " with nothing after it."""
-    from fairseq_lexical.lexicon import LexiconFormatError
+    from lexical_offline.lexicon import LexiconFormatError
 
     lexicon = bad_lexicon(tmp_path, "<unk>\tB1\t1\n</s>\tB2\t1\n")
     with pytest.raises(LexiconFormatError) as err:
@@ -393,7 +393,7 @@ def test_identity_lexicon_with_no_shared_string_warns(toy_data, caplog):
 
 
 def test_lexicon_temperature_too_small_for_the_scores_is_an_error():
-    from fairseq_lexical.lexicon import build_lexicon_table
+    from lexical_offline.lexicon import build_lexicon_table
 
     specials = ["<s>", "<pad>", "</s>", "<unk>"]
     with pytest.raises(ValueError, match=r"--lexicon-temperature 1e-09 is too small for scores up to 1e\+300"):
@@ -498,4 +498,4 @@ def test_the_real_program_ends_with_the_lexicon_error(short_model):
     code, out, err = logs["unknown_lexicon"]
     assert code != 0
     last = err.strip().splitlines()[-1]
-    assert last.startswith("fairseq_lexical.lexicon.fileformat.LexiconFormatError: ") and "unknown.tsv: none of" in last
+    assert last.startswith("lexical_offline.lexicon.fileformat.LexiconFormatError: ") and "unknown.tsv: none of" in last

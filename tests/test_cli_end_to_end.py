@@ -111,18 +111,16 @@ def test_installed_package_registers_everything_without_user_dir(tmp_path):
     assert proc.stdout.strip().endswith("fairseq_lexical")
 
 
-def test_offline_import_skips_fairseq_but_user_dir_still_registers(tmp_path):
-    """FAIRSEQ_LEXICAL_OFFLINE=1 (set by the offline tools) keeps fairseq out of `import fairseq_lexical.metrics`;
-    it is ignored when fairseq is already imported (--user-dir), and register() registers on demand."""
+def test_offline_package_imports_neither_fairseq_nor_torch_and_the_plugin_registers_on_import(tmp_path):
+    """lexical_offline (lexicons, metrics, corpus, the offline programs) is importable without fairseq's start-up;
+    importing fairseq_lexical registers the models with no environment variable or explicit call."""
     import subprocess
     import sys
 
-    env = dict(os.environ, FAIRSEQ_LEXICAL_OFFLINE="1")
-    offline = "import sys, fairseq_lexical.metrics, fairseq_lexical.lexicon.builder; assert 'fairseq' not in sys.modules"
-    late = ("import fairseq_lexical.metrics, fairseq_lexical; fairseq_lexical.register();"
-            "from fairseq.models import ARCH_MODEL_REGISTRY; assert 'lex_lstm' in ARCH_MODEL_REGISTRY")
-    user_dir = ("import fairseq, fairseq_lexical; from fairseq.models import ARCH_MODEL_REGISTRY;"
-                "assert 'lex_lstm' in ARCH_MODEL_REGISTRY")
-    for code in (offline, late, user_dir):
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env)
+    offline = ("import sys, lexical_offline.metrics, lexical_offline.lexicon, lexical_offline.cli.score, "
+               "lexical_offline.cli.build_lexicon; assert 'fairseq' not in sys.modules and 'torch' not in sys.modules")
+    plugin = ("import fairseq_lexical; from fairseq.models import ARCH_MODEL_REGISTRY;"
+              "assert 'lex_lstm' in ARCH_MODEL_REGISTRY")
+    for code in (offline, plugin):
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
         assert proc.returncode == 0, (code, proc.stderr[-2000:])

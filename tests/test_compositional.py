@@ -15,7 +15,7 @@ import pytest
 
 from conftest import REPO, run_cli, shared_data
 
-from fairseq_lexical.analysis import compositional as C
+from lexical_offline.analysis import compositional as C
 
 TOOL = os.path.join(REPO, "tools", "select_compositional.py")
 PLOT = os.path.join(REPO, "tools", "plot_by_degree.py")
@@ -465,7 +465,7 @@ def test_select_command_line_end_to_end(toy_data, ensemble, tmp_path):
 def test_offline_commands_import_neither_fairseq_nor_torch(tmp_path):
     write(tmp_path / "t.txt", ["a b", "a b", "a b", "a b"])
     code = (
-        "import os, sys; os.environ['FAIRSEQ_LEXICAL_OFFLINE'] = '1'; sys.path.insert(0, sys.argv[1]);"
+        "import os, sys; sys.path.insert(0, sys.argv[1]);"
         "import select_compositional as t;"
         "assert t.main(['pool', '--train-source', sys.argv[2], '--source', sys.argv[2], '--out-prefix', sys.argv[3],"
         "               '--no-progress']) == 0;"

@@ -15,8 +15,8 @@ import tempfile
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from fairseq_lexical.lexicon.fileformat import LexiconFormatError, read_lexicon, write_lexicon
-from fairseq_lexical.metrics.generate_output import GenerateOutputError, parse_generate_output
+from lexical_offline.lexicon.fileformat import LexiconFormatError, read_lexicon, write_lexicon
+from lexical_offline.metrics.generate_output import GenerateOutputError, parse_generate_output
 
 SETTINGS = settings(max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 

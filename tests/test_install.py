@@ -214,9 +214,8 @@ def test_wheelhouse_installs_offline_and_fairseq_train_runs(toy_data, tmp_path):
     assert "torch" not in re.findall(r"Successfully installed (.*)", proc.stdout)[0]
 
     # From a folder outside the checkout, with the installed package's path as --user-dir.
-    where = subprocess.run([py, "-c", "import fairseq_lexical, os; print(os.path.dirname(fairseq_lexical.__file__))"],
-                           capture_output=True, text=True, cwd=tmp_path, env=dict(offline, FAIRSEQ_LEXICAL_OFFLINE="1"),
-                           check=True).stdout.strip()
+    where = subprocess.run([str(venv / "bin" / "fairseq-lexical-user-dir")], capture_output=True, text=True,
+                           cwd=tmp_path, env=offline, check=True).stdout.strip()
     assert where.startswith(str(venv)), where
     train = subprocess.run(
         [str(venv / "bin" / "fairseq-train"), str(toy_data / "bin"), "--user-dir", where, "--arch", "lex_lstm_small",

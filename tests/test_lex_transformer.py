@@ -129,7 +129,7 @@ def test_checkpoint_activations_keep_the_gradient_through_the_heads_attention(to
 # -- the head is the PGN formula ------------------------------------------------------------------------------------
 def test_identity_head_equals_the_pgn_formula_on_a_hand_computed_case():
     """p(w) = p_gen p_vocab(w) + (1 - p_gen) sum_{j: x_j = w} a_j, with p_gen = the head's p_gate."""
-    from fairseq_lexical.lexicon import identity_lexicon_table
+    from lexical_offline.lexicon import identity_lexicon_table
     from fairseq_lexical.modules import LexicalTranslationHead
 
     vocab = SPECIALS + ["a", "b", "c", "d"]
@@ -188,7 +188,7 @@ def test_model_output_is_the_pgn_formula_with_gate_features_context_state_input(
 
 # -- copy mass of repeated tokens; the scatter-then-softmax reproduction -----------------------------------------
 def _hand_head(copy_scatter_softmax=False):
-    from fairseq_lexical.lexicon import identity_lexicon_table
+    from lexical_offline.lexicon import identity_lexicon_table
     from fairseq_lexical.modules import LexicalTranslationHead
 
     vocab = SPECIALS + ["a", "b", "c", "d"]

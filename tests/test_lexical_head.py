@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from fairseq_lexical.lexicon import build_lexicon_table, identity_lexicon_table, uniform_lexicon_table
-from fairseq_lexical.lexicon.table import LexiconTable
+from lexical_offline.lexicon import build_lexicon_table, identity_lexicon_table, uniform_lexicon_table
+from lexical_offline.lexicon.table import LexiconTable
 from fairseq_lexical.modules import LexicalTranslationHead, lexical_mixture_log_probs
 
 SPECIALS = ["<s>", "<pad>", "</s>", "<unk>"]

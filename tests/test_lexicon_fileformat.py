@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from fairseq_lexical.lexicon import LexiconFormatError, read_lexicon, write_lexicon
+from lexical_offline.lexicon import LexiconFormatError, read_lexicon, write_lexicon
 
 
 def write(tmp_path, text, name="lex.tsv", mode="w"):

@@ -9,15 +9,15 @@ import pytest
 
 from conftest import REPO, shared_data
 
-from fairseq_lexical.corpus import CorpusError
-from fairseq_lexical.lexicon.agreement import (
+from lexical_offline.corpus import CorpusError
+from lexical_offline.lexicon.agreement import (
     compare_lexicons, entries_to_dict, link_precision_recall, read_json_lexicon,
 )
-from fairseq_lexical.lexicon.builder import build_lexicon, read_pairs
-from fairseq_lexical.lexicon.counts import cooccurrence, encode_pairs
-from fairseq_lexical.lexicon.fileformat import read_lexicon
-from fairseq_lexical.lexicon.ibm import build_pair_table, symmetrize, train_direction, Links
-from fairseq_lexical.lexicon.pmi import pmi_values
+from lexical_offline.lexicon.builder import build_lexicon, read_pairs
+from lexical_offline.lexicon.counts import cooccurrence, encode_pairs
+from lexical_offline.lexicon.fileformat import read_lexicon
+from lexical_offline.lexicon.ibm import build_pair_table, symmetrize, train_direction, Links
+from lexical_offline.lexicon.pmi import pmi_values
 
 COLOR_WORDS = {"dax": "RED", "lug": "BLUE", "wif": "GREEN", "zup": "YELLOW"}
 SCAN_PRIMITIVES = {"walk": "I_WALK", "run": "I_RUN", "look": "I_LOOK", "jump": "I_JUMP",
@@ -147,7 +147,7 @@ def test_fallback_identity_per_shared_string_then_uniform_over_unclaimed():
     # COGS's case: V_x is not a subset of V_y. Learned: ran -> RUN. cat and dog have no entry but are output strings:
     # identity each (the authors' code). "the" is no output string: uniform over the outputs claimed neither by an
     # entry (RUN) nor by a shared string (cat, dog, and Emma, whose learned row points elsewhere): x and y.
-    from fairseq_lexical.lexicon.fallback import mutual_exclusivity_fallback
+    from lexical_offline.lexicon.fallback import mutual_exclusivity_fallback
 
     learned = [("ran", "RUN", 2.0), ("Emma", "EMMA", 1.0)]
     extra, report = mutual_exclusivity_fallback(
@@ -318,7 +318,7 @@ def _python_encode(sentences):
 @pytest.mark.parametrize("case", ["ascii", "unicode", "growth", "unnormalised", "newline_inside", "nbsp",
                                   "empty_sentence", "trailing_space", "file_separator"])
 def test_encode_side_fast_path_matches_str_split(case):
-    from fairseq_lexical.lexicon.counts import _encode_side_compiled, encode_side
+    from lexical_offline.lexicon.counts import _encode_side_compiled, encode_side
 
     rng = np.random.default_rng(0)
     if case == "ascii":
@@ -352,7 +352,7 @@ def test_encode_side_fast_path_matches_str_split(case):
 def test_select_entries_matches_sort_reference():
     import scipy.sparse as sp
 
-    from fairseq_lexical.lexicon.builder import _select_entries
+    from lexical_offline.lexicon.builder import _select_entries
 
     rng = np.random.default_rng(1)
     dense = rng.integers(0, 4, size=(40, 30)) * (rng.random((40, 30)) < 0.5)  # many ties, empty rows

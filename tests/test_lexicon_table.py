@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from fairseq_lexical.lexicon import build_lexicon_table, identity_lexicon_table, uniform_lexicon_table
+from lexical_offline.lexicon import build_lexicon_table, identity_lexicon_table, uniform_lexicon_table
 
 SPECIALS = ["<s>", "<pad>", "</s>", "<unk>"]
 SRC = SPECIALS + ["dax", "lug", "fep", "both"]

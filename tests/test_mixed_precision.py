@@ -9,7 +9,7 @@ import torch
 from conftest import build_model
 from model_checks import toy_batch
 
-from fairseq_lexical.lexicon import build_lexicon_table
+from lexical_offline.lexicon import build_lexicon_table
 from fairseq_lexical.models.lex_lstm import RecordingAttentionLayer
 from fairseq_lexical.modules import LexicalTranslationHead
 

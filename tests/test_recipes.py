@@ -15,7 +15,7 @@ import pytest
 from conftest import REPO
 
 sys.path.insert(0, REPO)
-from fairseq_lexical.metrics.aggregate import (  # noqa: E402
+from lexical_offline.metrics.aggregate import (  # noqa: E402
     aggregate, aggregate_dir, find_score_files, flatten_scores, format_summary, mean_std,
 )
 
@@ -507,16 +507,16 @@ def test_decode_jobs_split_generation_and_concatenate_the_shards(tmp_path, monke
 
 
 def test_importing_the_recipe_module_is_offline_and_leaves_the_environment_alone():
-    """The recipe process imports the package without fairseq (fast start), but a process that imports the module
-    (as these tests do) must not pass FAIRSEQ_LEXICAL_OFFLINE=1 on to the fairseq programs it starts later: they
-    would then register none of the plugin's models."""
+    """The recipe process imports only the offline package (fast start: neither fairseq nor torch) and sets no
+    environment variable that the fairseq programs it starts would inherit."""
     code = ("import os, sys; sys.path.insert(0, sys.argv[1]); import recipe; "
-            "print(os.environ.get('FAIRSEQ_LEXICAL_OFFLINE'), 'fairseq' in sys.modules, 'torch' in sys.modules)")
-    env = {k: v for k, v in os.environ.items() if k != "FAIRSEQ_LEXICAL_OFFLINE"}
+            "print(sorted(set(os.environ) ^ env_before), 'fairseq' in sys.modules, 'torch' in sys.modules)")
+    code = code.replace("import recipe;", "env_before = set(os.environ); import recipe;")
+    env = dict(os.environ)
     proc = subprocess.run([sys.executable, "-c", code, os.path.join(REPO, "examples", "lib")], capture_output=True,
                           text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.split() == ["None", "False", "False"]
+    assert proc.stdout.split() == ["[]", "False", "False"]
 
 
 def test_decode_jobs_must_be_positive(tmp_path):

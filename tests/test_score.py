@@ -1,4 +1,4 @@
-"""tools/score.py and fairseq_lexical.metrics: every expected value below is worked out by hand in the comments."""
+"""tools/score.py and lexical_offline.metrics: every expected value below is worked out by hand in the comments."""
 import importlib.util
 import json
 import math
@@ -10,7 +10,7 @@ import pytest
 import sacrebleu
 
 from conftest import REPO, shared_data
-from fairseq_lexical.metrics import (
+from lexical_offline.metrics import (
     COGS_TABLE3,
     GenerateOutputError,
     ScoringInputError,
@@ -534,11 +534,23 @@ def test_format_table_lists_categories_sorted():
     assert [line.split()[-1] for line in table3_part.splitlines()[1:]] == ["0.5000", "1.0000", "0.0000", "0.6000"]
 
 
-def test_metrics_package_does_not_import_fairseq():
-    folder = os.path.join(REPO, "fairseq_lexical", "metrics")
-    for name in sorted(os.listdir(folder)):
-        if name.endswith(".py"):
-            with open(os.path.join(folder, name), encoding="utf-8") as f:
-                code = [line.strip() for line in f]
-            imports = [line for line in code if line.startswith(("import fairseq", "from fairseq", "import torch"))]
-            assert not imports, name
+def test_offline_package_does_not_import_fairseq_or_torch():
+    """lexical_offline imports neither fairseq, torch nor the plugin; only two programs reach them, inside the
+    functions of their model options (plot_lexicon --checkpoint, select_compositional uncertainty)."""
+    import ast
+
+    heavy = ("fairseq", "fairseq_cli", "fairseq_lexical", "torch")
+    root = os.path.join(REPO, "lexical_offline")
+    for folder, _, files in os.walk(root):
+        for name in sorted(f for f in files if f.endswith(".py")):
+            path = os.path.join(folder, name)
+            tree = ast.parse(open(path, encoding="utf-8").read())
+            program = os.path.basename(folder) == "cli"
+            for node in (tree.body if program else ast.walk(tree)):
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                    names = [node.module]
+                else:
+                    continue
+                assert not [n for n in names if n.split(".")[0] in heavy], (path, names)

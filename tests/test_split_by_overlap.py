@@ -7,7 +7,7 @@ from fractions import Fraction
 import pytest
 
 from conftest import REPO
-from fairseq_lexical.analysis.subword_density import (
+from lexical_offline.analysis.subword_density import (
     OverlapSplitError,
     density_fraction,
     detokenize,
@@ -163,7 +163,7 @@ def test_tool_errors_name_files_and_counts(test_set, capsys):
 
 
 def test_score_of_exact_copies_is_100():
-    from fairseq_lexical.analysis.subword_density import score
+    from lexical_offline.analysis.subword_density import score
 
     lines = ["▁the ▁cat ▁sat ▁on ▁the ▁mat", "▁a ▁dog ▁ran ▁to ▁the ▁door ▁.", "▁Hel lo ▁world ▁and ▁you"]
     s = score(lines, lines, "sentencepiece")

@@ -1,4 +1,4 @@
-"""Positional unknown-word markers (fairseq_lexical/unk_markers.py, tools/unk_markers.py)."""
+"""Positional unknown-word markers (lexical_offline/unk_markers.py, tools/unk_markers.py)."""
 import os
 import subprocess
 import sys
@@ -7,9 +7,9 @@ import pytest
 
 from conftest import REPO, run_cli
 
-from fairseq_lexical import unk_markers as um
+from lexical_offline import unk_markers as um
 
-MODULE = os.path.join(REPO, "fairseq_lexical", "unk_markers.py")
+MODULE = os.path.join(REPO, "lexical_offline", "unk_markers.py")
 TOOL = os.path.join(REPO, "tools", "unk_markers.py")
 VOCAB = {"the", "cat", "sat", "on", "mat", "le", "chat"}
 

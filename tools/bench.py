@@ -18,7 +18,6 @@ import os
 import platform
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 
 def main(argv=None):

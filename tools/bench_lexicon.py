@@ -23,9 +23,6 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-if __name__ == "__main__":  # run as a program: skip fairseq's start-up (see fairseq_lexical/__init__.py)
-    os.environ.setdefault("FAIRSEQ_LEXICAL_OFFLINE", "1")
 
 
 def peak_rss_gb() -> float:
@@ -75,9 +72,9 @@ def synth(out_dir: str, pairs: int, vocab: int, seed: int = 0, noise: float = 0.
 
 # ---------------------------------------------------------------------------------------------- run-one
 def run_one(args) -> dict:
-    from fairseq_lexical.corpus import read_parallel_pairs
-    from fairseq_lexical.lexicon.builder import build_lexicon
-    from fairseq_lexical.lexicon.fileformat import write_lexicon
+    from lexical_offline.corpus import read_parallel_pairs
+    from lexical_offline.lexicon.builder import build_lexicon
+    from lexical_offline.lexicon.fileformat import write_lexicon
 
     t0 = time.perf_counter()
     pairs = read_parallel_pairs(args.src, args.tgt)
@@ -133,10 +130,10 @@ def scale(args) -> None:
 
 # ------------------------------------------------------------------------------------------- fast-align
 def fast_align_compare(args) -> None:
-    from fairseq_lexical.lexicon.agreement import link_precision_recall
-    from fairseq_lexical.lexicon.builder import fast_align_links, read_pairs
-    from fairseq_lexical.lexicon.counts import cooccurrence, encode_pairs
-    from fairseq_lexical.lexicon.ibm import align_corpus, symmetrize
+    from lexical_offline.lexicon.agreement import link_precision_recall
+    from lexical_offline.lexicon.builder import fast_align_links, read_pairs
+    from lexical_offline.lexicon.counts import cooccurrence, encode_pairs
+    from lexical_offline.lexicon.ibm import align_corpus, symmetrize
 
     os.makedirs(args.out, exist_ok=True)
     pairs = read_pairs(args.tsv)
@@ -191,8 +188,8 @@ CONFIGS = [
 
 
 def agreement(args) -> None:
-    from fairseq_lexical.lexicon.agreement import compare_lexicons, entries_to_dict, read_json_lexicon
-    from fairseq_lexical.lexicon.builder import build_lexicon, read_pairs
+    from lexical_offline.lexicon.agreement import compare_lexicons, entries_to_dict, read_json_lexicon
+    from lexical_offline.lexicon.builder import build_lexicon, read_pairs
 
     os.makedirs(args.out, exist_ok=True)
     table = []

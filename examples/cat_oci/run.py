@@ -36,8 +36,8 @@ sys.path.insert(0, os.path.join(ROOT, "examples", "lib"))
 import recipe as R  # noqa: E402  (the project's runner helpers and Transformer training settings)
 from recipe import RecipeError, hms, read_json, say, sha1_files, show, tool, write_json  # noqa: E402
 
-from fairseq_lexical.corpus import CorpusError, read_parallel_pairs, write_parallel  # noqa: E402
-from fairseq_lexical.metrics.aggregate import aggregate_dir, format_mean_std  # noqa: E402
+from lexical_offline.corpus import CorpusError, read_parallel_pairs, write_parallel  # noqa: E402
+from lexical_offline.metrics.aggregate import aggregate_dir, format_mean_std  # noqa: E402
 
 DEFAULT_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data", "cat_oci")
 FILES = {"ca": "tatoeba.ca", "oc": "tatoeba.oc"}

@@ -43,7 +43,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "examples", "lib"))
 
 import recipe as R  # noqa: E402  (examples/lib/recipe.py: models, --cpu-small settings, commands, run_logged)
-from fairseq_lexical.corpus import CorpusError, read_tsv_pairs, write_parallel  # noqa: E402
+from lexical_offline.corpus import CorpusError, read_tsv_pairs, write_parallel  # noqa: E402
 
 SELECT = os.path.join(ROOT, "tools", "select_compositional.py")
 DATA_FILES = {"train": "cmn.txt_train_tokenized.tsv", "dev": "cmn.txt_dev_tokenized.tsv",
@@ -373,7 +373,7 @@ class Split:
     def score(self, gens: Dict[str, str], sets: Dict[str, List[int]]) -> Dict[str, dict]:
         """tools/score.py on each (system, set): the set's hypotheses cut out of the system's output, written as a
         fairseq-generate file (S and H lines, ids renumbered) so that score.py reads it as it reads any output."""
-        from fairseq_lexical.metrics.generate_output import parse_generate_output
+        from lexical_offline.metrics.generate_output import parse_generate_output
 
         say("== scoring (tools/score.py --bleu: on the tokens, and with --tokenize zh)")
         src = read_lines(f"{self.data}/candidates.src")

@@ -35,10 +35,10 @@ sys.path.insert(0, os.path.join(ROOT, "examples", "lib"))
 import recipe as R  # noqa: E402  (the recipes' pipeline, runners and settings)
 from recipe import RecipeError, hms, say, write_json  # noqa: E402
 
-from fairseq_lexical.corpus import (  # noqa: E402
+from lexical_offline.corpus import (  # noqa: E402
     CorpusError, OutputOverwritesInputError, read_parallel_pairs, read_tsv_pairs, refuse_overwriting_inputs,
 )
-from fairseq_lexical.metrics.aggregate import aggregate_dir, format_mean_std, format_summary  # noqa: E402
+from lexical_offline.metrics.aggregate import aggregate_dir, format_mean_std, format_summary  # noqa: E402
 
 PROG = "run.sh"
 FAMILIES = ("lstm", "transformer")
@@ -208,7 +208,7 @@ class CustomRun(R.Recipe):
 
     def lexicon_heatmaps(self, report_dir: str) -> Dict[str, Tuple[str, int]]:
         """method -> (PNG file name, number of entries): the rows of the words with the strongest entries."""
-        from fairseq_lexical.lexicon import read_lexicon
+        from lexical_offline.lexicon import read_lexicon
 
         out = {}
         for method in self.methods():

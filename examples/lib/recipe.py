@@ -5,7 +5,7 @@
 
 For each task: prepare the data (official layouts) -> learn the lexicons (tools/build_lexicon.py) ->
 fairseq-preprocess -> for every seed and model: fairseq-train -> fairseq-generate -> tools/score.py --json ->
-mean +/- std over seeds (fairseq_lexical.metrics.aggregate), printed as a table and written to WORK/summary.json.
+mean +/- std over seeds (lexical_offline.metrics.aggregate), printed as a table and written to WORK/summary.json.
 
 Layout of WORK:
     config.json                      the recipe's settings (paper or CPU-small), models, seeds, data files
@@ -44,18 +44,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, ROOT)
-# This process needs neither fairseq nor torch: the package is imported offline, and the setting is put back at
-# once, so that a process importing this module (the tests) does not pass it on to the fairseq programs it starts.
-_offline = os.environ.get("FAIRSEQ_LEXICAL_OFFLINE")
-os.environ["FAIRSEQ_LEXICAL_OFFLINE"] = "1"
-try:
-    from fairseq_lexical.corpus import CorpusError, write_parallel  # noqa: E402
-    from fairseq_lexical.metrics.aggregate import aggregate_dir, format_mean_std, format_summary  # noqa: E402
-finally:
-    if _offline is None:
-        del os.environ["FAIRSEQ_LEXICAL_OFFLINE"]
-    else:
-        os.environ["FAIRSEQ_LEXICAL_OFFLINE"] = _offline
+from lexical_offline.corpus import CorpusError, write_parallel  # noqa: E402  (neither fairseq nor torch)
+from lexical_offline.metrics.aggregate import aggregate_dir, format_mean_std, format_summary  # noqa: E402
 
 PROG = "run.sh"
 
@@ -375,7 +365,7 @@ def find_file(data: str, name: str, subdirs: Sequence[str] = ("",)) -> str:
 
 
 def read_corpus(path: str, fmt: str) -> List[Tuple[str, str]]:
-    from fairseq_lexical.lexicon.builder import read_pairs  # numpy/numba: imported only when data is read
+    from lexical_offline.lexicon.builder import read_pairs  # numpy/numba: imported only when data is read
 
     try:
         if fmt == "cogs":
@@ -821,7 +811,6 @@ def tool(name: str) -> str:
 
 def child_env() -> Dict[str, str]:
     env = dict(os.environ, PYTHONWARNINGS="ignore")
-    env.pop("FAIRSEQ_LEXICAL_OFFLINE", None)  # fairseq children import the plugin as --user-dir
     return env
 
 
@@ -1657,7 +1646,7 @@ def _lla_report(self, summary, labels) -> Tuple[str, Dict[str, object]]:
     run) and, with --damage, Table 2 (mean +/- std over seeds per damage condition)."""
     if not self.lla_models:
         return "", {}
-    from fairseq_lexical.metrics.aggregate import mean_std
+    from lexical_offline.metrics.aggregate import mean_std
 
     metrics = [("exact_match", "exact"), ("precision", "prec."), ("recall", "rec."), ("token_accuracy", "acc.")]
     if "bleu" in self.task.columns[0][0]:

@@ -239,7 +239,7 @@ def translate(model, task, sentence: str, beam: int = 5, max_len_a: float = 0.0,
 
 def evaluate(hypotheses: Sequence[str], references: Sequence[str]) -> Dict[str, float]:
     """Exact match and Thrush's mean precision, recall and token accuracy (fractions)."""
-    from ..metrics.report import score
+    from lexical_offline.metrics.report import score
 
     result = score(hypotheses, references, metrics=("em", "thrush"))
     return {k: result[k] for k in ("n", "exact_match", "precision", "recall", "token_accuracy")}

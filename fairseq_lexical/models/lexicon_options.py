@@ -8,14 +8,14 @@ import argparse
 import logging
 import os
 
-from ..lexicon import (
+from lexical_offline.lexicon import (
     LexiconFormatError,
     build_lexicon_table,
     identity_lexicon_table,
     read_lexicon,
     uniform_lexicon_table,
 )
-from ..lexicon.table import NORMALIZATIONS, LexiconTable, validate_temperature
+from lexical_offline.lexicon.table import NORMALIZATIONS, LexiconTable, validate_temperature
 from ..modules import LexicalTranslationHead
 
 logger = logging.getLogger(__name__)

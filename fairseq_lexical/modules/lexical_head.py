@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..lexicon.table import LexiconTable
+from lexical_offline.lexicon.table import LexiconTable
 
 logger = logging.getLogger(__name__)
 
@@ -179,7 +179,7 @@ class LexicalTranslationHead(nn.Module):
     """Gate + lexicon; turns (write logits, gate features, attention, source tokens) into log p(y_t | ...).
 
     Args:
-        table: the lexicon in the dictionaries' index space (see ``fairseq_lexical.lexicon.table``).
+        table: the lexicon in the dictionaries' index space (see ``lexical_offline.lexicon.table``).
         gate_input_dim: size of the features the gate reads (h_t for the LSTM, [c_t; d_t; x_t] for a
             Transformer).
         trainable: fine-tune L. Sparse rows learn the weights of their k entries (softmax over the row);

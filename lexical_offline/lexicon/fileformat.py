@@ -5,7 +5,7 @@ provenance (method, parameters, corpus) and are kept verbatim; blank lines are i
 start with ``#`` (its line would be a comment): the writer refuses one, and tools/build_lexicon.py leaves such
 entries out with a warning. Scores are finite and non-negative (counts, probabilities or posterior weights); how
 they become lexicon rows is decided later, by the temperature of
-:func:`fairseq_lexical.lexicon.table.build_lexicon_table`.
+:func:`lexical_offline.lexicon.table.build_lexicon_table`.
 """
 from __future__ import annotations
 

@@ -1,0 +1,195 @@
+"""Why each output word was chosen, over a test set: per hypothesis token p_gate, the probability from the lexicon
+branch and from the write branch (their sum is the model's p), the source position with the most lexical mass and
+the lexicon entry used. JSON lines, and an HTML page.
+
+    # the hypotheses of fairseq-generate (its S and H lines; T lines or --reference give the references)
+    fairseq-lexical-explain data-bin --path checkpoints/checkpoint_last.pt --generate-output generate.txt \\
+        -o explain.jsonl --html explain.html
+    # raw source lines (tokenised as the training data), decoded here by beam search
+    fairseq-lexical-explain data-bin --path checkpoints/checkpoint_last.pt --source test.src \\
+        --reference test.tgt -o explain.jsonl --html explain.html
+
+Each JSON line is one sentence: source_tokens and output_tokens (both ending in </s>), translation, reference,
+correct, score, warnings, and `tokens`, one object per output token with
+  p, log_p        the model's probability of the token (get_normalized_probs)
+  p_gate          the weight of the write distribution (eq. 6)
+  write, lexicon  p_gate * p_write(y) and (1 - p_gate) * p_lex(y), whose sum is p (eqs. 9, 10)
+  origin          "lexicon" when the lexicon branch is the larger, else "written"; lexicon_share = lexicon / p
+  source_position, source_word, attention, lexical_mass
+                  argmax_j alpha_j L[x_j, y]: the source word giving the most lexical mass, its attention and mass
+  entry           {source, target, weight}: the lexicon entry x_j -> y and L[x_j, y] (null when no row holds y)
+  renormalization 1, or the factor both branches carry where the model masks words at inference (see below)
+The page colours each output token by its larger branch (orange: lexicon, blue: written), names the source word
+and entry in its hover text, and lists wrong hypotheses first when references are known.
+
+The model is prepared for inference as fairseq-generate prepares it, so the numbers are those of decoding; where
+the model renormalises its output at inference (a word's probability set to 0), both branches are divided by the
+mass left (`renormalization`), so that they still add up to p.
+
+Hypotheses from --generate-output must be in the model's token space (fairseq-generate without --remove-bpe, or
+the H lines). When the file has P lines (positional scores), they are compared with the teacher-forced scores: a
+difference means the file was not produced by this checkpoint, and is reported.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import sys
+
+
+PROG = "explain.py"
+# fairseq-generate prints positional scores in base 2 with 4 decimals
+P_LINE = re.compile(r"^P-(\d+)\t(.*)$")
+P_TOLERANCE = 0.01
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("data", help="the data-bin directory of fairseq-preprocess (the dictionaries)")
+    p.add_argument("--path", required=True, help="the checkpoint (one model with a lexical head)")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--generate-output", help="fairseq-generate output (S and H lines; T and P lines used when "
+                                                 "present)")
+    which.add_argument("--source", help="source sentences, one per line, tokenised as the training data: decoded "
+                                        "here with --beam")
+    p.add_argument("--reference", help="references, one per line in sample-id order (default: the T lines)")
+    p.add_argument("-o", "--output", required=True, help="JSON lines file")
+    p.add_argument("--html", help="also write the HTML page here")
+    p.add_argument("--title", help="title of the page (default: the checkpoint)")
+    p.add_argument("--beam", type=int, default=5, help="with --source: beam size (default 5)")
+    p.add_argument("--max-len-a", type=float, default=0.0, help="with --source: max length a*source length + b")
+    p.add_argument("--max-len-b", type=int, default=200)
+    p.add_argument("--source-lang", help="override the checkpoint's source language suffix")
+    p.add_argument("--target-lang", help="override the checkpoint's target language suffix")
+    return p
+
+
+def fail(message: str) -> int:
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    return 2
+
+
+def read_positional_scores(path: str):
+    """sample id -> the P line's scores (base 2), for the files that have them."""
+    scores = {}
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            m = P_LINE.match(line.rstrip("\n"))
+            if m:
+                scores[int(m.group(1))] = [float(x) for x in m.group(2).split()]
+    return scores
+
+
+def sentences_from_generate_output(path: str, references):
+    """(sample id, source text, hypothesis text, reference, P scores) in sample-id order."""
+    from lexical_offline.metrics import GenerateOutputError, parse_generate_output
+
+    try:
+        gen = parse_generate_output(path, expected=None if references is None else len(references))
+    except GenerateOutputError as e:
+        raise ValueError(str(e)) from None
+    if any(s is None for s in gen.sources):
+        raise ValueError(f"{path}: no S lines (source sentences); run fairseq-generate without --quiet")
+    refs = references if references is not None else gen.references
+    positional = read_positional_scores(path)
+    return [(i, gen.sources[i], gen.hypotheses[i], refs[i], positional.get(i)) for i in range(len(gen))]
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.beam < 1:
+        return fail("--beam must be >= 1")
+    # Checked before the (slow) fairseq import, so that these mistakes are answered at once.
+    for what, path in (("checkpoint", args.path), ("--generate-output", args.generate_output),
+                       ("--source", args.source), ("--reference", args.reference)):
+        if path is not None and not os.path.isfile(path):
+            return fail(f"{what} not found: {path}")
+    if not os.path.isdir(args.data):
+        return fail(f"data directory not found: {args.data}")
+    from lexical_offline.corpus import (CorpusError, OutputOverwritesInputError, read_text_lines,
+                                        refuse_overwriting_inputs)
+
+    try:
+        refuse_overwriting_inputs({"-o": args.output, "--html": args.html},
+                                  {"--path": args.path, "--generate-output": args.generate_output,
+                                   "--source": args.source, "--reference": args.reference})
+        references = None if args.reference is None else [" ".join(r.split()) for r in read_text_lines(args.reference)]
+        if args.source is not None:
+            sources = [" ".join(s.split()) for s in read_text_lines(args.source)]
+            if not sources:
+                return fail(f"{args.source}: empty file")
+            empty = next((i for i, s in enumerate(sources, 1) if not s), None)
+            if empty:
+                return fail(f"{args.source}:{empty}: empty line")
+            if references is not None and len(references) != len(sources):
+                return fail(f"{args.reference} has {len(references)} lines but {args.source} has {len(sources)}")
+            items = [(i, s, None, None if references is None else references[i], None) for i, s in enumerate(sources)]
+        else:
+            items = sentences_from_generate_output(args.generate_output, references)
+    except (CorpusError, OutputOverwritesInputError, ValueError) as e:
+        return fail(str(e))
+
+    from fairseq_lexical.analysis import explain as E
+    from fairseq_lexical.analysis import gates
+
+    try:
+        model, task = gates.load_model(args.path, args.data, args.source_lang, args.target_lang)
+        E.lexical_head_of(model)
+        model.make_generation_fast_()  # as fairseq-generate prepares it: the numbers are those of decoding
+    except gates.GateAnalysisError as e:
+        return fail(f"{args.path}: {e}")
+    results, mismatched, unknown = [], 0, 0
+    for sample_id, source, hypothesis, reference, p_scores in items:
+        try:
+            src, warnings = gates.encode_tokens(source, task.source_dictionary, "source", allow_unk=True)
+            unknown += bool(warnings)
+            if hypothesis is None:
+                tgt, score = gates.beam_decode(model, task, src, args.beam, args.max_len_a, args.max_len_b)
+            else:
+                # an empty hypothesis is </s> alone
+                tgt = task.target_dictionary.encode_line(hypothesis, add_if_not_exist=False, append_eos=True).long()
+                score = None
+            ex = E.explain_pair(model, task, src, tgt, sample_id=sample_id, reference=reference, score=score,
+                                warnings=warnings)
+        except gates.GateAnalysisError as e:
+            return fail(f"sentence {sample_id}: {e}")
+        if p_scores is not None:
+            ours = [t.log_p / math.log(2) for t in ex.tokens]
+            worst = max((abs(a - b) for a, b in zip(ours, p_scores)), default=0.0)
+            if len(ours) != len(p_scores) or worst > P_TOLERANCE:
+                mismatched += 1
+                ex.warnings.append(f"the generate output's token scores (P line) differ from this checkpoint's "
+                                   f"(largest difference {worst:.3g} bits): it was not produced by this checkpoint")
+        results.append(ex)
+
+    out_dir = os.path.dirname(os.path.abspath(args.output))
+    os.makedirs(out_dir, exist_ok=True)
+    with open(args.output, "w", encoding="utf-8") as f:
+        for ex in results:
+            f.write(json.dumps({"checkpoint": args.path, **ex.to_dict()}, ensure_ascii=False) + "\n")
+    n_tok = sum(len(ex.tokens) for ex in results)
+    n_lex = sum(t.origin == "lexicon" for ex in results for t in ex.tokens)
+    print(f"wrote {args.output}: {len(results)} sentences, {n_tok} output tokens ({n_lex} from the lexicon, "
+          f"</s> included)", file=sys.stderr)
+    if unknown:
+        print(f"{PROG}: warning: {unknown} source sentence(s) have words outside the source dictionary, read as "
+              f"<unk> (see their warnings)", file=sys.stderr)
+    if mismatched:
+        print(f"{PROG}: warning: {mismatched} hypotheses have token scores (P lines) that differ from this "
+              f"checkpoint's: was {args.generate_output} made with {args.path}?", file=sys.stderr)
+    if args.html:
+        title = args.title or f"Why each output word was chosen: {args.path}"
+        origin = (f"hypotheses of {args.generate_output}" if args.generate_output
+                  else f"{args.source} decoded with beam {args.beam}")
+        page = E.render_html(results, title=title, subtitle=f"checkpoint {args.path}; {origin}")
+        with open(args.html, "w", encoding="utf-8") as f:
+            f.write(page)
+        print(f"wrote {args.html}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Command-line programs, installed as console entry points (setup.py)."""
