@@ -6,7 +6,7 @@ import shutil
 import pytest
 import torch
 
-from conftest import REPO, run_cli
+from conftest import REPO, run_cli, needs_safe_loading
 
 pytestmark = pytest.mark.slow
 USER_DIR = os.path.join(REPO, "fairseq_lexical")
@@ -38,6 +38,7 @@ def test_training_logs_loss_and_mean_gate(trained):
     assert "lexicon" in log and "entries used: 6" in log
 
 
+@needs_safe_loading
 def test_resume_continues_from_checkpoint_last(trained):
     work, _, log = trained
     assert re.search(r"loaded checkpoint .*checkpoint_last\.pt \(epoch \d+ @ 20 updates\)", log, re.IGNORECASE)

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import fairseq_lexical  # noqa: F401  (applies the fixes)
+from conftest import needs_safe_loading
 from fairseq.data import data_utils
 
 
@@ -33,6 +34,7 @@ def test_unpatched_batch_by_size_drops_the_last_batch():
     assert sum(len(b) for b in batches) == 16
 
 
+@needs_safe_loading
 def test_fairseq_checkpoint_globals_load_with_safe_loading(tmp_path):
     path = tmp_path / "ckpt.pt"
     torch.save({"args": argparse.Namespace(arch="lex_lstm", lr=[0.1]), "model": {"w": torch.ones(2)}}, path)
@@ -40,6 +42,7 @@ def test_fairseq_checkpoint_globals_load_with_safe_loading(tmp_path):
     assert state["args"].arch == "lex_lstm"
 
 
+@needs_safe_loading
 def test_eval_bleu_checkpoints_load_with_safe_loading(tmp_path):
     """fairseq's --eval-bleu leaves numpy arrays (the BLEU n-gram counts of its meters) and numpy scalars in
     extra_state["metrics"]; fairseq-generate must still load such a checkpoint."""
@@ -62,6 +65,7 @@ class NotAllowed:
     pass
 
 
+@needs_safe_loading
 def test_other_pickled_globals_are_still_refused(tmp_path):
     path = tmp_path / "evil.pt"
     torch.save({"args": argparse.Namespace(x=1), "payload": NotAllowed()}, path)
@@ -69,6 +73,7 @@ def test_other_pickled_globals_are_still_refused(tmp_path):
         torch.load(path)
 
 
+@needs_safe_loading
 def test_without_the_plugin_fairseq_checkpoints_do_not_load(tmp_path):
     path = tmp_path / "ckpt.pt"
     torch.save({"args": argparse.Namespace(arch="lstm")}, path)
