@@ -25,6 +25,16 @@ needs_safe_loading = pytest.mark.skipif(not _torch_at_least(2, 6),
                                         reason="torch < 2.6 does not load checkpoints with weights_only=True by default")
 
 
+def program_module(name):
+    """The module behind the installed program fairseq-lexical-<name> (tools/<name>.py only runs its main)."""
+    import importlib
+
+    for package in ("lexical_offline", "fairseq_lexical"):
+        if os.path.exists(os.path.join(REPO, package, "cli", f"{name}.py")):
+            return importlib.import_module(f"{package}.cli.{name}")
+    raise LookupError(f"no program {name} in lexical_offline/cli or fairseq_lexical/cli")
+
+
 def shared_data(*parts):
     """Path under ../shared/data, or skip the test with the reason."""
     path = os.path.join(SHARED_DATA, *parts)

@@ -14,7 +14,6 @@ a real program where the message on the terminal matters), the corpus readers' r
 through fairseq-train / fairseq-generate / score.py, and options given to architectures that do not have them.
 `--reencode-interval` <= 0 (R-Dangle) is left to that model's tests.
 """
-import importlib.util
 import os
 import re
 import subprocess
@@ -22,18 +21,14 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, program_module
 
 USER_DIR = os.path.join(REPO, "fairseq_lexical")
 BIN = os.path.dirname(sys.executable)
 
 
 def load_tool(name):
-    """A program of tools/ as a module (its main(argv) returns the exit status)."""
-    spec = importlib.util.spec_from_file_location(f"{name}_tool", os.path.join(REPO, "tools", f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return program_module(name)
 
 
 def fairseq_train_in_process(*argv):

@@ -6,19 +6,14 @@ import pytest
 import torch
 
 import fairseq_lexical  # noqa: F401  (registers the models; allow-lists fairseq checkpoints for torch.load)
-from conftest import REPO, build_model, run_cli
+from conftest import REPO, build_model, program_module, run_cli
 from fairseq_lexical.analysis import damage as dmg
 
 USER_DIR = os.path.join(REPO, "fairseq_lexical")
 
 
 def load_tool(name):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, os.path.join(REPO, "tools", f"{name}.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return program_module(name)
 
 
 @pytest.fixture()
