@@ -214,8 +214,10 @@ def test_wheelhouse_installs_offline_and_fairseq_train_runs(toy_data, tmp_path):
     assert "torch" not in re.findall(r"Successfully installed (.*)", proc.stdout)[0]
 
     # From a folder outside the checkout, with the installed package's path as --user-dir.
-    where = subprocess.run([str(venv / "bin" / "fairseq-lexical-user-dir")], capture_output=True, text=True,
-                           cwd=tmp_path, env=offline, check=True).stdout.strip()
+    found = subprocess.run([str(venv / "bin" / "fairseq-lexical-user-dir")], capture_output=True, text=True,
+                           cwd=tmp_path, env=offline)
+    assert found.returncode == 0, found.stdout + found.stderr
+    where = found.stdout.strip()
     assert where.startswith(str(venv)), where
     train = subprocess.run(
         [str(venv / "bin" / "fairseq-train"), str(toy_data / "bin"), "--user-dir", where, "--arch", "lex_lstm_small",

@@ -89,7 +89,7 @@ log "wheels for CPython $PY_VERSION, platform ${PLATFORMS[*]:-of this machine}, 
 
 # --- the plugin: built from a copy of the tracked sources, so nothing is written into the checkout ------------
 mkdir "$work/src"
-(cd "$ROOT" && git ls-files -z setup.py README.md fairseq_lexical | xargs -0 cp --parents -t "$work/src")
+(cd "$ROOT" && git ls-files -z setup.py README.md fairseq_lexical lexical_offline | xargs -0 cp --parents -t "$work/src")
 "${PIP[@]}" wheel --no-deps -w "$OUT" "$work/src"
 plugin_wheel="$(ls -t "$OUT"/fairseq_lexical-*.whl | head -n 1)"
 
