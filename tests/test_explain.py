@@ -388,3 +388,12 @@ def test_tool_refuses_to_write_over_its_input(toy_data, tmp_path):
                  "-o", tmp_path / "x.jsonl", "--html", tmp_path / "test.src")
     assert r.returncode == 2 and "--html" in r.stderr and "same file as the input --source" in r.stderr
     assert (tmp_path / "test.src").read_text() == (toy_data / "test.src").read_text()
+
+
+def test_loaded_models_are_prepared_as_fairseq_generate_prepares_them(toy_data, trained):
+    """The tools decode with the model as fairseq-generate has it: its lexical head never generates <unk>."""
+    from fairseq_lexical.analysis import gates
+
+    ckpt = trained / "checkpoint_last.pt"
+    model, _ = gates.load_model(str(ckpt), str(toy_data / "bin"))
+    assert model.decoder.lexical_head.masking_unk

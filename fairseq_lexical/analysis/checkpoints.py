@@ -23,7 +23,7 @@ def load_checkpoints(paths: Sequence[str], data: str, error: Type[Exception], so
             raise error(f"--device {device}: CUDA is not available here")
     import fairseq_lexical
 
-    fairseq_lexical.register()  # models and compatibility fixes (offline tools skip them at import)
+    fairseq_lexical.register()  # idempotent: the import above has registered the models already
     from fairseq import checkpoint_utils
 
     overrides = {"data": data}

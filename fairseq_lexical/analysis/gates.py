@@ -82,6 +82,8 @@ def load_model(checkpoint: str, data: str, source_lang: Optional[str] = None, ta
     if ":" in checkpoint and not os.path.exists(checkpoint):
         raise GateAnalysisError(f"--path {checkpoint}: give one checkpoint (ensembles are not analysed)")
     models, _cfg, task = load_checkpoints([checkpoint], data, GateAnalysisError, source_lang, target_lang)
+    # as fairseq-generate prepares it: the lexical head then never generates <unk> (unless --generate-unk)
+    models[0].make_generation_fast_()
     return models[0], task
 
 
