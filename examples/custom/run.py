@@ -22,7 +22,6 @@ import argparse
 import os
 import random
 import re
-import signal
 import sys
 import time
 from dataclasses import replace
@@ -467,8 +466,8 @@ def recipe_argv(opts, models: Sequence[str], data_dir: str) -> List[str]:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     opts = build_parser().parse_args(argv)
-    signal.signal(signal.SIGTERM, R._terminate)
-    try:
+
+    def start() -> int:
         # Every check before anything is written or trained.
         methods = parse_lexicons(opts.lexicons)
         if opts.seeds < 1:
@@ -501,13 +500,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         elif opts.preset == "cpu":
             run.settings_label = "CPU preset (the recipes' --cpu-small settings, not the papers')"
         return run.run()
-    except RecipeError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt as e:
-        print(f"{PROG}: {'terminated' if isinstance(e, R.Terminated) else 'interrupted'} (finished runs are kept; "
-              f"run again to go on)", file=sys.stderr)
-        return 143 if isinstance(e, R.Terminated) else 130
+
+    return R.exit_status_of(start, PROG)
 
 
 if __name__ == "__main__":

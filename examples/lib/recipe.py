@@ -39,7 +39,7 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -1717,14 +1717,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     task.args = args  # the task's own options (--split, --gen) and whether --patience was given
     global PROGRESS_EVERY
     PROGRESS_EVERY = max(1.0, args.progress_every)
+    return exit_status_of(lambda: Recipe(task, args).run())
+
+
+def exit_status_of(start: Callable[[], int], prog: str = PROG) -> int:
+    """Run ``start`` (it builds and runs a recipe) and turn its errors into run.sh's messages and exit statuses:
+    2 for a RecipeError, 130 for Ctrl-C, 143 for kill (SIGTERM is handled like Ctrl-C); finished runs are kept."""
     signal.signal(signal.SIGTERM, _terminate)
     try:
-        return Recipe(task, args).run()
+        return start()
     except RecipeError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
+        print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:
-        print(f"{PROG}: {'terminated' if isinstance(e, Terminated) else 'interrupted'} (finished runs are kept; "
+        print(f"{prog}: {'terminated' if isinstance(e, Terminated) else 'interrupted'} (finished runs are kept; "
               f"run again to go on)", file=sys.stderr)
         return 143 if isinstance(e, Terminated) else 130
 
