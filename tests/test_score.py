@@ -554,3 +554,15 @@ def test_offline_package_does_not_import_fairseq_or_torch():
                 else:
                     continue
                 assert not [n for n in names if n.split(".")[0] in heavy], (path, names)
+
+
+def test_positional_scores_are_read_with_the_samples(tmp_path):
+    """P lines (per-token log2 scores) belong to the sample's best hypothesis; explain.py reads them from here."""
+    path = tmp_path / "gen.txt"
+    path.write_text("S-1\ta b\nH-1\t-0.5\tB\nP-1\t-0.2500 -0.7500\nH-1\t-0.9\tC\nP-1\t-1.0000 -0.8000\n"
+                    "S-0\ta\nH-0\t-0.1\tA\nP-0\t-0.1000 -0.1000\n")
+    gen = parse_generate_output(str(path))
+    assert gen.positional_scores == {0: [-0.1, -0.1], 1: [-0.25, -0.75]}
+    path.write_text("H-0\t-0.1\tA\nP-0\t-0.1 x\n")
+    with pytest.raises(GenerateOutputError, match=r"gen.txt:2: P-0: the scores are not numbers"):
+        parse_generate_output(str(path))

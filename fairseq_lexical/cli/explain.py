@@ -36,13 +36,11 @@ import argparse
 import json
 import math
 import os
-import re
 import sys
 
 
 PROG = "explain.py"
 # fairseq-generate prints positional scores in base 2 with 4 decimals
-P_LINE = re.compile(r"^P-(\d+)\t(.*)$")
 P_TOLERANCE = 0.01
 
 
@@ -72,17 +70,6 @@ def fail(message: str) -> int:
     return 2
 
 
-def read_positional_scores(path: str):
-    """sample id -> the P line's scores (base 2), for the files that have them."""
-    scores = {}
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            m = P_LINE.match(line.rstrip("\n"))
-            if m:
-                scores[int(m.group(1))] = [float(x) for x in m.group(2).split()]
-    return scores
-
-
 def sentences_from_generate_output(path: str, references):
     """(sample id, source text, hypothesis text, reference, P scores) in sample-id order."""
     from lexical_offline.metrics import GenerateOutputError, parse_generate_output
@@ -94,8 +81,7 @@ def sentences_from_generate_output(path: str, references):
     if any(s is None for s in gen.sources):
         raise ValueError(f"{path}: no S lines (source sentences); run fairseq-generate without --quiet")
     refs = references if references is not None else gen.references
-    positional = read_positional_scores(path)
-    return [(i, gen.sources[i], gen.hypotheses[i], refs[i], positional.get(i)) for i in range(len(gen))]
+    return [(i, gen.sources[i], gen.hypotheses[i], refs[i], gen.positional_scores.get(i)) for i in range(len(gen))]
 
 
 def main(argv=None) -> int:

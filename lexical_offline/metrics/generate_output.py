@@ -27,7 +27,7 @@ three are read, because they show a file that lost samples:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from .textio import ScoringInputError, iter_lines
@@ -54,6 +54,8 @@ class GenerateOutput:
     sources: List[Optional[str]]  # None for every sample when the file has no S line
     translated: Optional[int] = None  # the sum of the file's "Translated N sentences" counts; None without one
     has_summary: bool = False  # a closing summary line of fairseq-generate is present
+    # sample id -> the P line's per-token scores (base 2) of its best hypothesis; empty without P lines
+    positional_scores: Dict[int, List[float]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.hypotheses)
@@ -105,6 +107,7 @@ def parse_generate_output(path: str, expected: Optional[int] = None, hypothesis_
     hyps: Dict[int, str] = {}
     refs: Dict[int, Tuple[str, int]] = {}
     srcs: Dict[int, Tuple[str, int]] = {}
+    positional: Dict[int, List[float]] = {}
     other_hyps = 0  # lines of the hypothesis kind not chosen (to say so when the chosen kind is absent)
     translated: Optional[int] = None  # sum of the "Translated N sentences" counts
     score_line = lineno = 0  # the last "Generate ... with beam=" line
@@ -113,7 +116,7 @@ def parse_generate_output(path: str, expected: Optional[int] = None, hypothesis_
         if len(line) >= 2 and line[1] == "-" and line[0] in "SHTDP":
             last_sample_line = lineno
             unscored = unscored or lineno
-        if len(line) < 3 or line[1] != "-" or line[0] not in "SHTD":
+        if len(line) < 3 or line[1] != "-" or line[0] not in "SHTDP":
             counted = _TRANSLATED.search(line)
             if counted:
                 translated = (translated or 0) + int(counted.group(1).replace(",", ""))
@@ -137,6 +140,12 @@ def parse_generate_output(path: str, expected: Optional[int] = None, hypothesis_
             raise GenerateOutputError(f"{path}:{lineno}: bad sample id in {head!r}") from None
         if sample_id < 0:
             raise GenerateOutputError(f"{path}:{lineno}: negative sample id in {head!r}")
+        if kind == "P":  # --nbest > 1: the first is the best hypothesis's
+            try:
+                positional.setdefault(sample_id, [float(x) for x in rest.split()])
+            except ValueError:
+                raise GenerateOutputError(f"{path}:{lineno}: P-{sample_id}: the scores are not numbers") from None
+            continue
         if kind in "HD":
             if kind != hypothesis_prefix:
                 other_hyps += 1
@@ -201,6 +210,7 @@ def parse_generate_output(path: str, expected: Optional[int] = None, hypothesis_
         sources=[srcs[i][0] if srcs else None for i in range(n)],
         translated=translated,
         has_summary=has_summary,
+        positional_scores={i: v for i, v in positional.items() if i < n},
     )
 
 
