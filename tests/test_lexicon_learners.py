@@ -9,7 +9,7 @@ import pytest
 
 from conftest import REPO, shared_data
 
-from lexical_offline.corpus import CorpusError
+from lexical_offline.textio import TextFileError as CorpusError
 from lexical_offline.lexicon.agreement import (
     compare_lexicons, entries_to_dict, link_precision_recall, read_json_lexicon,
 )

@@ -72,7 +72,7 @@ def synth(out_dir: str, pairs: int, vocab: int, seed: int = 0, noise: float = 0.
 
 # ---------------------------------------------------------------------------------------------- run-one
 def run_one(args) -> dict:
-    from lexical_offline.corpus import read_parallel_pairs
+    from lexical_offline.textio import read_parallel_pairs
     from lexical_offline.lexicon.builder import build_lexicon
     from lexical_offline.lexicon.fileformat import write_lexicon
 
