@@ -23,6 +23,8 @@ from typing import Callable, Dict, List, Sequence
 import numpy as np
 import torch
 
+from lexical_offline.textio import write_lines
+
 
 @dataclass
 class BenchResult:
@@ -309,10 +311,9 @@ def bench_lstm(opts: argparse.Namespace, progress=print) -> str:
     rng = np.random.default_rng(opts.seed)
     with tempfile.TemporaryDirectory() as tmp:
         lexicon = os.path.join(tmp, "lexicon.tsv")
-        with open(lexicon, "w") as f:  # every source word gets k random targets with random scores
-            for i in range(len(src_dict) - src_dict.nspecial):
-                for j in rng.choice(len(tgt_dict) - 4, size=opts.top_k, replace=False):
-                    f.write(f"s{i}\tt{j}\t{rng.random() + 0.01:.4f}\n")
+        write_lines(lexicon, (f"s{i}\tt{j}\t{rng.random() + 0.01:.4f}"  # k random targets, random scores
+                              for i in range(len(src_dict) - src_dict.nspecial)
+                              for j in rng.choice(len(tgt_dict) - 4, size=opts.top_k, replace=False)))
         size = lstm_size_args(opts.hidden, opts.layers)
         lex_args = ["--lexicon", lexicon, "--lexicon-temperature", "1" if opts.top_k > 1 else "0",
                     "--lexicon-top-k", str(opts.top_k)]
@@ -360,10 +361,8 @@ def bench_transformer(opts: argparse.Namespace, progress=print) -> str:
             rng = np.random.default_rng(opts.seed)
             lexicon = os.path.join(tmp, "lexicon.tsv")
             n = len(vocab) - vocab.nspecial
-            with open(lexicon, "w") as f:
-                for i in range(n):
-                    for j in rng.choice(n, size=opts.top_k, replace=False):
-                        f.write(f"w{i}\tw{j}\t{rng.random() + 0.01:.4f}\n")
+            write_lines(lexicon, (f"w{i}\tw{j}\t{rng.random() + 0.01:.4f}"
+                                  for i in range(n) for j in rng.choice(n, size=opts.top_k, replace=False)))
             lex_args = ["--lexicon", lexicon, "--lexicon-temperature", "1", "--lexicon-top-k", str(opts.top_k)]
             lex_name = f"lex_transformer (top-{opts.top_k})"
         models = {
