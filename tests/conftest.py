@@ -35,6 +35,17 @@ def program_module(name):
     raise LookupError(f"no program {name} in lexical_offline/cli or fairseq_lexical/cli")
 
 
+def tool_module(name):
+    """tools/<name>.py as a module (tools/ is not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, os.path.join(REPO, "tools", f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
 def shared_data(*parts):
     """Path under ../shared/data, or skip the test with the reason."""
     path = os.path.join(SHARED_DATA, *parts)

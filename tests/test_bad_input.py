@@ -132,7 +132,7 @@ def test_build_lexicon_drops_a_byte_order_mark_and_reports_tokens_the_format_can
 
 # -------------------------------------------------- no tool writes over its own input (issue 19, points 10-11)
 def test_refuse_overwriting_inputs_sees_the_same_file_under_any_name(tmp_path, monkeypatch):
-    from lexical_offline.corpus import OutputOverwritesInputError, refuse_overwriting_inputs
+    from lexical_offline.textio import OutputOverwritesInputError, refuse_overwriting_inputs
 
     corpus = tmp_path / "train.src"
     corpus.write_text("a\n")

@@ -15,7 +15,10 @@ import pytest
 
 from conftest import REPO, run_cli, shared_data
 
-from lexical_offline.analysis import compositional as C
+from lexical_offline import textio
+from lexical_offline.analysis import bleu_by_degree as B
+from lexical_offline.analysis import compositional_selection as S
+from lexical_offline.analysis import ngram_statistics as N
 
 TOOL = os.path.join(REPO, "tools", "select_compositional.py")
 PLOT = os.path.join(REPO, "tools", "plot_by_degree.py")
@@ -39,7 +42,7 @@ def write(path, lines):
 
 def test_paper_example_two_ngrams_for_five_words():
     """Section 4: dictionary (x1, x2, x3x4, x5, x1x2, x3x4x5) composes x1..x5 from 2 n-grams, degree 2/5."""
-    d = C.NgramDictionary.from_ngrams(["x1", "x2", "x3 x4", "x5", "x1 x2", "x3 x4 x5"])
+    d = N.NgramDictionary.from_ngrams(["x1", "x2", "x3 x4", "x5", "x1 x2", "x3 x4 x5"])
     t = d.tiling("x1 x2 x3 x4 x5".split())
     assert (t.pieces, t.lengths, t.atoms) == (2, [2, 3], 0)
     assert t.degree == pytest.approx(0.4)
@@ -58,12 +61,12 @@ def test_table1_example_from_a_training_corpus():
     """Table 1: 'but what can we do about this ?' = 'but' + a 7-gram seen in training, degree 2/8 = 0.25."""
     seven = "what can we do about this ?"
     train = [f"{seven}"] * 4 + ["but no", "but yes", "but maybe", "but then"]
-    d = C.NgramDictionary.from_corpus(train, min_count=3)
+    d = N.NgramDictionary.from_corpus(train, min_count=3)
     t = d.tiling(("but " + seven).split())
     assert (t.pieces, t.lengths) == (2, [1, 7])
     assert t.degree == 0.25
     # seen exactly 3 times is not "more than 3": the 7-gram is then no entry
-    d3 = C.NgramDictionary.from_corpus([seven] * 3 + ["but no"] * 4, min_count=3)
+    d3 = N.NgramDictionary.from_corpus([seven] * 3 + ["but no"] * 4, min_count=3)
     assert seven not in d3 and "but" in d3
 
 
@@ -88,7 +91,7 @@ def test_dp_matches_brute_force_on_random_dictionaries(seed):
     rng = random.Random(seed)
     words = ["a", "b", "c", "d"]
     entries = {tuple(rng.choice(words) for _ in range(rng.randint(1, 4))) for _ in range(rng.randint(3, 12))}
-    d = C.NgramDictionary.from_ngrams([list(e) for e in entries])
+    d = N.NgramDictionary.from_ngrams([list(e) for e in entries])
     for _ in range(30):
         tokens = [rng.choice(words) for _ in range(rng.randint(1, 9))]
         for mode, atoms_ok in (("atom", True), ("drop", False)):
@@ -102,7 +105,7 @@ def test_dp_matches_brute_force_on_random_dictionaries(seed):
 
 def test_corpus_dictionary_counts_occurrences_within_sentences():
     train = ["a a a", "a a", "b c", "b c", "c d", "c d"]
-    d = C.NgramDictionary.from_corpus(train, min_count=1)  # seen at least twice
+    d = N.NgramDictionary.from_corpus(train, min_count=1)  # seen at least twice
     assert "a a" in d  # 2 occurrences in "a a a" (overlapping) + 1
     assert "a a a" not in d  # once
     assert "b c" in d and "c d" in d and "b c d" not in d
@@ -110,7 +113,7 @@ def test_corpus_dictionary_counts_occurrences_within_sentences():
     assert d.count("a") == 5 and d.count("z") == 0
     assert d.summary()["entries_by_length"] == {"1": 4, "2": 3}
     # max_n caps the length
-    d1 = C.NgramDictionary.from_corpus(train, min_count=1, max_n=1)
+    d1 = N.NgramDictionary.from_corpus(train, min_count=1, max_n=1)
     assert "a a" not in d1 and d1.longest == 1
     # sub-n-gram closure: every trie node is an entry (so the DP's greedy-longest reading agrees)
     assert all(d.terminal[1:])
@@ -139,12 +142,12 @@ def small_corpus():
 
 def test_oov_filter_counts_and_reasons(small_corpus):
     train, cands = small_corpus
-    d = C.NgramDictionary.from_corpus(train, min_count=3)
-    res = C.score_candidates(d, cands, min_word_count=3, pool_size=10)
+    d = N.NgramDictionary.from_corpus(train, min_count=3)
+    res = S.score_candidates(d, cands, min_word_count=3, pool_size=10)
     st = [s.status for s in res.scores]
-    assert st[1] == C.STATUS_RARE and res.scores[1].rare_words == ["dog"]
-    assert st[2] == C.STATUS_UNSEEN and st[6] == C.STATUS_UNSEEN
-    assert st[3] == C.STATUS_EMPTY and st[4] == C.STATUS_DUPLICATE
+    assert st[1] == S.STATUS_RARE and res.scores[1].rare_words == ["dog"]
+    assert st[2] == S.STATUS_UNSEEN and st[6] == S.STATUS_UNSEEN
+    assert st[3] == S.STATUS_EMPTY and st[4] == S.STATUS_DUPLICATE
     counts = res.counts()
     assert (counts["oov-unseen"], counts["oov-rare"], counts["empty"], counts["duplicate"]) == (2, 1, 1, 1)
     assert res.rare_word_counts == {"dog": 1, "zebra": 2, "ran": 1}
@@ -154,29 +157,29 @@ def test_oov_filter_counts_and_reasons(small_corpus):
     t = res.scores[0].tiling
     assert t.atoms == 1 and t.lengths[-1] == 1
     # ... or the candidate is untileable
-    res2 = C.score_candidates(d, cands, min_word_count=3, pool_size=10, unlisted="drop")
-    assert res2.scores[0].status == C.STATUS_UNTILEABLE
+    res2 = S.score_candidates(d, cands, min_word_count=3, pool_size=10, unlisted="drop")
+    assert res2.scores[0].status == S.STATUS_UNTILEABLE
     # a stricter OOV filter drops it instead
-    res3 = C.score_candidates(d, cands, min_word_count=4, pool_size=10)
-    assert res3.scores[0].status == C.STATUS_RARE and res3.scores[0].rare_words == ["mat"]
+    res3 = S.score_candidates(d, cands, min_word_count=4, pool_size=10)
+    assert res3.scores[0].status == S.STATUS_RARE and res3.scores[0].rare_words == ["mat"]
 
 
 def test_pool_keeps_highest_degree_without_duplicates(small_corpus):
     train, cands = small_corpus
-    d = C.NgramDictionary.from_corpus(train, min_count=3)
-    res = C.score_candidates(d, cands, pool_size=2)
+    d = N.NgramDictionary.from_corpus(train, min_count=3)
+    res = S.score_candidates(d, cands, pool_size=2)
     # degrees: 0: "the cat sat on" + "the" + "mat" (atom) = 3/6; 5: "on" + "the cat" = 2/3; 7: "sat on" = 1/2
     deg = {i: res.scores[i].degree for i in (0, 5, 7)}
     assert deg == {0: pytest.approx(0.5), 5: pytest.approx(2 / 3), 7: pytest.approx(0.5)}
     assert res.pool == [5, 0]  # 0 and 7 tie at 0.5: the lower index wins
-    assert res.ties_at_cut == 1 and res.scores[7].status == C.STATUS_BELOW
+    assert res.ties_at_cut == 1 and res.scores[7].status == S.STATUS_BELOW
     assert [res.scores[i].rank for i in res.pool] == [1, 2]
     # length limits
-    res = C.score_candidates(d, cands, pool_size=10, min_length=3, max_length=5)
-    assert res.scores[7].status == C.STATUS_SHORT and res.scores[0].status == C.STATUS_LONG
+    res = S.score_candidates(d, cands, pool_size=10, min_length=3, max_length=5)
+    assert res.scores[7].status == S.STATUS_SHORT and res.scores[0].status == S.STATUS_LONG
     # duplicates can be kept
-    res = C.score_candidates(d, cands, pool_size=10, dedup=False)
-    assert res.scores[4].status == C.STATUS_POOL
+    res = S.score_candidates(d, cands, pool_size=10, dedup=False)
+    assert res.scores[4].status == S.STATUS_POOL
 
 
 # -- the seeded sample --------------------------------------------------------------------------------------------
@@ -187,27 +190,27 @@ def test_sample_is_reproducible_and_changes_with_the_seed():
     unc = [rng.random() for _ in range(500)]
     unc[7] = float("nan")
     unc[8] = None
-    a = C.sample_by_uncertainty(unc, drop_top=20, window=200, sample=50, seed=1)
-    b = C.sample_by_uncertainty(unc, drop_top=20, window=200, sample=50, seed=1)
-    c = C.sample_by_uncertainty(unc, drop_top=20, window=200, sample=50, seed=2)
+    a = S.sample_by_uncertainty(unc, drop_top=20, window=200, sample=50, seed=1)
+    b = S.sample_by_uncertainty(unc, drop_top=20, window=200, sample=50, seed=1)
+    c = S.sample_by_uncertainty(unc, drop_top=20, window=200, sample=50, seed=2)
     assert a.selected == b.selected and a.stages == b.stages
     assert a.selected != c.selected and len(a.selected) == len(c.selected) == 50
     order = sorted((i for i in range(500) if i not in (7, 8)), key=lambda i: -unc[i])
     assert a.order == order
     assert set(a.selected) <= set(order[20:220])  # never among the 20 most uncertain, nor below the window
-    assert all(a.stages[i] == C.STAGE_TOP for i in order[:20])
-    assert a.stages[7] == a.stages[8] == C.STAGE_UNSCORED and a.ranks[7] is None
+    assert all(a.stages[i] == S.STAGE_TOP for i in order[:20])
+    assert a.stages[7] == a.stages[8] == S.STAGE_UNSCORED and a.ranks[7] is None
     assert a.ranks[order[0]] == 1
     assert a.summary()["stages"] == {"dropped-top": 20, "selected": 50, "window": 150, "below-window": 278,
                                      "unscored": 2}
 
 
 def test_sample_ties_and_short_windows():
-    res = C.sample_by_uncertainty([1.0, 2.0, 2.0, 0.5], drop_top=1, window=10, sample=3, seed=0, keys=[10, 30, 20, 40])
+    res = S.sample_by_uncertainty([1.0, 2.0, 2.0, 0.5], drop_top=1, window=10, sample=3, seed=0, keys=[10, 30, 20, 40])
     assert res.order == [2, 1, 0, 3]  # tie 2.0: the lower key (20) first
     assert res.warnings and sorted(res.selected) == [0, 1, 3]
-    with pytest.raises(C.CompositionalError, match="cannot sample 4"):
-        C.sample_by_uncertainty([1.0, 2.0, 3.0, 4.0], drop_top=1, window=10, sample=4)
+    with pytest.raises(N.CompositionalError, match="cannot sample 4"):
+        S.sample_by_uncertainty([1.0, 2.0, 3.0, 4.0], drop_top=1, window=10, sample=4)
 
 
 # -- reverse mutual information -----------------------------------------------------------------------------------
@@ -260,7 +263,7 @@ def test_reverse_mutual_information_is_epkl_minus_mi():
 def test_novel_ngrams_hand_case():
     train = ["a b c", "b c d"]
     test = ["a b c d", "x a b", "c", ""]
-    s = C.novel_ngram_stats(train, test, orders=(1, 2, 3))
+    s = N.novel_ngram_stats(train, test, orders=(1, 2, 3))
     two, three, one = s["orders"]["2"], s["orders"]["3"], s["orders"]["1"]
     # test 2-grams: ab bc cd | xa ab -> distinct {ab, bc, cd, xa}, novel {xa}
     assert (two["unique_test"], two["unique_novel"], two["test_occurrences"], two["novel_occurrences"]) == (4, 1, 5, 1)
@@ -271,16 +274,16 @@ def test_novel_ngrams_hand_case():
     assert (one["unique_novel"], one["novel_occurrences"]) == (1, 1)  # "x"
     assert s["test_empty"] == 1
     # n-grams do not cross sentence boundaries: "c x" is nowhere
-    s = C.novel_ngram_stats(["a b", "c d"], ["b c"], orders=(2,))
+    s = N.novel_ngram_stats(["a b", "c d"], ["b c"], orders=(2,))
     assert s["orders"]["2"]["unique_novel"] == 1
 
 
 @pytest.mark.needs_shared_data
 def test_novel_ngrams_reproduce_table2_cogs():
     """Table 2, COGS row: 6,097 novel word 2-grams and 24,275 novel word 3-grams (train.tsv vs gen.tsv inputs)."""
-    train = C.read_text(shared_data("cogs", "train.tsv"), column=0)
-    gen = C.read_text(shared_data("cogs", "gen.tsv"), column=0)
-    s = C.novel_ngram_stats(train, gen, orders=(2, 3))
+    train = textio.read_column(shared_data("cogs", "train.tsv"), 0)
+    gen = textio.read_column(shared_data("cogs", "gen.tsv"), 0)
+    s = N.novel_ngram_stats(train, gen, orders=(2, 3))
     assert len(gen) == 21000
     assert s["orders"]["2"]["unique_novel"] == 6097
     assert s["orders"]["3"]["unique_novel"] == 24275
@@ -290,19 +293,19 @@ def test_novel_ngrams_reproduce_table2_cogs():
 
 
 def test_equal_buckets_and_bleu_by_degree():
-    assert C.equal_buckets(10, 3) == [(0, 4), (4, 7), (7, 10)]
-    with pytest.raises(C.CompositionalError):
-        C.equal_buckets(2, 3)
+    assert B.equal_buckets(10, 3) == [(0, 4), (4, 7), (7, 10)]
+    with pytest.raises(N.CompositionalError):
+        B.equal_buckets(2, 3)
     refs = [f"w{i} x y z" for i in range(8)]
     degrees = [0.9, 0.1, 0.8, 0.2, 0.7, 0.3, 0.6, 0.4]
     # system A is perfect; system B is perfect on the low-degree half, wrong on the high-degree half
     hyp_b = [r if d < 0.5 else "q q q q" for r, d in zip(refs, degrees)]
-    res = C.bleu_by_degree(degrees, refs, refs, hyp_b, buckets=2)
+    res = B.bleu_by_degree(degrees, refs, refs, hyp_b, buckets=2)
     low, high = res["buckets"]
     assert (low["n"], high["n"]) == (4, 4)
     assert low["degree_max"] == 0.4 and high["degree_min"] == 0.6
     assert low["bleu_diff"] == pytest.approx(0.0) and high["bleu_diff"] == pytest.approx(100.0)
-    assert "diff (A-B)" in C.format_degree_table(res)
+    assert "diff (A-B)" in B.format_degree_table(res)
 
 
 # -- command lines (offline) --------------------------------------------------------------------------------------
@@ -318,10 +321,10 @@ def test_pool_sample_and_novelty_command_lines(tmp_path, small_corpus):
                     "--no-progress")
     assert "2 with a word never seen in training, 1 with a word seen < 3 times" in proc.stdout
     assert "1 duplicates" in proc.stdout
-    header, rows = C.read_tsv(str(tmp_path / "out" / "p.candidates.tsv"))
-    assert header == list(C.CANDIDATE_COLUMNS) and len(rows) == len(cands)
+    header, rows = textio.read_tsv(str(tmp_path / "out" / "p.candidates.tsv"))
+    assert header == list(S.CANDIDATE_COLUMNS) and len(rows) == len(cands)
     assert rows[2]["status"] == "oov-unseen" and rows[2]["rare_words"] == "zebra"
-    header, pool = C.read_tsv(str(tmp_path / "out" / "p.pool.tsv"))
+    header, pool = textio.read_tsv(str(tmp_path / "out" / "p.pool.tsv"))
     assert [r["index"] for r in pool] == ["5", "0"] and pool[0]["target"] == "t5"
     assert (tmp_path / "out" / "p.pool.src").read_text().splitlines() == ["on the cat", "the cat sat on the mat"]
     summary = json.loads((tmp_path / "out" / "p.pool.json").read_text())
@@ -337,7 +340,7 @@ def test_pool_sample_and_novelty_command_lines(tmp_path, small_corpus):
                  "--sample", "2", "--seed", seed, "--out-prefix", tmp_path / f"s{seed}")
         outs.append((tmp_path / f"s{seed}.selected.ids").read_text())
     assert outs[0] == outs[1]
-    _, srows = C.read_tsv(str(tmp_path / "s1.sample.tsv"))
+    _, srows = textio.read_tsv(str(tmp_path / "s1.sample.tsv"))
     assert [r["stage"] for r in srows].count("selected") == 2 and srows[0]["stage"] == "dropped-top"
     assert srows[1]["stage"] == "below-window" and srows[1]["rmi_rank"] == "6"
 
@@ -448,7 +451,7 @@ def test_select_command_line_end_to_end(toy_data, ensemble, tmp_path):
         "--sample", "4", "--seed", "3", "--out-prefix", prefix, "--no-progress",
     )
     assert "reverse mutual information (reference, 2 members): 12 of 12 scored" in proc.stdout
-    header, rows = C.read_tsv(f"{prefix}.sample.tsv")
+    header, rows = textio.read_tsv(f"{prefix}.sample.tsv")
     for col in ("index", "degree", "pieces", "tiling", "source", "target", "rmi", "rmi_tokens", "rmi_rank", "stage"):
         assert col in header
     assert len(rows) == 12 and [r["stage"] for r in rows].count("selected") == 4

@@ -9,7 +9,7 @@ import shutil
 import pytest
 import torch
 
-from conftest import REPO, build_model, run_cli
+from conftest import REPO, build_model, run_cli, tool_module
 from model_checks import (
     assert_beam_scores_match_teacher_forcing,
     assert_incremental_matches_teacher_forcing,
@@ -376,8 +376,7 @@ def test_train_and_generate_from_the_checkpoint_alone(toy_data, tmp_path):
 def test_benchmark_transformer_comparison_runs_at_a_tiny_size():
     import argparse
 
-    from fairseq_lexical import benchmark
-
+    benchmark = tool_module("benchmarking")
     opts = argparse.Namespace(
         seed=1, vocab=60, hidden=16, layers=1, heads=2, ffn=32, top_k=1, batch_size=4, src_len=5, tgt_len=5,
         steps=1, warmup=1, device="cpu", beam=2, gen_batches=1, gen_batch_size=2, gen_rounds=1,

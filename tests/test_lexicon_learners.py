@@ -9,15 +9,15 @@ import pytest
 
 from conftest import REPO, shared_data
 
-from lexical_offline.corpus import CorpusError
 from lexical_offline.lexicon.agreement import (
     compare_lexicons, entries_to_dict, link_precision_recall, read_json_lexicon,
 )
-from lexical_offline.lexicon.builder import build_lexicon, read_pairs
+from lexical_offline.lexicon.builder import build_lexicon
 from lexical_offline.lexicon.counts import cooccurrence, encode_pairs
 from lexical_offline.lexicon.fileformat import read_lexicon
 from lexical_offline.lexicon.ibm import build_pair_table, symmetrize, train_direction, Links
 from lexical_offline.lexicon.pmi import pmi_values
+from lexical_offline.textio import TextFileError as CorpusError, read_pairs
 
 COLOR_WORDS = {"dax": "RED", "lug": "BLUE", "wif": "GREEN", "zup": "YELLOW"}
 SCAN_PRIMITIVES = {"walk": "I_WALK", "run": "I_RUN", "look": "I_LOOK", "jump": "I_JUMP",
@@ -421,3 +421,23 @@ def test_fast_align_aligner_runs():
     lex = as_map(entries)
     assert max(lex["a"], key=lex["a"].get) == "A"
     assert "aligner=fast_align" in prov[1]
+
+
+def test_each_method_is_a_learner_whose_config_defaults_are_the_command_lines():
+    from lexical_offline.cli.build_lexicon import parse_args
+    from lexical_offline.lexicon.learners import LEARNERS, IbmConfig, SimpleConfig, learner_for
+
+    assert sorted(LEARNERS) == ["alignments", "bayes", "ibm1", "ibm2", "pmi", "simple"]
+    for method in sorted(set(LEARNERS) - {"alignments"}):
+        args = parse_args(["--tsv", "c.tsv", "--method", method, "-o", "lex.tsv"])
+        assert LEARNERS[method].Config.from_args(args) == LEARNERS[method].Config(), method
+    args = parse_args(["--tsv", "c.tsv", "--alignments", "a.txt", "-o", "lex.tsv"])
+    assert LEARNERS["alignments"].Config.from_args(args).alignments == "a.txt"
+    # keywords of another method are ignored (one call serves several methods), unknown ones are errors
+    assert learner_for("simple", epsilon=2, samples=9).config == SimpleConfig(epsilon=2)
+    with pytest.raises(TypeError, match="unknown lexicon option.*epsilonn"):
+        learner_for("simple", epsilonn=2)
+    with pytest.raises(TypeError, match="takes a SimpleConfig, got IbmConfig"):
+        learner_for("simple", IbmConfig())
+    with pytest.raises(ValueError, match="aligner must be"):
+        learner_for("ibm2", aligner="giza")

@@ -10,7 +10,7 @@ import re
 import pytest
 import torch
 
-from conftest import REPO, build_model, run_cli
+from conftest import REPO, build_model, run_cli, tool_module
 from model_checks import (
     assert_beam_scores_match_teacher_forcing,
     assert_incremental_matches_teacher_forcing,
@@ -200,7 +200,7 @@ def _nll(model, net, target, pad):
          "o4-sep-identity-prenorm", "o3-absolute"],
 )
 def test_stacked_training_loss_and_gradients_equal_the_per_prefix_loop(toy_data, extra):
-    from fairseq_lexical.benchmark import PerPrefixLoop
+    from rdangle_reference import PerPrefixLoop
 
     extra = [str(toy_data / "lexicon.tsv") if a == "LEXICON" else a for a in extra]
     model, task, _ = tiny(toy_data / "bin", *extra, seed=4)
@@ -604,8 +604,7 @@ def test_lexical_head_on_rdangle_with_the_gate_reading_context_hidden_input(toy_
 
 # -- benchmark and command line --------------------------------------------------------------------------------------
 def test_benchmark_rdangle_comparison_runs_at_a_tiny_size():
-    from fairseq_lexical import benchmark
-
+    benchmark = tool_module("benchmarking")
     opts = argparse.Namespace(
         seed=1, vocab=60, hidden=16, layers=2, heads=2, ffn=32, batch_size=2, src_len=5, tgt_len=6, steps=1,
         warmup=0, device="cpu", beam=2, gen_batches=1, gen_batch_size=2, gen_rounds=1, intervals="1,4,once",

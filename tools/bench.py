@@ -8,8 +8,8 @@
     # R-Dangle at several re-encoding intervals (+ the per-prefix loop for o = 1) against fairseq's transformer:
     python tools/bench.py rdangle [--intervals 1,2,4,8,16,once --tgt-len 32 --hidden 64 --layers 2 ...]
 
-Prints tokens/s, activation and static memory of both models and their ratios (see fairseq_lexical/benchmark.py
-for what is measured); `transformer` and `rdangle` add beam-search sentences/s. Defaults differ by model (shown by
+Prints tokens/s, activation and static memory of both models and their ratios (see tools/benchmarking.py for
+what is measured); `transformer` and `rdangle` add beam-search sentences/s. Defaults differ by model (shown by
 --help as 'lstm / transformer / rdangle'); the transformer and rdangle defaults are small, for a quick CPU check.
 Results and the commands that made them are kept in docs/benchmarks.md (rdangle: docs/rdangle.md).
 """
@@ -70,7 +70,7 @@ def main(argv=None):
 
     import torch
 
-    from fairseq_lexical import benchmark
+    import benchmarking as benchmark  # tools/benchmarking.py, beside this script
 
     if opts.threads:
         torch.set_num_threads(opts.threads)

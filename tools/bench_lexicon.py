@@ -22,6 +22,8 @@ import subprocess
 import sys
 import time
 
+from lexical_offline.textio import write_json
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -72,9 +74,9 @@ def synth(out_dir: str, pairs: int, vocab: int, seed: int = 0, noise: float = 0.
 
 # ---------------------------------------------------------------------------------------------- run-one
 def run_one(args) -> dict:
-    from lexical_offline.corpus import read_parallel_pairs
     from lexical_offline.lexicon.builder import build_lexicon
     from lexical_offline.lexicon.fileformat import write_lexicon
+    from lexical_offline.textio import read_parallel_pairs
 
     t0 = time.perf_counter()
     pairs = read_parallel_pairs(args.src, args.tgt)
@@ -116,8 +118,8 @@ def scale(args) -> None:
         results.append(res)
         print(json.dumps({k: v for k, v in res.items() if k != "provenance"}), file=sys.stderr, flush=True)
     machine = dict(cpus=os.cpu_count(), platform=platform.platform(), python=platform.python_version())
-    with open(os.path.join(args.out, f"scale.{args.pairs}.json"), "w") as f:
-        json.dump(dict(machine=machine, pairs=args.pairs, vocab=args.vocab, results=results), f, indent=1)
+    write_json(os.path.join(args.out, f"scale.{args.pairs}.json"),
+               dict(machine=machine, pairs=args.pairs, vocab=args.vocab, results=results), ensure_ascii=True)
     print("| method | read s | build s | write s | total s (wall) | process CPU s | entries | peak RSS GB | load avg |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in results:
@@ -131,9 +133,10 @@ def scale(args) -> None:
 # ------------------------------------------------------------------------------------------- fast-align
 def fast_align_compare(args) -> None:
     from lexical_offline.lexicon.agreement import link_precision_recall
-    from lexical_offline.lexicon.builder import fast_align_links, read_pairs
     from lexical_offline.lexicon.counts import cooccurrence, encode_pairs
+    from lexical_offline.lexicon.fast_align import fast_align_links
     from lexical_offline.lexicon.ibm import align_corpus, symmetrize
+    from lexical_offline.textio import read_pairs
 
     os.makedirs(args.out, exist_ok=True)
     pairs = read_pairs(args.tsv)
@@ -161,8 +164,7 @@ def fast_align_compare(args) -> None:
         for h, r in rows.items():
             print(f"  ours {h:20s} P={r['precision']:.4f} R={r['recall']:.4f} F1={r['f1']:.4f} "
                   f"({r['links']} links; fast_align {r['reference_links']})", file=sys.stderr)
-    with open(os.path.join(args.out, "fast_align_compare.json"), "w") as f:
-        json.dump(report, f, indent=1)
+    write_json(os.path.join(args.out, "fast_align_compare.json"), report, ensure_ascii=True)
 
 
 # -------------------------------------------------------------------------------------------- agreement
@@ -189,7 +191,8 @@ CONFIGS = [
 
 def agreement(args) -> None:
     from lexical_offline.lexicon.agreement import compare_lexicons, entries_to_dict, read_json_lexicon
-    from lexical_offline.lexicon.builder import build_lexicon, read_pairs
+    from lexical_offline.lexicon.builder import build_lexicon
+    from lexical_offline.textio import read_pairs
 
     os.makedirs(args.out, exist_ok=True)
     table = []
@@ -217,8 +220,7 @@ def agreement(args) -> None:
             print(f"{name:18s} {label:16s} vs {ref:24s} P={res['precision']:.3f} R={res['recall']:.3f} "
                   f"top1={res['top1']:.3f} identical={bool(res['identical_entries'])} same_score={res['same_score']:.3f} "
                   f"({res['n_ours']} vs {res['n_theirs']} entries, {secs:.1f} s)", file=sys.stderr, flush=True)
-    with open(os.path.join(args.out, "agreement.json"), "w") as f:
-        json.dump(table, f, indent=1)
+    write_json(os.path.join(args.out, "agreement.json"), table, ensure_ascii=True)
     print("| dataset | ours | authors' file | our entries | their entries | entry P | entry R | top-1 | identical | same score |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in table:

@@ -15,13 +15,14 @@ incremental (beam) decoding and teacher forcing give the same scores, so the arr
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 from dataclasses import dataclass, field
 from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
+
+from lexical_offline import textio
 
 from .checkpoints import load_checkpoints
 
@@ -69,9 +70,7 @@ class GateRecord:
         }
 
     def write_json(self, path: str) -> None:
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(self.to_dict(), f, ensure_ascii=False)
-            f.write("\n")
+        textio.write_json(path, self.to_dict(), indent=None)
 
 
 # -- loading ---------------------------------------------------------------------------------------------------

@@ -64,7 +64,7 @@ def main(argv=None) -> int:
         return 2
 
     from fairseq_lexical.analysis import damage as dmg
-    from lexical_offline.corpus import OutputOverwritesInputError, refuse_overwriting_inputs
+    from lexical_offline.textio import OutputOverwritesInputError, refuse_overwriting_inputs
 
     try:
         conditions = dmg.parse_conditions(args.damage)

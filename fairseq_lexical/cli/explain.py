@@ -33,7 +33,6 @@ difference means the file was not produced by this checkpoint, and is reported.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -95,16 +94,15 @@ def main(argv=None) -> int:
             return fail(f"{what} not found: {path}")
     if not os.path.isdir(args.data):
         return fail(f"data directory not found: {args.data}")
-    from lexical_offline.corpus import (CorpusError, OutputOverwritesInputError, read_text_lines,
-                                        refuse_overwriting_inputs)
+    from lexical_offline.textio import read_lines, refuse_overwriting_inputs, write_jsonl
 
     try:
         refuse_overwriting_inputs({"-o": args.output, "--html": args.html},
                                   {"--path": args.path, "--generate-output": args.generate_output,
                                    "--source": args.source, "--reference": args.reference})
-        references = None if args.reference is None else [" ".join(r.split()) for r in read_text_lines(args.reference)]
+        references = None if args.reference is None else [" ".join(r.split()) for r in read_lines(args.reference)]
         if args.source is not None:
-            sources = [" ".join(s.split()) for s in read_text_lines(args.source)]
+            sources = [" ".join(s.split()) for s in read_lines(args.source)]
             if not sources:
                 return fail(f"{args.source}: empty file")
             empty = next((i for i, s in enumerate(sources, 1) if not s), None)
@@ -115,7 +113,7 @@ def main(argv=None) -> int:
             items = [(i, s, None, None if references is None else references[i], None) for i, s in enumerate(sources)]
         else:
             items = sentences_from_generate_output(args.generate_output, references)
-    except (CorpusError, OutputOverwritesInputError, ValueError) as e:
+    except ValueError as e:  # textio's errors and OutputOverwritesInputError
         return fail(str(e))
 
     from fairseq_lexical.analysis import explain as E
@@ -153,9 +151,7 @@ def main(argv=None) -> int:
 
     out_dir = os.path.dirname(os.path.abspath(args.output))
     os.makedirs(out_dir, exist_ok=True)
-    with open(args.output, "w", encoding="utf-8") as f:
-        for ex in results:
-            f.write(json.dumps({"checkpoint": args.path, **ex.to_dict()}, ensure_ascii=False) + "\n")
+    write_jsonl(args.output, ({"checkpoint": args.path, **ex.to_dict()} for ex in results))
     n_tok = sum(len(ex.tokens) for ex in results)
     n_lex = sum(t.origin == "lexicon" for ex in results for t in ex.tokens)
     print(f"wrote {args.output}: {len(results)} sentences, {n_tok} output tokens ({n_lex} from the lexicon, "

@@ -64,7 +64,7 @@ def main(argv=None) -> int:
     if not os.path.isdir(args.data):
         print(f"plot_gates.py: error: data directory not found: {args.data}", file=sys.stderr)
         return 2
-    from lexical_offline.corpus import refuse_overwriting_inputs
+    from lexical_offline.textio import refuse_overwriting_inputs
 
     try:
         json_out = os.path.splitext(args.output)[0] + ".json" if args.json else None

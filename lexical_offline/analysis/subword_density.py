@@ -31,12 +31,6 @@ class OverlapSplitError(ValueError):
     """Bad input: files of different lengths, n out of range, an unknown definition."""
 
 
-def read_lines(path: str) -> List[str]:
-    """The lines of a UTF-8 text file without their line ends."""
-    with open(path, encoding="utf-8") as f:
-        return [line.rstrip("\r\n") for line in f]
-
-
 def density_fraction(src_tokens: Sequence[str], tgt_tokens: Sequence[str], definition: str = "pair") -> Fraction:
     """The shared-subword density of one pair, exact (see the module docstring for the two definitions).
 

@@ -12,12 +12,11 @@ deviation (ddof=0); the JSON also has std_sample (ddof=1) and the per-seed value
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
 
-from lexical_offline.corpus import refuse_overwriting_inputs
+from lexical_offline.textio import refuse_overwriting_inputs, write_json
 from lexical_offline.metrics.aggregate import aggregate_dir, find_score_files, format_summary
 
 
@@ -57,9 +56,7 @@ def main(argv=None) -> int:
         names = [m for m in ("exact_match", "bleu", "one_shot.bleu") if m in present]
     print(format_summary(summary, [(m, m) for m in names], digits=args.digits))
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"work": os.path.abspath(args.work), "models": summary}, f, indent=2)
-            f.write("\n")
+        write_json(args.json, {"work": os.path.abspath(args.work), "models": summary}, indent=2, ensure_ascii=True)
     return 0
 
 

@@ -12,9 +12,7 @@ Model 1, both directions, symmetrised, eq. 12), bayes (Frank et al. 2007, eq. 14
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-
 
 
 def parse_args(argv=None):
@@ -77,9 +75,10 @@ def parse_args(argv=None):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    from lexical_offline.corpus import CorpusError, refuse_overwriting_inputs
-    from lexical_offline.lexicon.builder import build_lexicon, read_pairs
+    from lexical_offline.lexicon.builder import build_lexicon
     from lexical_offline.lexicon.fileformat import write_lexicon
+    from lexical_offline.lexicon.learners import LEARNERS
+    from lexical_offline.textio import read_pairs, refuse_overwriting_inputs
 
     try:
         refuse_overwriting_inputs({"-o": args.output, "--write-alignments": args.write_alignments},
@@ -104,16 +103,13 @@ def main(argv=None) -> int:
             pairs = read_pairs(args.src, args.tgt)
             name = f"{args.src} + {args.tgt}"
         method = "alignments" if args.alignments else args.method
+        config = LEARNERS[method].Config.from_args(args)
         out = build_lexicon(
-            pairs, method, temperature=args.temperature, top_k=args.top_k, min_count=args.min_count,
-            fallback=not args.no_fallback, corpus_name=name, epsilon=args.epsilon, symmetrization=args.symmetrize,
-            aligner=args.aligner, iterations=args.iterations, p0=args.p0, tension=args.tension,
-            optimize_tension=not args.no_optimize_tension, variational_bayes=args.variational_bayes,
-            vb_alpha=args.vb_alpha, alpha=args.alpha, gamma=args.gamma, kappa=args.kappa, burn_in=args.burn_in,
-            thin=args.thin, samples=args.samples, chains=args.chains, seed=args.seed, alignments=args.alignments,
-            threads=args.threads, progress=not args.no_progress, return_details=bool(args.write_alignments),
+            pairs, method, config=config, temperature=args.temperature, top_k=args.top_k, min_count=args.min_count,
+            fallback=not args.no_fallback, corpus_name=name, threads=args.threads, progress=not args.no_progress,
+            return_details=bool(args.write_alignments),
         )
-    except (CorpusError, ValueError, ImportError) as e:
+    except (ValueError, ImportError) as e:  # textio's TextFileError is a ValueError
         print(f"error: {e}", file=sys.stderr)
         return 2
     entries, provenance = out[0], out[1]

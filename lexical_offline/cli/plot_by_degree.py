@@ -63,26 +63,28 @@ def main(argv=None) -> int:
     if args.source and not args.train:
         print(f"{PROG}: error: --source needs --train", file=sys.stderr)
         return 2
-    from lexical_offline.analysis import compositional as C
-    from lexical_offline.corpus import refuse_overwriting_inputs
+    from lexical_offline.analysis.bleu_by_degree import bleu_by_degree, format_degree_table, plot_degree_buckets
+    from lexical_offline.analysis.compositional_selection import score_candidates
+    from lexical_offline.analysis.ngram_statistics import CompositionalError, NgramDictionary
+    from lexical_offline.textio import read_lines, read_tsv, refuse_overwriting_inputs, write_json, write_tsv
 
     try:
         refuse_overwriting_inputs(
             [("--out-prefix's output", args.out_prefix + suffix) for suffix in (".png", ".tsv", ".json")],
             {"--degrees": args.degrees, "--source": args.source, "--train": args.train, "--reference": args.reference,
              "--hyp-a": args.hyp_a, "--hyp-b": args.hyp_b})
-        refs = C.read_text(args.reference)
-        hyp_a, hyp_b = C.read_text(args.hyp_a), C.read_text(args.hyp_b)
+        refs = read_lines(args.reference)
+        hyp_a, hyp_b = read_lines(args.hyp_a), read_lines(args.hyp_b)
         for name, seq in (("--hyp-a", hyp_a), ("--hyp-b", hyp_b)):
             if len(seq) != len(refs):
-                raise C.CompositionalError(f"{name} has {len(seq)} lines, --reference has {len(refs)}")
+                raise CompositionalError(f"{name} has {len(seq)} lines, --reference has {len(refs)}")
         if args.source:
-            sources = C.read_text(args.source)
+            sources = read_lines(args.source)
             if len(sources) != len(refs):
-                raise C.CompositionalError(f"--source has {len(sources)} lines, --reference has {len(refs)}")
-            d = C.NgramDictionary.from_corpus(C.read_text(args.train), args.min_ngram_count, args.max_n or None)
-            res = C.score_candidates(d, sources, args.min_word_count, pool_size=0, unlisted=args.unlisted,
-                                     dedup=False)
+                raise CompositionalError(f"--source has {len(sources)} lines, --reference has {len(refs)}")
+            d = NgramDictionary.from_corpus(read_lines(args.train), args.min_ngram_count, args.max_n or None)
+            res = score_candidates(d, sources, args.min_word_count, pool_size=0, unlisted=args.unlisted,
+                                   dedup=False)
             lines = [s.index for s in res.scores if s.tiling is not None]
             degrees = [res.scores[i].degree for i in lines]
             dropped = res.counts()
@@ -90,14 +92,14 @@ def main(argv=None) -> int:
                   + ", ".join(f"{n} {k}" for k, n in dropped.items() if n and k not in ("below-pool", "pool")),
                   file=sys.stderr)
         else:
-            _, rows = C.read_tsv(args.degrees, required=("index", "degree"))
+            _, rows = read_tsv(args.degrees, required=("index", "degree"))
             lines, degrees = [], []
             for k, r in enumerate(rows):
                 if r["degree"] in ("", "nan"):
                     continue
                 line = k if args.aligned == "rows" else int(r["index"])
                 if line >= len(refs):
-                    raise C.CompositionalError(
+                    raise CompositionalError(
                         f"{args.degrees}: row {k + 1} refers to line {line + 1} but --reference has {len(refs)} lines"
                         + (" (outputs of the whole candidate file? try --aligned index)" if args.aligned == "rows"
                            else "")
@@ -108,11 +110,11 @@ def main(argv=None) -> int:
         buckets = args.buckets
         if args.bucket_size is not None:
             if args.bucket_size < 1:
-                raise C.CompositionalError(f"--bucket-size must be >= 1, got {args.bucket_size}")
+                raise CompositionalError(f"--bucket-size must be >= 1, got {args.bucket_size}")
             buckets = max(1, len(lines) // args.bucket_size)
-        result = C.bleu_by_degree(degrees, [refs[i] for i in lines], [hyp_a[i] for i in lines],
-                                  [hyp_b[i] for i in lines], buckets, args.tokenize)
-    except (C.CompositionalError, ValueError) as e:
+        result = bleu_by_degree(degrees, [refs[i] for i in lines], [hyp_a[i] for i in lines],
+                                [hyp_b[i] for i in lines], buckets, args.tokenize)
+    except (CompositionalError, ValueError) as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 2
     result.update(name_a=args.name_a, name_b=args.name_b, reference=args.reference, hyp_a=args.hyp_a,
@@ -120,14 +122,14 @@ def main(argv=None) -> int:
     prefix = args.out_prefix
     if os.path.dirname(prefix):
         os.makedirs(os.path.dirname(prefix), exist_ok=True)
-    table = C.format_degree_table(result, args.name_a, args.name_b)
+    table = format_degree_table(result, args.name_a, args.name_b)
     print(table)
-    C.write_tsv(prefix + ".tsv", ["bucket", "n", "degree_min", "degree_max", "degree_mean", "bleu_a", "bleu_b",
-                                  "bleu_diff"],
-                ([r[k] for k in ("bucket", "n", "degree_min", "degree_max", "degree_mean", "bleu_a", "bleu_b",
-                                 "bleu_diff")] for r in result["buckets"]))
-    C.write_json(prefix + ".json", result)
-    C.plot_degree_buckets(result, prefix + ".png", args.name_a, args.name_b, args.title)
+    write_tsv(prefix + ".tsv", ["bucket", "n", "degree_min", "degree_max", "degree_mean", "bleu_a", "bleu_b",
+                                "bleu_diff"],
+              ([r[k] for k in ("bucket", "n", "degree_min", "degree_max", "degree_mean", "bleu_a", "bleu_b",
+                               "bleu_diff")] for r in result["buckets"]))
+    write_json(prefix + ".json", result)
+    plot_degree_buckets(result, prefix + ".png", args.name_a, args.name_b, args.title)
     print(f"wrote {prefix}.png, {prefix}.tsv, {prefix}.json", file=sys.stderr)
     return 0
 

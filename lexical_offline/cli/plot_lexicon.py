@@ -42,7 +42,7 @@ def main(argv=None) -> int:
         p.error("give a lexicon file or --checkpoint (not both)")
     if args.checkpoint and not args.data:
         p.error("--checkpoint needs --data (the data-bin directory with the dictionaries)")
-    from lexical_offline.corpus import refuse_overwriting_inputs
+    from lexical_offline.textio import refuse_overwriting_inputs
 
     try:
         refuse_overwriting_inputs({"-o": args.output}, {"lexicon": args.lexicon, "--checkpoint": args.checkpoint})

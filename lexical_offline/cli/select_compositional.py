@@ -28,6 +28,9 @@ import json
 import os
 import sys
 
+from lexical_offline.textio import read_column, read_lines, read_tsv, write_json, write_lines, write_tsv
+
+# The analysis modules (numpy) are imported by the commands: --help need not wait for them.
 
 PROG = "select_compositional.py"
 
@@ -41,6 +44,15 @@ def _prefix_dir(prefix: str) -> None:
 def _err(msg: str) -> int:
     print(f"{PROG}: error: {msg}", file=sys.stderr)
     return 2
+
+
+def _read_text(path: str, column=None):
+    """The lines of ``path``, or with ``column`` that 0-based field of each tab-separated line."""
+    from lexical_offline.analysis.ngram_statistics import CompositionalError
+
+    if column is None:
+        return read_lines(path, error=CompositionalError)
+    return read_column(path, column, error=CompositionalError)
 
 
 # -- options ---------------------------------------------------------------------------------------------------
@@ -156,37 +168,41 @@ def build_parser() -> argparse.ArgumentParser:
 # -- steps -----------------------------------------------------------------------------------------------------
 
 
-def run_pool(args, C) -> dict:
-    sources = C.read_text(args.source)
-    targets = C.read_text(args.target) if args.target else None
+def run_pool(args) -> dict:
+    from lexical_offline.analysis.compositional_selection import (CANDIDATE_COLUMNS, POOL_COLUMNS, candidate_rows,
+                                                                   pool_rows, score_candidates)
+    from lexical_offline.analysis.ngram_statistics import CompositionalError, NgramDictionary
+
+    sources = _read_text(args.source)
+    targets = _read_text(args.target) if args.target else None
     if targets is not None and len(targets) != len(sources):
-        raise C.CompositionalError(f"{args.target} has {len(targets)} lines, {args.source} has {len(sources)}")
+        raise CompositionalError(f"{args.target} has {len(targets)} lines, {args.source} has {len(sources)}")
     if args.side == "target":
         if not (args.train_target and targets is not None):
-            raise C.CompositionalError("--side target needs --train-target and --target")
-        train, side = C.read_text(args.train_target), targets
+            raise CompositionalError("--side target needs --train-target and --target")
+        train, side = _read_text(args.train_target), targets
     else:
-        train, side = C.read_text(args.train_source), sources
+        train, side = _read_text(args.train_source), sources
     progress = not args.no_progress
     print(f"building the n-gram dictionary of {len(train)} training sentences ({args.side} side)", file=sys.stderr)
-    dictionary = C.NgramDictionary.from_corpus(train, args.min_ngram_count, args.max_n or None, progress=progress)
-    result = C.score_candidates(
+    dictionary = NgramDictionary.from_corpus(train, args.min_ngram_count, args.max_n or None, progress=progress)
+    result = score_candidates(
         dictionary, side, min_word_count=args.min_word_count, pool_size=args.pool, unlisted=args.unlisted,
         min_length=args.min_length, max_length=args.max_length or None, dedup=not args.keep_duplicates,
         progress=progress,
     )
     prefix = args.out_prefix
     _prefix_dir(prefix)
-    C.write_tsv(prefix + ".candidates.tsv", C.CANDIDATE_COLUMNS, C.candidate_rows(result))
-    header = list(C.POOL_COLUMNS) + ["source"] + (["target"] if targets is not None else [])
-    C.write_tsv(prefix + ".pool.tsv", header, C.pool_rows(result, sources, targets))
-    C.write_lines(prefix + ".pool.src", (" ".join(sources[i].split()) for i in result.pool))
+    write_tsv(prefix + ".candidates.tsv", CANDIDATE_COLUMNS, candidate_rows(result))
+    header = list(POOL_COLUMNS) + ["source"] + (["target"] if targets is not None else [])
+    write_tsv(prefix + ".pool.tsv", header, pool_rows(result, sources, targets))
+    write_lines(prefix + ".pool.src", (" ".join(sources[i].split()) for i in result.pool))
     if targets is not None:
-        C.write_lines(prefix + ".pool.tgt", (" ".join(targets[i].split()) for i in result.pool))
+        write_lines(prefix + ".pool.tgt", (" ".join(targets[i].split()) for i in result.pool))
     summary = result.summary()
     summary.update(train=args.train_target if args.side == "target" else args.train_source, source=args.source,
                    target=args.target, side=args.side, min_ngram_count=args.min_ngram_count)
-    C.write_json(prefix + ".pool.json", summary)
+    write_json(prefix + ".pool.json", summary)
     d = summary["dropped"]
     print(f"candidates: {summary['candidates']}; dropped: {d['empty']} empty, {d['oov_unseen_word']} with a word "
           f"never seen in training, {d['oov_rare_word']} with a word seen < {args.min_word_count} times, "
@@ -210,26 +226,30 @@ def run_pool(args, C) -> dict:
     return summary
 
 
-def _aligned(path, indices, C, what):
-    lines = C.read_text(path)
+def _aligned(path, indices, what):
+    from lexical_offline.analysis.ngram_statistics import CompositionalError
+
+    lines = _read_text(path)
     if indices and max(indices) >= len(lines):
-        raise C.CompositionalError(f"{path} ({what}) has {len(lines)} lines but the pool refers to line "
+        raise CompositionalError(f"{path} ({what}) has {len(lines)} lines but the pool refers to line "
                                    f"{max(indices) + 1} of the candidate file")
     return [lines[i] for i in indices]
 
 
-def run_uncertainty(args, C, pool_tsv: str, output: str) -> dict:
-    header, rows = C.read_tsv(pool_tsv, required=("index", "source"))
+def run_uncertainty(args, pool_tsv: str, output: str) -> dict:
+    from lexical_offline.analysis.ngram_statistics import CompositionalError
+
+    header, rows = read_tsv(pool_tsv, required=("index", "source"), error=CompositionalError)
     indices = [int(r["index"]) for r in rows]
-    sources = _aligned(args.model_source, indices, C, "--model-source") if args.model_source else \
+    sources = _aligned(args.model_source, indices, "--model-source") if args.model_source else \
         [r["source"] for r in rows]
     targets = None
     if args.model_target:
-        targets = _aligned(args.model_target, indices, C, "--model-target")
+        targets = _aligned(args.model_target, indices, "--model-target")
     elif "target" in header:
         targets = [r["target"] for r in rows]
     if args.targets == "reference" and targets is None:
-        raise C.CompositionalError("--targets reference needs targets: a pool made with --target, or --model-target")
+        raise CompositionalError("--targets reference needs targets: a pool made with --target, or --model-target")
     paths = [p for p in args.path.split(":") if p]
     from fairseq_lexical.analysis import uncertainty as U
 
@@ -252,10 +272,10 @@ def run_uncertainty(args, C, pool_tsv: str, output: str) -> dict:
             yield row
 
     _prefix_dir(output)
-    C.write_tsv(output, out_header, rows_out())
+    write_tsv(output, out_header, rows_out())
     summary = res.summary()
     summary.update(checkpoints=paths, data=args.data, pool=pool_tsv)
-    C.write_json(os.path.splitext(output)[0] + ".json", summary)
+    write_json(os.path.splitext(output)[0] + ".json", summary)
     skipped = ", ".join(f"{n} {r}" for r, n in summary["skipped"].items()) or "none"
     print(f"reverse mutual information ({args.targets}, {len(paths)} members): {summary['scored']} of "
           f"{summary['candidates']} scored (skipped: {skipped}); mean {summary['rmi_mean']}")
@@ -266,30 +286,33 @@ def run_uncertainty(args, C, pool_tsv: str, output: str) -> dict:
     return summary
 
 
-def run_sample(args, C, scores_tsv: str, prefix: str) -> dict:
-    header, rows = C.read_tsv(scores_tsv, required=("index", "rmi"))
+def run_sample(args, scores_tsv: str, prefix: str) -> dict:
+    from lexical_offline.analysis.compositional_selection import sample_by_uncertainty
+    from lexical_offline.analysis.ngram_statistics import CompositionalError
+
+    header, rows = read_tsv(scores_tsv, required=("index", "rmi"), error=CompositionalError)
     unc = []
     for r in rows:
         v = r["rmi"]
         unc.append(float(v) if v not in ("", "nan") else None)
     keys = [int(r["index"]) for r in rows]
-    res = C.sample_by_uncertainty(unc, args.drop_top, args.window, args.sample, args.seed, keys=keys)
+    res = sample_by_uncertainty(unc, args.drop_top, args.window, args.sample, args.seed, keys=keys)
     for w in res.warnings:
         print(f"warning: {w}", file=sys.stderr)
     _prefix_dir(prefix)
     base = [h for h in header if h not in ("rmi_rank", "stage")]
-    C.write_tsv(prefix + ".sample.tsv", base + ["rmi_rank", "stage"],
+    write_tsv(prefix + ".sample.tsv", base + ["rmi_rank", "stage"],
                 ([r[h] for h in base] + [res.ranks[k], res.stages[k]] for k, r in enumerate(rows)))
     sel = sorted(res.selected, key=lambda k: keys[k])  # file order of the candidates
-    C.write_lines(prefix + ".selected.ids", (str(keys[k]) for k in sel))
+    write_lines(prefix + ".selected.ids", (str(keys[k]) for k in sel))
     written = [prefix + ".sample.tsv", prefix + ".selected.ids"]
     for col, suffix in (("source", "src"), ("target", "tgt")):
         if col in header:
-            C.write_lines(f"{prefix}.selected.{suffix}", (rows[k][col] for k in sel))
+            write_lines(f"{prefix}.selected.{suffix}", (rows[k][col] for k in sel))
             written.append(f"{prefix}.selected.{suffix}")
     summary = res.summary()
     summary.update(scores=scores_tsv, drop_top=args.drop_top, window=args.window, sample=args.sample)
-    C.write_json(prefix + ".sample.json", summary)
+    write_json(prefix + ".sample.json", summary)
     written.append(prefix + ".sample.json")
     st = summary["stages"]
     print(f"ranked {summary['ranked']} by uncertainty ({st['unscored']} unscored); dropped the top "
@@ -299,22 +322,25 @@ def run_sample(args, C, scores_tsv: str, prefix: str) -> dict:
     return summary
 
 
-def run_novelty(args, C) -> dict:
-    train = C.read_text(args.train, args.column)
-    test = C.read_text(args.test, args.column)
+def run_novelty(args) -> dict:
+    from lexical_offline.analysis.ngram_statistics import (CompositionalError, NgramDictionary, mean_degree,
+                                                           novel_ngram_stats)
+
+    train = _read_text(args.train, args.column)
+    test = _read_text(args.test, args.column)
     orders = [int(x) for x in args.orders.split(",") if x.strip()]
-    stats = {"train": args.train, "test": args.test, "words": C.novel_ngram_stats(train, test, orders)}
+    stats = {"train": args.train, "test": args.test, "words": novel_ngram_stats(train, test, orders)}
     if args.train_pos or args.test_pos:
         if not (args.train_pos and args.test_pos):
-            raise C.CompositionalError("POS n-grams need both --train-pos and --test-pos")
-        tp, sp = C.read_text(args.train_pos), C.read_text(args.test_pos)
+            raise CompositionalError("POS n-grams need both --train-pos and --test-pos")
+        tp, sp = _read_text(args.train_pos), _read_text(args.test_pos)
         for name, text, tags in (("train", train, tp), ("test", test, sp)):
             if len(tags) != len(text):
-                raise C.CompositionalError(f"the {name} POS file has {len(tags)} lines, the text {len(text)}")
-        stats["pos"] = C.novel_ngram_stats(tp, sp, orders)
+                raise CompositionalError(f"the {name} POS file has {len(tags)} lines, the text {len(text)}")
+        stats["pos"] = novel_ngram_stats(tp, sp, orders)
     if not args.no_degree:
-        d = C.NgramDictionary.from_corpus(train, args.min_ngram_count, args.max_n or None)
-        stats["degree"] = C.mean_degree(d, test)
+        d = NgramDictionary.from_corpus(train, args.min_ngram_count, args.max_n or None)
+        stats["degree"] = mean_degree(d, test)
         stats["degree"]["min_ngram_count"] = args.min_ngram_count
     # the table (Table 2's columns first)
     cols = ["# examples"] + (["comp degree"] if "degree" in stats else [])
@@ -342,26 +368,29 @@ def run_novelty(args, C) -> dict:
                       f"{o['sentences_with_novel']} sentences with one "
                       f"({100 * sent if sent is not None else float('nan'):.1f}%)")
     if args.json:
-        C.write_json(args.json, stats)
+        write_json(args.json, stats)
         print(f"wrote {args.json}", file=sys.stderr)
     return stats
 
 
-def run_bench(args, C) -> dict:
+def run_bench(args) -> dict:
+    from lexical_offline.analysis.compositional_selection import benchmark_degree, synthetic_corpus
+    from lexical_offline.analysis.ngram_statistics import CompositionalError
+
     import platform
     import time
 
     if bool(args.train) != bool(args.candidates):
-        raise C.CompositionalError("give both --train and --candidates, or neither (synthetic)")
+        raise CompositionalError("give both --train and --candidates, or neither (synthetic)")
     t0 = time.perf_counter()
     if args.train:
-        train, cands, kind = C.read_text(args.train), C.read_text(args.candidates), "files"
+        train, cands, kind = _read_text(args.train), _read_text(args.candidates), "files"
     else:
-        train = C.synthetic_corpus(args.train_sentences, seed=1)
-        cands = C.synthetic_corpus(args.candidate_sentences, seed=2)
+        train = synthetic_corpus(args.train_sentences, seed=1)
+        cands = synthetic_corpus(args.candidate_sentences, seed=2)
         kind = "synthetic"
     t_data = time.perf_counter() - t0
-    res = C.benchmark_degree(train, cands, max_n=args.max_n or None, progress=args.progress)
+    res = benchmark_degree(train, cands, max_n=args.max_n or None, progress=args.progress)
     res.update(data=kind, data_seconds=round(t_data, 3), machine=f"{platform.machine()}, {os.cpu_count()} cores",
                python=platform.python_version())
     print(json.dumps(res, indent=1))
@@ -373,9 +402,8 @@ def run_bench(args, C) -> dict:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    # imported here: --help need not wait for numpy
-    from lexical_offline.analysis import compositional as C
-    from lexical_offline.corpus import OutputOverwritesInputError, refuse_overwriting_inputs
+    from lexical_offline.analysis.ngram_statistics import CompositionalError  # numpy: after --help
+    from lexical_offline.textio import OutputOverwritesInputError, refuse_overwriting_inputs
 
     # Every file a command may write, checked against every input before anything is read or written.
     pool = [".candidates.tsv", ".pool.tsv", ".pool.src", ".pool.json"] + ([".pool.tgt"] if getattr(args, "target", None)
@@ -399,21 +427,21 @@ def main(argv=None) -> int:
 
     try:
         if args.command == "pool":
-            run_pool(args, C)
+            run_pool(args)
         elif args.command == "uncertainty":
-            run_uncertainty(args, C, args.pool_tsv, args.output)
+            run_uncertainty(args, args.pool_tsv, args.output)
         elif args.command == "sample":
-            run_sample(args, C, args.scores, args.out_prefix)
+            run_sample(args, args.scores, args.out_prefix)
         elif args.command == "select":
-            run_pool(args, C)
+            run_pool(args)
             p = args.out_prefix
-            run_uncertainty(args, C, p + ".pool.tsv", p + ".uncertainty.tsv")
-            run_sample(args, C, p + ".uncertainty.tsv", p)
+            run_uncertainty(args, p + ".pool.tsv", p + ".uncertainty.tsv")
+            run_sample(args, p + ".uncertainty.tsv", p)
         elif args.command == "novelty":
-            run_novelty(args, C)
+            run_novelty(args)
         elif args.command == "bench":
-            run_bench(args, C)
-    except C.CompositionalError as e:
+            run_bench(args)
+    except CompositionalError as e:
         return _err(str(e))
     except Exception as e:  # the uncertainty module's errors, without importing it for the offline commands
         if type(e).__name__ == "UncertaintyError":

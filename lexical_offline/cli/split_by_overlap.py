@@ -16,7 +16,6 @@ text and BLEU over the pieces (bleu_pieces), for the high half, the low half and
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
@@ -49,15 +48,8 @@ def main(argv=None) -> int:
                         "given), auto (sentencepiece if the references hold '\u2581'; default)")
     args = p.parse_args(argv)
     # Imported here: the package's __init__ imports fairseq when it is installed (slow), --help need not wait.
-    from lexical_offline.analysis.subword_density import (
-        OverlapSplitError,
-        read_lines,
-        resolve_detok,
-        score,
-        split_by_density,
-    )
-
-    from lexical_offline.corpus import refuse_overwriting_inputs
+    from lexical_offline.analysis.subword_density import OverlapSplitError, resolve_detok, score, split_by_density
+    from lexical_offline.textio import read_lines, refuse_overwriting_inputs, write_json, write_lines
 
     src_suffix, tgt_suffix = _suffixes(args.source, args.target)
     suffixes = [src_suffix, tgt_suffix, "ids"] + (["hyp"] if args.hyp else [])
@@ -71,17 +63,18 @@ def main(argv=None) -> int:
         return 2
 
     try:
-        src_lines, tgt_lines = read_lines(args.source), read_lines(args.target)
+        src_lines = read_lines(args.source, error=OverlapSplitError)
+        tgt_lines = read_lines(args.target, error=OverlapSplitError)
         hyp_lines = None
         if args.hyp:
-            hyp_lines = read_lines(args.hyp)
+            hyp_lines = read_lines(args.hyp, error=OverlapSplitError)
             if len(hyp_lines) != len(tgt_lines):
                 raise OverlapSplitError(
                     f"line counts differ: {args.hyp} (--hyp) has {len(hyp_lines)} lines, {args.target} has "
                     f"{len(tgt_lines)}"
                 )
         split = split_by_density(src_lines, tgt_lines, args.n, args.definition, args.source, args.target)
-    except (OverlapSplitError, OSError, UnicodeDecodeError) as e:
+    except (OverlapSplitError, OSError) as e:
         print(f"split_by_overlap.py: error: {e}", file=sys.stderr)
         return 2
 
@@ -106,16 +99,16 @@ def main(argv=None) -> int:
             outputs.append(("hyp", hyp_lines))
         for suffix, lines in outputs:
             path = f"{args.out_prefix}.{name}.{suffix}"
-            with open(path, "w", encoding="utf-8") as f:
-                for i in indices:
-                    f.write(f"{i}\n" if lines is None else lines[i] + "\n")
+            write_lines(path, (str(i) if lines is None else lines[i] for i in indices))
             written.append(path)
-    with open(f"{args.out_prefix}.densities.tsv", "w", encoding="utf-8") as f:
-        f.write("index\tdensity\tsubset\n")
-        high, low = set(split.high), set(split.low)
-        for i, d in enumerate(split.densities):
-            subset = "both" if i in high and i in low else "high" if i in high else "low" if i in low else "-"
-            f.write(f"{i}\t{'' if d is None else f'{d:.6f}'}\t{subset if d is not None else 'excluded'}\n")
+    high, low = set(split.high), set(split.low)
+
+    def density_row(i, d):
+        subset = "both" if i in high and i in low else "high" if i in high else "low" if i in low else "-"
+        return f"{i}\t{'' if d is None else f'{d:.6f}'}\t{subset if d is not None else 'excluded'}"
+
+    write_lines(f"{args.out_prefix}.densities.tsv",
+                ["index\tdensity\tsubset"] + [density_row(i, d) for i, d in enumerate(split.densities)])
     written.append(f"{args.out_prefix}.densities.tsv")
 
     if hyp_lines is not None:
@@ -129,9 +122,7 @@ def main(argv=None) -> int:
             name: score([hyp_lines[i] for i in idx], [tgt_lines[i] for i in idx], detok)
             for name, idx in (("high", split.high), ("low", split.low), ("all", split.ranked))
         }
-    with open(f"{args.out_prefix}.summary.json", "w", encoding="utf-8") as f:
-        json.dump(summary, f, indent=1)
-        f.write("\n")
+    write_json(f"{args.out_prefix}.summary.json", summary, indent=1, ensure_ascii=True)
     written.append(f"{args.out_prefix}.summary.json")
 
     print(f"shared-subword density ({split.definition}): {split.n_lines} lines, {len(split.ranked)} ranked, "

@@ -22,21 +22,14 @@ import sys
 
 
 from lexical_offline import unk_markers as um
-from lexical_offline.corpus import read_text_lines as _read_lines
-from lexical_offline.corpus import refuse_overwriting_inputs
-
-
-def _write_lines(path, lines):
-    with open(path, "w", encoding="utf-8") as f:
-        for line in lines:
-            f.write(line + "\n")
+from lexical_offline.textio import read_lines, refuse_overwriting_inputs, write_lines
 
 
 def cmd_vocab(opts):
     refuse_overwriting_inputs({"-o": opts.output}, {f"input file {i}": path for i, path in enumerate(opts.files, 1)})
-    counts = um.count_words(line for path in opts.files for line in _read_lines(path))
+    counts = um.count_words(line for path in opts.files for line in read_lines(path))
     vocab = um.build_vocabulary(counts, opts.size)
-    _write_lines(opts.output, um.dictionary_lines(vocab, opts.markers))
+    write_lines(opts.output, um.dictionary_lines(vocab, opts.markers))
     covered = sum(c for _, c in vocab)
     total = sum(c for w, c in counts.items() if w not in um.FAIRSEQ_SPECIALS)
     print(f"{opts.output}: {len(vocab)} words (of {len(counts)} types; {covered / max(total, 1):.1%} of the tokens) "
@@ -48,9 +41,9 @@ def cmd_preprocess(opts):
         raise SystemExit("--target and --target-out go together")
     refuse_overwriting_inputs({"--source-out": opts.source_out, "--target-out": opts.target_out},
                               {"--vocab": opts.vocab, "--source": opts.source, "--target": opts.target})
-    words, num_markers = um.read_vocabulary(_read_lines(opts.vocab))
-    sources = _read_lines(opts.source)
-    targets = _read_lines(opts.target) if opts.target else None
+    words, num_markers = um.read_vocabulary(read_lines(opts.vocab))
+    sources = read_lines(opts.source)
+    targets = read_lines(opts.target) if opts.target else None
     if targets is not None and len(targets) != len(sources):
         raise SystemExit(f"{opts.source} has {len(sources)} lines but {opts.target} has {len(targets)}")
     total = um.MarkStats()
@@ -61,16 +54,16 @@ def cmd_preprocess(opts):
         src_out.append(" ".join(s))
         if t is not None:
             tgt_out.append(" ".join(t))
-    _write_lines(opts.source_out, src_out)
+    write_lines(opts.source_out, src_out)
     if targets is not None:
-        _write_lines(opts.target_out, tgt_out)
+        write_lines(opts.target_out, tgt_out)
     print(f"{opts.source}: {total.summary()}", file=sys.stderr)
 
 
 def cmd_postprocess(opts):
     refuse_overwriting_inputs({"-o": opts.output}, {"--source": opts.source, "--hypotheses": opts.hypotheses})
-    sources = _read_lines(opts.source)
-    lines = _read_lines(opts.hypotheses)
+    sources = read_lines(opts.source)
+    lines = read_lines(opts.hypotheses)
     if any(line.startswith("H-") for line in lines):
         from lexical_offline.metrics.generate_output import read_generate_output
 
@@ -84,7 +77,7 @@ def cmd_postprocess(opts):
         words, bad = um.unmark(hyp.split(), src.split())
         out.append(" ".join(words))
         unresolved += bad
-    _write_lines(opts.output, out)
+    write_lines(opts.output, out)
     if unresolved:
         print(f"{unresolved} markers pointed past the end of their source sentence (written as <unk>)",
               file=sys.stderr)

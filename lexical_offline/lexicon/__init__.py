@@ -4,12 +4,15 @@ Nothing here imports fairseq (or torch), so the lexicon builders run anywhere nu
 """
 from .agreement import compare_lexicons, link_precision_recall, read_json_lexicon
 from .alignments import read_pharaoh
-from .builder import METHODS, build_lexicon, read_pairs
+from ..textio import read_pairs
+from .builder import build_lexicon
+from .learners import LEARNERS, METHODS
 from .fallback import mutual_exclusivity_fallback
 from .fileformat import LexiconFormatError, read_lexicon, write_lexicon
 from .table import LexiconTable, build_lexicon_table, identity_lexicon_table, uniform_lexicon_table
 
 __all__ = [
+    "LEARNERS",
     "METHODS",
     "build_lexicon",
     "compare_lexicons",

@@ -6,15 +6,15 @@ so compare them with lexicons built with ``fallback=False``.
 """
 from __future__ import annotations
 
-import json
 from typing import Dict, Iterable, Sequence, Set, Tuple
+
+from ..textio import read_json
 
 Lex = Dict[str, Dict[str, float]]
 
 
 def read_json_lexicon(path: str) -> Lex:
-    with open(path, encoding="utf-8") as f:
-        data = json.load(f)
+    data = read_json(path, what="JSON lexicon")
     return {str(v): {str(w): float(s) for w, s in row.items()} for v, row in data.items()}
 
 

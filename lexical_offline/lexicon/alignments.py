@@ -7,12 +7,11 @@ occurrence of output word w (a link repeated on one line counts once).
 """
 from __future__ import annotations
 
-import os
 from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..corpus import CorpusError
+from ..textio import file_error, iter_lines, write_lines
 from .counts import EncodedCorpus
 from .ibm import Links
 
@@ -22,24 +21,15 @@ def parse_pharaoh_line(line: str, path: str = "<alignments>", lineno: Optional[i
     for tok in line.split():
         parts = tok.split("-")
         if len(parts) != 2 or not parts[0].isdigit() or not parts[1].isdigit():
-            raise CorpusError(path, f"{tok!r} is not a Pharaoh link i-j (0-based source-target positions)", lineno)
+            raise file_error(path, f"{tok!r} is not a Pharaoh link i-j (0-based source-target positions)", lineno)
         links.append((int(parts[0]), int(parts[1])))
     return links
 
 
 def read_pharaoh(path: str) -> List[List[Tuple[int, int]]]:
-    if not os.path.isfile(path):
-        raise CorpusError(path, "file not found")
-    out = []
-    with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise CorpusError(path, f"not valid UTF-8 ({e.reason} at byte {e.start})", lineno) from None
-            out.append(parse_pharaoh_line(line, path, lineno))
+    out = [parse_pharaoh_line(line, path, lineno) for lineno, line in iter_lines(path)]
     if not out:
-        raise CorpusError(path, "empty alignment file")
+        raise file_error(path, "empty alignment file")
     return out
 
 
@@ -49,14 +39,14 @@ def links_from_pharaoh(
     """Check links against sentence lengths (errors name the line) and flatten them, duplicates removed."""
     n = corpus.n_pairs
     if len(per_sentence) != n:
-        raise CorpusError(path, f"has {len(per_sentence)} lines but the corpus has {n} sentence pairs")
+        raise file_error(path, f"has {len(per_sentence)} lines but the corpus has {n} sentence pairs")
     src_len, tgt_len = corpus.src.lengths, corpus.tgt.lengths
     sent, src, tgt = [], [], []
     for s, links in enumerate(per_sentence):
         seen = set()
         for i, j in links:
             if i >= src_len[s] or j >= tgt_len[s]:
-                raise CorpusError(
+                raise file_error(
                     path, f"link {i}-{j} is outside the pair ({src_len[s]} source, {tgt_len[s]} target tokens)", s + 1
                 )
             if (i, j) in seen:
@@ -69,7 +59,4 @@ def links_from_pharaoh(
 
 
 def write_pharaoh(path: str, links: Links, n_sent: int) -> None:
-    per = links.per_sentence(n_sent)
-    with open(path, "w", encoding="utf-8") as f:
-        for row in per:
-            f.write(" ".join(f"{i}-{j}" for i, j in row) + "\n")
+    write_lines(path, (" ".join(f"{i}-{j}" for i, j in row) for row in links.per_sentence(n_sent)))

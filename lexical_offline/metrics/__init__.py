@@ -8,7 +8,7 @@ from .generate_output import GenerateOutput, GenerateOutputError, parse_generate
 from .one_shot import one_shot_subset, one_shot_words, read_test_sources, read_train_sources, word_counts
 from .report import METRICS, format_table, parse_metrics, score
 from .scores import THRUSH_OVERLAPS, exact_match, sentence_token_scores, thrush_scores
-from .textio import ScoringInputError, read_lines
+from .inputs import ScoringInputError, read_lines
 
 __all__ = [
     "BLEU_TOKENIZERS", "COGS_TABLE3", "GenerateOutput", "GenerateOutputError", "METRICS", "ScoringInputError",

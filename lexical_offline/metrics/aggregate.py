@@ -10,11 +10,12 @@ tables use); ``std_sample`` (``ddof=1``) is given next to it. One seed has std 0
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from ..textio import read_json
 
 SCORE_FILE = "score.json"
 _SEED_DIR = re.compile(r"^seed(\d+)$")
@@ -72,11 +73,7 @@ def find_score_files(root: str) -> List[Tuple[str, int, str]]:
 
 
 def read_score(path: str) -> Dict:
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not a JSON score file ({e})") from None
+    data = read_json(path, what="JSON score file")
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a JSON object")
     return data

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from .scores import exact_match
-from .textio import read_tsv_column
+from .inputs import read_tsv_column
 
 # Table 3 of Akyurek & Andreas (2021), in the paper's row order: (row label, COGS categories of that row).
 # Six COGS categories have no row in the table (obj_to_subj_common, subj_to_obj_proper,

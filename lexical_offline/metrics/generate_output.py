@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from .textio import ScoringInputError, iter_lines
+from .inputs import ScoringInputError, iter_lines
 
 
 class GenerateOutputError(ScoringInputError):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Iterable, List, Optional, Sequence
 
-from .textio import read_lines, read_tsv_column
+from .inputs import read_lines, read_tsv_column
 
 
 def word_counts(sentences: Iterable[str]) -> Counter:

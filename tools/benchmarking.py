@@ -1,5 +1,6 @@
 """Side-by-side training benchmarks: a plugin model against the stock fairseq model of the same sizes, on the same
-synthetic batches, in one process (tools/bench.py is the command line).
+synthetic batches, in one process (tools/bench.py is the command line; the R-Dangle per-prefix reference loop it
+times is tests/rdangle_reference.py).
 
 Throughput is target tokens per second of full training steps (forward, loss, backward, Adam), the two models
 interleaved step by step (alternating which goes first) so that machine noise hits both alike. Memory is
@@ -21,6 +22,8 @@ from typing import Callable, Dict, List, Sequence
 
 import numpy as np
 import torch
+
+from lexical_offline.textio import write_lines
 
 
 @dataclass
@@ -148,7 +151,7 @@ def static_bytes(model) -> int:
 def attach_criterion(model, task, plugin: bool):
     from fairseq.criterions.cross_entropy import CrossEntropyCriterion
 
-    from .criterions.lexical_cross_entropy import LexicalCrossEntropyCriterion
+    from fairseq_lexical.criterions.lexical_cross_entropy import LexicalCrossEntropyCriterion
 
     model.bench_criterion = LexicalCrossEntropyCriterion(task) if plugin else CrossEntropyCriterion(task, False)
     return model
@@ -308,10 +311,9 @@ def bench_lstm(opts: argparse.Namespace, progress=print) -> str:
     rng = np.random.default_rng(opts.seed)
     with tempfile.TemporaryDirectory() as tmp:
         lexicon = os.path.join(tmp, "lexicon.tsv")
-        with open(lexicon, "w") as f:  # every source word gets k random targets with random scores
-            for i in range(len(src_dict) - src_dict.nspecial):
-                for j in rng.choice(len(tgt_dict) - 4, size=opts.top_k, replace=False):
-                    f.write(f"s{i}\tt{j}\t{rng.random() + 0.01:.4f}\n")
+        write_lines(lexicon, (f"s{i}\tt{j}\t{rng.random() + 0.01:.4f}"  # k random targets, random scores
+                              for i in range(len(src_dict) - src_dict.nspecial)
+                              for j in rng.choice(len(tgt_dict) - 4, size=opts.top_k, replace=False)))
         size = lstm_size_args(opts.hidden, opts.layers)
         lex_args = ["--lexicon", lexicon, "--lexicon-temperature", "1" if opts.top_k > 1 else "0",
                     "--lexicon-top-k", str(opts.top_k)]
@@ -359,10 +361,8 @@ def bench_transformer(opts: argparse.Namespace, progress=print) -> str:
             rng = np.random.default_rng(opts.seed)
             lexicon = os.path.join(tmp, "lexicon.tsv")
             n = len(vocab) - vocab.nspecial
-            with open(lexicon, "w") as f:
-                for i in range(n):
-                    for j in rng.choice(n, size=opts.top_k, replace=False):
-                        f.write(f"w{i}\tw{j}\t{rng.random() + 0.01:.4f}\n")
+            write_lines(lexicon, (f"w{i}\tw{j}\t{rng.random() + 0.01:.4f}"
+                                  for i in range(n) for j in rng.choice(n, size=opts.top_k, replace=False)))
             lex_args = ["--lexicon", lexicon, "--lexicon-temperature", "1", "--lexicon-top-k", str(opts.top_k)]
             lex_name = f"lex_transformer (top-{opts.top_k})"
         models = {
@@ -387,47 +387,20 @@ def bench_transformer(opts: argparse.Namespace, progress=print) -> str:
 
 
 # -- R-Dangle ---------------------------------------------------------------------------------------------------------
-def rdangle_per_prefix_forward(model, src_tokens, src_lengths, prev_output_tokens):
-    """Reference teacher forcing of an `rdangle_transformer` model: a plain loop over target positions.
+def per_prefix_loop_class():
+    """PerPrefixLoop of tests/rdangle_reference.py (the R-Dangle per-prefix reference, kept with the tests), loaded
+    from the repository by path."""
+    import importlib.util
+    import os
 
-    For each decoder position t (0-based) with re-encoding point s = (t // o) o: the adaptive encoder reads
-    [x ; y_0..y_s] (eq. 11 / 15), the decoder runs over the whole prefix y_0..y_t with those keys and an empty
-    memory (eqs. 12-13 / 16, 20 collapse to this under teacher forcing), and position t's output is kept (its
-    last layer queries position t alone, as the stacked rows query their own segment). One adaptive encoding and
-    one decoder pass per target position: the naive per-prefix loop the stacked training of ``RDangleDecoder``
-    replaces (same modules, same parameters; nothing of ``StackPlan`` is used).
-    """
-    dec = model.decoder
-    encoder_out = model.encoder(src_tokens, src_lengths=src_lengths)
-    x_in = dec.embed(prev_output_tokens)
-    pad = prev_output_tokens.eq(dec.padding_idx)
-    features, attns, contexts = [], [], []
-    for t in range(prev_output_tokens.size(1)):
-        s = (t // dec.interval) * dec.interval
-        key_states = dec.adaptive_keys(encoder_out, x_in[:, : s + 1], pad[:, : s + 1])
-        feats, attn = dec.decode_prefix(encoder_out, x_in[:, : t + 1], key_states, last_only=True)
-        features.append(feats[:, -1])
-        attns.append(attn[:, -1])
-        contexts.append(dec.context(attn[:, -1:], dec.value_states(encoder_out, key_states)).squeeze(1))
-    return dec.output(torch.stack(features, 1), torch.stack(attns, 1), torch.stack(contexts, 1), x_in,
-                      encoder_out["src_tokens"][0])
-
-
-class PerPrefixLoop(torch.nn.Module):
-    """An `rdangle_transformer` model trained through ``rdangle_per_prefix_forward`` (benchmark and tests)."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, src_tokens, src_lengths, prev_output_tokens, **kwargs):
-        return rdangle_per_prefix_forward(self.model, src_tokens, src_lengths, prev_output_tokens)
-
-    def get_normalized_probs(self, net_output, log_probs, sample=None):
-        return self.model.get_normalized_probs(net_output, log_probs, sample)
-
-    def get_targets(self, sample, net_output):
-        return sample["target"]
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "rdangle_reference.py")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path} not found: the per-prefix reference loop lives in the repository's tests/; "
+                                "run from a checkout, or leave it out with --no-naive")
+    spec = importlib.util.spec_from_file_location("rdangle_reference", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.PerPrefixLoop
 
 
 def rdangle_size_args(hidden: int, layers: int, heads: int, ffn: int) -> List[str]:
@@ -480,6 +453,7 @@ def bench_rdangle(opts: argparse.Namespace, progress=print) -> str:
             state = model.state_dict()
         model.load_state_dict(state)
         models[f"rdangle o={label}"] = attach_criterion(model, task, True)
+    PerPrefixLoop = per_prefix_loop_class() if opts.naive else None
     if opts.naive:
         model = build_fairseq_model(["--arch", "rdangle_transformer", *size, *extra, "--reencode-interval", "1"], task)
         model.load_state_dict(state)
@@ -487,7 +461,7 @@ def bench_rdangle(opts: argparse.Namespace, progress=print) -> str:
     batches = synthetic_batches(vocab, vocab, 4, opts.batch_size, opts.src_len, opts.tgt_len, opts.seed)
     results = compare_training(models, batches, opts.steps, opts.warmup, opts.device, progress)
     if opts.gen_batches > 0:
-        gen_models = {name: m for name, m in models.items() if not isinstance(m, PerPrefixLoop)}
+        gen_models = {name: m for name, m in models.items() if not (opts.naive and isinstance(m, PerPrefixLoop))}
         gen_batches = synthetic_batches(
             vocab, vocab, opts.gen_batches, opts.gen_batch_size, opts.src_len, opts.tgt_len, opts.seed + 1
         )
