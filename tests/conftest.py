@@ -8,6 +8,7 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_DATA = os.path.join(os.path.dirname(REPO), "shared", "data")
+EXAMPLES = os.path.join(REPO, "examples")
 sys.path.insert(0, REPO)
 
 import fairseq_lexical  # noqa: E402,F401  (compatibility fixes, e.g. checkpoint loading, for every test module)
@@ -23,6 +24,14 @@ def _torch_at_least(major, minor):
 # Older torch (the range starts at 2.4) loads everything, so tests of that behaviour have nothing to test.
 needs_safe_loading = pytest.mark.skipif(not _torch_at_least(2, 6),
                                         reason="torch < 2.6 does not load checkpoints with weights_only=True by default")
+
+
+def examples_env(**extra):
+    """os.environ for a program of examples/ started as a script (examples/custom/run.py, ...): examples/ (the
+    recipes package, examples/recipes) and this checkout first on PYTHONPATH, as the examples' run.sh set them.
+    In-process, tests import the package as `recipes` (pytest.ini's pythonpath)."""
+    path = os.pathsep.join(p for p in (EXAMPLES, REPO, os.environ.get("PYTHONPATH")) if p)
+    return dict(os.environ, PYTHONPATH=path, **extra)
 
 
 def program_module(name):

@@ -1,4 +1,4 @@
-"""The example recipes (examples/*/run.sh, driven by examples/lib/recipe.py) and the aggregation over seeds.
+"""The example recipes (examples/*/run.sh, driven by the package examples/recipes) and the aggregation over seeds.
 
 The end-to-end tests (marked slow) run the real pipeline on tiny data with a few updates: they check that every
 step runs and writes what it should, not the numbers."""
@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, scan_line, write_tiny_layouts
+from conftest import REPO, examples_env, scan_line, write_tiny_layouts
 
 sys.path.insert(0, REPO)
 from lexical_offline.metrics.aggregate import (  # noqa: E402
@@ -206,8 +206,7 @@ def test_dry_run_transformer_family_rows(tmp_path):
 
 
 def test_thrush_tokenization_of_english_chinese():
-    sys.path.insert(0, os.path.join(REPO, "examples", "lib"))
-    from recipe import thrush_tokenize_pair
+    from recipes.tasks.eng_cmn import thrush_tokenize_pair
 
     assert thrush_tokenize_pair("You &apos;d better take it , Tom .", "你 最好 带 把 伞 ,   Tom 123 .") == (
         "You ' d better take it , Tom .", "你 最 好 带 把 伞 , Tom 123 .")
@@ -404,8 +403,7 @@ def test_scan_recipe_two_models_two_seeds(tmp_path, tiny_scan):
 
 
 def test_validation_exact_match_reads_the_fairseq_log(tmp_path):
-    sys.path.insert(0, os.path.join(REPO, "examples", "lib"))
-    from recipe import validation_metric
+    from recipes.fairseq_log import validation_metric
 
     log = tmp_path / "train.log"
     log.write_text(
@@ -434,8 +432,8 @@ print(f"rank {rank} threads {os.environ['OMP_NUM_THREADS']}", file=sys.stderr)
 def test_decode_jobs_split_generation_and_concatenate_the_shards(tmp_path, monkeypatch):
     import time
 
-    sys.path.insert(0, os.path.join(REPO, "examples", "lib"))
-    from recipe import RecipeError, run_sharded
+    from recipes.console import RecipeError
+    from recipes.process import run_sharded
 
     script = tmp_path / "fake_generate.py"
     script.write_text(FAKE_GENERATE)
@@ -461,12 +459,11 @@ def test_decode_jobs_split_generation_and_concatenate_the_shards(tmp_path, monke
 def test_importing_the_recipe_module_is_offline_and_leaves_the_environment_alone():
     """The recipe process imports only the offline package (fast start: neither fairseq nor torch) and sets no
     environment variable that the fairseq programs it starts would inherit."""
-    code = ("import os, sys; sys.path.insert(0, sys.argv[1]); import recipe; "
+    code = ("import os, sys; import recipes.cli; "
             "print(sorted(set(os.environ) ^ env_before), 'fairseq' in sys.modules, 'torch' in sys.modules)")
-    code = code.replace("import recipe;", "env_before = set(os.environ); import recipe;")
-    env = dict(os.environ)
-    proc = subprocess.run([sys.executable, "-c", code, os.path.join(REPO, "examples", "lib")], capture_output=True,
-                          text=True, env=env, timeout=120)
+    code = code.replace("import recipes.cli;", "env_before = set(os.environ); import recipes.cli;")
+    env = examples_env()
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split() == ["[]", "False", "False"]
 
@@ -481,10 +478,11 @@ def test_lexicon_unit_selection_puts_the_lowest_bce_unit_into_the_resumed_checkp
     the best epoch replaces the last epoch's; the other parameters and the position stay the last epoch's."""
     import torch
 
-    sys.path.insert(0, os.path.join(REPO, "examples", "lib"))
     from types import SimpleNamespace
 
-    from recipe import LlaSettings, Recipe, RecipeError
+    from recipes.console import RecipeError
+    from recipes.runner import Recipe
+    from recipes.settings import LlaSettings
 
     lines = [f"2026-11-22 09:00:0{e} | INFO | valid | epoch 00{e} | valid on 'valid' subset | loss 9 | "
              f"aux_lexicon {bce} | exact_match 0 | num_updates {e}\n" for e, bce in ((1, 0.9), (2, 0.25), (3, 0.4))]
