@@ -510,6 +510,33 @@ def test_lexicon_unit_selection_puts_the_lowest_bce_unit_into_the_resumed_checkp
         Recipe.select_lexicon_unit(recipe, str(tmp_path))
 
 
+def test_runs_made_before_the_json_log_format_are_still_reused(tmp_path):
+    """The recipes train with --log-format json since the package split; the log format changes no result, so a
+    finished run whose fingerprint has the simple format (made before) is not "other settings"."""
+    from recipes.cli import build_parser
+    from recipes.runner import Recipe
+    from recipes.tasks import TASKS, Prepared
+
+    write_tiny_layouts(tmp_path)
+    task = TASKS["scan"]
+    args = build_parser(task).parse_args(["--data", str(tmp_path / "scan"), "--work", str(tmp_path / "w"),
+                                          "--models", "lstm,lla", "--cpu-small"])
+    task.args = args
+    recipe, prep = Recipe(task, args), Prepared([], None, [], [], {})
+    for model in ("lstm", "lla"):
+        out = tmp_path / "w" / model / "seed1"
+        out.mkdir(parents=True)
+        commands = recipe.commands(model, 1, str(out), prep)
+        assert all("--log-format json" in " ".join(commands[k]) for k in commands if k.startswith("train"))
+        before = {k: v.replace("--log-format json", "--log-format simple") if k.startswith("train") else v
+                  for k, v in recipe.fingerprint(model, 1, commands).items()}
+        (out / "score.json").write_text("{}")
+        (out / "config.json").write_text(json.dumps({"fingerprint": before}))
+        assert recipe.stale(model, 1, prep) is None
+        before["train"] += " --dropout 0.5"  # but other settings are
+        (out / "config.json").write_text(json.dumps({"fingerprint": before}))
+        assert recipe.stale(model, 1, prep) == f"{out}: train differ"
+
 @pytest.mark.slow
 def test_lla_colors_keeps_the_first_best_epoch(tmp_path):
     """The lla row end to end on Colors with a short schedule: the evaluated checkpoint is the first epoch with the

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import re
 import sys
 import time
 from dataclasses import replace
@@ -33,7 +32,7 @@ from lexical_offline.corpus import (
 from lexical_offline.metrics.aggregate import aggregate_dir, format_mean_std, format_summary
 
 # examples/recipes (run.sh puts examples/ on PYTHONPATH): the recipes' pipeline, runners and settings
-from recipes import ROOT, process
+from recipes import ROOT, fairseq_log, process
 from recipes.catalogue import LEXICON_METHODS, MODELS
 from recipes.cli import build_parser as recipe_parser
 from recipes.console import RecipeError, exit_status_of, hms, say
@@ -276,20 +275,16 @@ def explanation_stats(jsonl: str) -> dict:
 # learning curves
 # ---------------------------------------------------------------------------------------------------------------
 
-_VALID = re.compile(r"valid on 'valid' subset \| loss ([0-9.]+) \|.*\| num_updates (\d+)")
-_TRAIN = re.compile(r"\| train_inner \|.*\bloss=([0-9.]+),.*\bnum_updates=(\d+)")
-
-
 def loss_curves(log_path: str) -> Dict[str, List[Tuple[int, float]]]:
-    """{"valid": [(updates, loss)], "train": [(updates, loss)]} from a fairseq-train log (simple format; fairseq's
-    losses are in bits). A resumed run's log holds the earlier lines too; a repeated update count keeps its last."""
+    """{"valid": [(updates, loss)], "train": [(updates, loss)]} from a fairseq-train log's progress records
+    (recipes.fairseq_log; fairseq's losses are in bits). A resumed run's log holds the earlier records too; a repeated
+    update count keeps its last."""
     curves: Dict[str, Dict[int, float]] = {"valid": {}, "train": {}}
-    with open(log_path, errors="replace") as f:
-        for line in f:
-            for kind, pattern in (("valid", _VALID), ("train", _TRAIN)):
-                m = pattern.search(line)
-                if m:
-                    curves[kind][int(m.group(2))] = float(m.group(1))
+    for tag, stats in fairseq_log.read_records(log_path):
+        loss = stats.get("loss" if tag == "train_inner" else f"{tag}_loss")
+        updates = fairseq_log.updates_of(tag, stats)
+        if tag in ("valid", "train_inner") and loss is not None and updates is not None:
+            curves["valid" if tag == "valid" else "train"][updates] = float(loss)
     return {k: sorted(v.items()) for k, v in curves.items()}
 
 

@@ -66,7 +66,8 @@ def lla_report(recipe, summary, labels) -> Tuple[str, Dict[str, object]]:
     if "bleu" in recipe.task.columns[0][0]:
         metrics = [("bleu", "BLEU")] + metrics
     pct = lambda name: 1.0 if name == "bleu" else 100.0  # noqa: E731
-    tag = "" if recipe.lla.is_paper() else " [REDUCED/CHANGED, not Thrush's schedule: " + recipe.lla.describe(False) + "]"
+    tag = ("" if recipe.lla.is_paper() else
+           " [REDUCED/CHANGED, not Thrush's schedule: " + recipe.lla.describe(False) + "]")
     out = [f"== Thrush 2020 Table 1 view (%, mean +/- std over seeds; the paper: one run, no std){tag}"]
     rows = [["model", "seed"] + [t for _, t in metrics] + ["train s"]]
     for m in recipe.lla_models:

@@ -27,6 +27,7 @@ from recipes.tasks import Prepared, Task
 from recipes.textio import count_entries, read_json, sha1_files, write_json
 
 USER_DIR = os.path.join(ROOT, "fairseq_lexical")  # fairseq's --user-dir
+LOG_FORMAT = "--log-format json"  # progress records read by fairseq_log
 
 # Runs without validation (Colors) would save their first checkpoint at the end: an interrupted one could not resume.
 # Saving changes nothing in training; the fingerprint leaves these options out, so earlier runs stay reusable.
@@ -179,7 +180,7 @@ class Recipe(LlaSteps):
         return [tool("fairseq-train"), self.bin_for(model), "--user-dir", USER_DIR, *self.model_args(model),
                 "--criterion", "lexical_cross_entropy", *criterion, "--optimizer", "adam", *optimisation, *batching,
                 "--required-batch-size-multiple", "1", *schedule, "--seed", str(seed), "--save-dir", out,
-                "--no-epoch-checkpoints", "--log-format", "simple", "--log-interval", str(self.hp.log_interval),
+                "--no-epoch-checkpoints", *LOG_FORMAT.split(), "--log-interval", str(self.hp.log_interval),
                 "--num-workers", "0", *after, *shlex.split(self.args.train_args)]
 
     def train_command(self, model: str, seed: int, out: str) -> List[str]:
@@ -188,9 +189,10 @@ class Recipe(LlaSteps):
         for both. The lla rows have two commands (LlaSteps.lla_train_commands)."""
         if MODELS[model].transformer:
             ts = self.ts
-            criterion = ["--label-smoothing", f"{ts.label_smoothing:g}"] + (["--sentence-avg"] if ts.sentence_avg else [])
-            optimisation = ["--adam-betas", ts.adam_betas, "--weight-decay", f"{ts.weight_decay:g}",
-                            "--lr", f"{ts.lr:.6g}", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(ts.warmup),
+            criterion = (["--label-smoothing", f"{ts.label_smoothing:g}"]
+                         + (["--sentence-avg"] if ts.sentence_avg else []))
+            optimisation = ["--adam-betas", ts.adam_betas, "--weight-decay", f"{ts.weight_decay:g}", "--lr",
+                            f"{ts.lr:.6g}", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(ts.warmup),
                             "--clip-norm", f"{ts.clip_norm:g}"]
             batching = ((["--max-tokens", str(ts.max_tokens)] if ts.max_tokens else [])
                         + (["--batch-size", str(ts.batch_size)] if ts.batch_size else [])
@@ -243,7 +245,8 @@ class Recipe(LlaSteps):
         the lexicon's content."""
         def norm(cmd):
             return (show(cmd).replace(self.work, "$WORK").replace(sys.executable, "python").replace(ROOT, "$REPO")
-                    .replace(show(RESUME_SAVE), show(RESUME_SAVE[:3])))  # saving more often changes no result
+                    .replace(show(RESUME_SAVE), show(RESUME_SAVE[:3]))  # saving more often changes no result
+                    .replace(LOG_FORMAT, "--log-format simple"))  # nor does the log format (runs made before json)
         spec = MODELS[model]
         lex_sha1 = None
         if spec.lexicon in LEXICON_METHODS and os.path.isfile(self.lexicon_path(spec.lexicon)):
