@@ -8,6 +8,7 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_DATA = os.path.join(os.path.dirname(REPO), "shared", "data")
+EXAMPLES = os.path.join(REPO, "examples")
 sys.path.insert(0, REPO)
 
 import fairseq_lexical  # noqa: E402,F401  (compatibility fixes, e.g. checkpoint loading, for every test module)
@@ -23,6 +24,14 @@ def _torch_at_least(major, minor):
 # Older torch (the range starts at 2.4) loads everything, so tests of that behaviour have nothing to test.
 needs_safe_loading = pytest.mark.skipif(not _torch_at_least(2, 6),
                                         reason="torch < 2.6 does not load checkpoints with weights_only=True by default")
+
+
+def examples_env(**extra):
+    """os.environ for a program of examples/ started as a script (examples/custom/run.py, ...): examples/ (the
+    recipes package, examples/recipes) and this checkout first on PYTHONPATH, as the examples' run.sh set them.
+    In-process, tests import the package as `recipes` (pytest.ini's pythonpath)."""
+    path = os.pathsep.join(p for p in (EXAMPLES, REPO, os.environ.get("PYTHONPATH")) if p)
+    return dict(os.environ, PYTHONPATH=path, **extra)
 
 
 def program_module(name):
@@ -81,6 +90,55 @@ def write_split(prefix, pairs):
         for s, t in pairs:
             fs.write(s + "\n")
             ft.write(t + "\n")
+
+
+_PRIMS = {"walk": "I_WALK", "run": "I_RUN", "look": "I_LOOK", "jump": "I_JUMP"}
+
+
+def scan_line(rng):
+    """One SCAN-grammar command and its actions (a small part of the grammar: primitives, turn, twice/thrice,
+    and)."""
+    def phrase():
+        if rng.random() < 0.25:
+            d = rng.choice(["left", "right"])
+            cmd, act = f"turn {d}", [f"I_TURN_{d.upper()}"]
+        else:
+            w = rng.choice(list(_PRIMS))
+            cmd, act = w, [_PRIMS[w]]
+            if rng.random() < 0.3:
+                d = rng.choice(["left", "right"])
+                cmd, act = f"{w} {d}", [f"I_TURN_{d.upper()}", _PRIMS[w]]
+        r = rng.choice([1, 1, 2, 3])
+        if r > 1:
+            cmd, act = f"{cmd} {'twice' if r == 2 else 'thrice'}", act * r
+        return cmd, act
+    cmd, act = phrase()
+    if rng.random() < 0.4:
+        c2, a2 = phrase()
+        cmd, act = f"{cmd} and {c2}", act + a2
+    return f"IN: {cmd} OUT: {' '.join(act)}"
+
+
+def write_tiny_layouts(root):
+    """Minimal files of every recipe task's layout (examples/*/run.sh --data), for the fast checks (nothing is
+    trained on them)."""
+    rng = random.Random(1)
+    scan = root / "scan" / "template_split"
+    scan.mkdir(parents=True)
+    for name in ("tasks_train_template_around_right.txt", "tasks_test_template_around_right.txt"):
+        (scan / name).write_text("".join(scan_line(rng) + "\n" for _ in range(20)))
+    (root / "scan" / "tasks_train_addprim_jump.txt").write_text("".join(scan_line(rng) + "\n" for _ in range(20)))
+    (root / "scan" / "tasks_test_addprim_jump.txt").write_text("".join(scan_line(rng) + "\n" for _ in range(5)))
+    cogs = root / "cogs"
+    cogs.mkdir()
+    line = "A cat ran .\tcat ( x _ 1 ) AND run . agent ( x _ 2 , x _ 1 )\t{}\n"
+    (cogs / "train.tsv").write_text(line.format("in_distribution") * 5)
+    (cogs / "dev.tsv").write_text(line.format("in_distribution") * 2)
+    (cogs / "gen.tsv").write_text(line.format("prim_to_subj_common") + line.format("cp_recursion"))
+    eng = root / "eng_cmn"
+    eng.mkdir()
+    for split in ("train", "dev", "test"):
+        (eng / f"cmn.txt_{split}_tokenized.tsv").write_text("I am here .\t我 在 这里 。\n" * 3)
 
 
 @pytest.fixture(scope="session")

@@ -8,13 +8,13 @@ import sys
 
 import pytest
 
-from conftest import REPO, shared_data
+from conftest import REPO, examples_env, shared_data
 
 RUN = os.path.join(REPO, "examples", "cat_oci", "run.py")
 
 
 def run_example(*args):
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    env = examples_env(OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
     return subprocess.run([sys.executable, RUN, *args], capture_output=True, text=True, env=env, timeout=300)
 
 

@@ -68,8 +68,7 @@ def test_generation_split_over_processes_equals_one_process(toy_data, trained, t
     of 4, dealt 3 + 2), so the hypotheses and their scores are the same."""
     import sys
 
-    sys.path.insert(0, os.path.join(REPO, "examples", "lib"))
-    from recipe import run_sharded
+    from recipes.process import run_sharded
 
     work, _, _ = trained
     monkeypatch.setenv("OMP_NUM_THREADS", "1")

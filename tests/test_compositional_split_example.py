@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, shared_data
+from conftest import REPO, examples_env, shared_data
 
 SPLIT = os.path.join(REPO, "examples", "compositional_split", "split.py")
 FILES = ("cmn.txt_train_tokenized.tsv", "cmn.txt_dev_tokenized.tsv", "cmn.txt_test_tokenized.tsv")
@@ -23,7 +23,7 @@ TINY = ["--limit-train", "2000", "--limit-eval", "80", "--valid-size", "20", "--
 
 
 def run_split(*args):
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    env = examples_env(OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
     return subprocess.run([sys.executable, SPLIT, *args], capture_output=True, text=True, env=env, timeout=900)
 
 

@@ -8,14 +8,14 @@ import sys
 
 import pytest
 
-from conftest import REPO, make_toy_pairs, write_split
+from conftest import REPO, examples_env, make_toy_pairs, write_split
 
 RUN = os.path.join(REPO, "examples", "custom", "run.py")
 sys.path.insert(0, os.path.join(REPO, "examples", "custom"))
 
 
 def run_custom(*args, timeout=900):
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    env = examples_env(OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
     return subprocess.run([sys.executable, RUN, *map(str, args)], capture_output=True, text=True, env=env,
                           timeout=timeout)
 

@@ -1,4 +1,4 @@
-"""The example recipes (examples/*/run.sh, driven by examples/lib/recipe.py) and the aggregation over seeds.
+"""The example recipes (examples/*/run.sh, driven by the package examples/recipes) and the aggregation over seeds.
 
 The end-to-end tests (marked slow) run the real pipeline on tiny data with a few updates: they check that every
 step runs and writes what it should, not the numbers."""
@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, examples_env, scan_line, write_tiny_layouts
 
 sys.path.insert(0, REPO)
 from lexical_offline.metrics.aggregate import (  # noqa: E402
@@ -37,33 +37,6 @@ def ok(proc):
 # Tiny data in the official layouts
 # --------------------------------------------------------------------------------------------------------------
 
-_PRIMS = {"walk": "I_WALK", "run": "I_RUN", "look": "I_LOOK", "jump": "I_JUMP"}
-
-
-def scan_line(rng):
-    """One SCAN-grammar command and its actions (a small part of the grammar: primitives, turn, twice/thrice,
-    and)."""
-    def phrase():
-        if rng.random() < 0.25:
-            d = rng.choice(["left", "right"])
-            cmd, act = f"turn {d}", [f"I_TURN_{d.upper()}"]
-        else:
-            w = rng.choice(list(_PRIMS))
-            cmd, act = w, [_PRIMS[w]]
-            if rng.random() < 0.3:
-                d = rng.choice(["left", "right"])
-                cmd, act = f"{w} {d}", [f"I_TURN_{d.upper()}", _PRIMS[w]]
-        r = rng.choice([1, 1, 2, 3])
-        if r > 1:
-            cmd, act = f"{cmd} {'twice' if r == 2 else 'thrice'}", act * r
-        return cmd, act
-    cmd, act = phrase()
-    if rng.random() < 0.4:
-        c2, a2 = phrase()
-        cmd, act = f"{cmd} and {c2}", act + a2
-    return f"IN: {cmd} OUT: {' '.join(act)}"
-
-
 @pytest.fixture
 def tiny_scan(tmp_path):
     """brendenlake/SCAN layout: add_prim_split/tasks_{train,test}_addprim_jump.txt, 40 + 10 lines."""
@@ -73,27 +46,6 @@ def tiny_scan(tmp_path):
     (d / "tasks_train_addprim_jump.txt").write_text("".join(scan_line(rng) + "\n" for _ in range(40)))
     (d / "tasks_test_addprim_jump.txt").write_text("".join(scan_line(rng) + "\n" for _ in range(10)))
     return tmp_path / "SCAN"
-
-
-def write_tiny_layouts(root):
-    """Minimal files of every task's layout, for the fast checks (nothing is trained on them)."""
-    rng = random.Random(1)
-    scan = root / "scan" / "template_split"
-    scan.mkdir(parents=True)
-    for name in ("tasks_train_template_around_right.txt", "tasks_test_template_around_right.txt"):
-        (scan / name).write_text("".join(scan_line(rng) + "\n" for _ in range(20)))
-    (root / "scan" / "tasks_train_addprim_jump.txt").write_text("".join(scan_line(rng) + "\n" for _ in range(20)))
-    (root / "scan" / "tasks_test_addprim_jump.txt").write_text("".join(scan_line(rng) + "\n" for _ in range(5)))
-    cogs = root / "cogs"
-    cogs.mkdir()
-    line = "A cat ran .\tcat ( x _ 1 ) AND run . agent ( x _ 2 , x _ 1 )\t{}\n"
-    (cogs / "train.tsv").write_text(line.format("in_distribution") * 5)
-    (cogs / "dev.tsv").write_text(line.format("in_distribution") * 2)
-    (cogs / "gen.tsv").write_text(line.format("prim_to_subj_common") + line.format("cp_recursion"))
-    eng = root / "eng_cmn"
-    eng.mkdir()
-    for split in ("train", "dev", "test"):
-        (eng / f"cmn.txt_{split}_tokenized.tsv").write_text("I am here .\t我 在 这里 。\n" * 3)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -254,8 +206,7 @@ def test_dry_run_transformer_family_rows(tmp_path):
 
 
 def test_thrush_tokenization_of_english_chinese():
-    sys.path.insert(0, os.path.join(REPO, "examples", "lib"))
-    from recipe import thrush_tokenize_pair
+    from recipes.tasks.eng_cmn import thrush_tokenize_pair
 
     assert thrush_tokenize_pair("You &apos;d better take it , Tom .", "你 最好 带 把 伞 ,   Tom 123 .") == (
         "You ' d better take it , Tom .", "你 最 好 带 把 伞 , Tom 123 .")
@@ -452,8 +403,7 @@ def test_scan_recipe_two_models_two_seeds(tmp_path, tiny_scan):
 
 
 def test_validation_exact_match_reads_the_fairseq_log(tmp_path):
-    sys.path.insert(0, os.path.join(REPO, "examples", "lib"))
-    from recipe import validation_metric
+    from recipes.fairseq_log import validation_metric
 
     log = tmp_path / "train.log"
     log.write_text(
@@ -482,8 +432,8 @@ print(f"rank {rank} threads {os.environ['OMP_NUM_THREADS']}", file=sys.stderr)
 def test_decode_jobs_split_generation_and_concatenate_the_shards(tmp_path, monkeypatch):
     import time
 
-    sys.path.insert(0, os.path.join(REPO, "examples", "lib"))
-    from recipe import RecipeError, run_sharded
+    from recipes.console import RecipeError
+    from recipes.process import run_sharded
 
     script = tmp_path / "fake_generate.py"
     script.write_text(FAKE_GENERATE)
@@ -509,12 +459,11 @@ def test_decode_jobs_split_generation_and_concatenate_the_shards(tmp_path, monke
 def test_importing_the_recipe_module_is_offline_and_leaves_the_environment_alone():
     """The recipe process imports only the offline package (fast start: neither fairseq nor torch) and sets no
     environment variable that the fairseq programs it starts would inherit."""
-    code = ("import os, sys; sys.path.insert(0, sys.argv[1]); import recipe; "
+    code = ("import os, sys; import recipes.cli; "
             "print(sorted(set(os.environ) ^ env_before), 'fairseq' in sys.modules, 'torch' in sys.modules)")
-    code = code.replace("import recipe;", "env_before = set(os.environ); import recipe;")
-    env = dict(os.environ)
-    proc = subprocess.run([sys.executable, "-c", code, os.path.join(REPO, "examples", "lib")], capture_output=True,
-                          text=True, env=env, timeout=120)
+    code = code.replace("import recipes.cli;", "env_before = set(os.environ); import recipes.cli;")
+    env = examples_env()
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split() == ["[]", "False", "False"]
 
@@ -529,10 +478,11 @@ def test_lexicon_unit_selection_puts_the_lowest_bce_unit_into_the_resumed_checkp
     the best epoch replaces the last epoch's; the other parameters and the position stay the last epoch's."""
     import torch
 
-    sys.path.insert(0, os.path.join(REPO, "examples", "lib"))
     from types import SimpleNamespace
 
-    from recipe import LlaSettings, Recipe, RecipeError
+    from recipes.console import RecipeError
+    from recipes.runner import Recipe
+    from recipes.settings import LlaSettings
 
     lines = [f"2026-11-22 09:00:0{e} | INFO | valid | epoch 00{e} | valid on 'valid' subset | loss 9 | "
              f"aux_lexicon {bce} | exact_match 0 | num_updates {e}\n" for e, bce in ((1, 0.9), (2, 0.25), (3, 0.4))]
@@ -559,6 +509,33 @@ def test_lexicon_unit_selection_puts_the_lowest_bce_unit_into_the_resumed_checkp
     with pytest.raises(RecipeError, match="checkpoint_best.pt is epoch 3.*train.log"):
         Recipe.select_lexicon_unit(recipe, str(tmp_path))
 
+
+def test_runs_made_before_the_json_log_format_are_still_reused(tmp_path):
+    """The recipes train with --log-format json since the package split; the log format changes no result, so a
+    finished run whose fingerprint has the simple format (made before) is not "other settings"."""
+    from recipes.cli import build_parser
+    from recipes.runner import Recipe
+    from recipes.tasks import TASKS, Prepared
+
+    write_tiny_layouts(tmp_path)
+    task = TASKS["scan"]
+    args = build_parser(task).parse_args(["--data", str(tmp_path / "scan"), "--work", str(tmp_path / "w"),
+                                          "--models", "lstm,lla", "--cpu-small"])
+    task.args = args
+    recipe, prep = Recipe(task, args), Prepared([], None, [], [], {})
+    for model in ("lstm", "lla"):
+        out = tmp_path / "w" / model / "seed1"
+        out.mkdir(parents=True)
+        commands = recipe.commands(model, 1, str(out), prep)
+        assert all("--log-format json" in " ".join(commands[k]) for k in commands if k.startswith("train"))
+        before = {k: v.replace("--log-format json", "--log-format simple") if k.startswith("train") else v
+                  for k, v in recipe.fingerprint(model, 1, commands).items()}
+        (out / "score.json").write_text("{}")
+        (out / "config.json").write_text(json.dumps({"fingerprint": before}))
+        assert recipe.stale(model, 1, prep) is None
+        before["train"] += " --dropout 0.5"  # but other settings are
+        (out / "config.json").write_text(json.dumps({"fingerprint": before}))
+        assert recipe.stale(model, 1, prep) == f"{out}: train differ"
 
 @pytest.mark.slow
 def test_lla_colors_keeps_the_first_best_epoch(tmp_path):

@@ -29,15 +29,15 @@ import time
 from dataclasses import asdict, dataclass, replace
 from typing import Dict, List, Optional, Tuple
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "examples", "lib"))
+from lexical_offline.corpus import CorpusError, read_parallel_pairs, write_parallel
+from lexical_offline.metrics.aggregate import aggregate_dir, format_mean_std
 
-import recipe as R  # noqa: E402  (the project's runner helpers and Transformer training settings)
-from recipe import RecipeError, hms, read_json, say, sha1_files, show, tool, write_json  # noqa: E402
-
-from lexical_offline.corpus import CorpusError, read_parallel_pairs, write_parallel  # noqa: E402
-from lexical_offline.metrics.aggregate import aggregate_dir, format_mean_std  # noqa: E402
+# examples/recipes (run.sh puts examples/ on PYTHONPATH): the runner helpers and Transformer training settings
+from recipes import ROOT, fairseq_log, process
+from recipes.console import RecipeError, hms, say, show
+from recipes.process import run_logged, tool
+from recipes.settings import TRANSFORMER_CPU_SMALL, TRANSFORMER_PAPER, TransformerSettings
+from recipes.textio import count_entries, read_json, sha1_files, write_json
 
 DEFAULT_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data", "cat_oci")
 FILES = {"ca": "tatoeba.ca", "oc": "tatoeba.oc"}
@@ -65,7 +65,7 @@ PAPER_5K = {"fr-oc": {"nmt": 24.7, "pgn": 24.8}, "es-ca (wm)": {"nmt": 35.4, "pg
 
 @dataclass
 class Settings:
-    ts: "R.TransformerSettings"
+    ts: "TransformerSettings"
     validate_every: int
     patience: Optional[int]
     dropout: Optional[float]   # None: the arch's default
@@ -74,11 +74,11 @@ class Settings:
 
 def settings(args) -> Settings:
     # The paper gives sizes only ("trained until convergence"): fairseq's transformer_iwslt_de_en recipe as the
-    # project's other Transformer rows (examples/lib/recipe.py), early stopping on dev loss, best checkpoint.
+    # project's other Transformer rows (examples/recipes), early stopping on dev loss, best checkpoint.
     if args.cpu_small:
-        s = Settings(replace(R.TRANSFORMER_CPU_SMALL, max_update=3000), validate_every=250, patience=4, dropout=None)
+        s = Settings(replace(TRANSFORMER_CPU_SMALL, max_update=3000), validate_every=250, patience=4, dropout=None)
     else:
-        s = Settings(replace(R.TRANSFORMER_PAPER, max_update=50000), validate_every=500, patience=10, dropout=0.3)
+        s = Settings(replace(TRANSFORMER_PAPER, max_update=50000), validate_every=500, patience=10, dropout=0.3)
     over = {"max_update": args.max_update, "lr": args.lr, "warmup": args.warmup_updates, "batch_size": args.batch_size}
     s.ts = replace(s.ts, **{k: v for k, v in over.items() if v is not None})
     if args.max_tokens is not None:
@@ -193,7 +193,7 @@ class Experiment:
                    "--testpref", d + "/pieces/test", "--destdir", d + "/bin", "--joined-dictionary",
                    "--srcdict", d + "/dict.txt", "--workers", "1"]
             shutil.rmtree(d + "/bin", ignore_errors=True)
-            R.run_logged(cmd, d + "/preprocess.log", what="fairseq-preprocess")
+            run_logged(cmd, d + "/preprocess.log", what="fairseq-preprocess")
             write_json(d + "/prepared.json", key)
             say(f"== n{size}: SentencePiece + fairseq-preprocess in {d} ({hms(time.time() - t0)})")
         else:
@@ -257,9 +257,9 @@ class Experiment:
                "command": show(cmd[1:]).replace(self.work, "$WORK")}
         if self.stamped(d + "/lexicon.json", key) and os.path.isfile(d + "/lexicon.tsv") and not self.args.force:
             return
-        secs = R.run_logged(cmd, d + "/lexicon.log", what="build_lexicon.py")
+        secs = run_logged(cmd, d + "/lexicon.log", what="build_lexicon.py")
         write_json(d + "/lexicon.json", key)
-        entries = R.count_entries(d + "/lexicon.tsv")
+        entries = count_entries(d + "/lexicon.tsv")
         same = sum(1 for line in open(d + "/lexicon.tsv", encoding="utf-8")
                    if not line.startswith("#") and line.split("\t")[0] == line.split("\t")[1])
         say(f"   n{size}: lexicon ({self.args.lexicon_method}) over pieces: {entries} entries, {same} of them "
@@ -325,15 +325,15 @@ class Experiment:
         if not (os.path.isfile(out + "/train.done") and os.path.isfile(out + "/checkpoint_best.pt")):
             say(f"{index} n{size} {system} seed {seed}: training ({self.cfg.ts.max_update} updates max, dev loss "
                 f"every {self.cfg.validate_every}) ...")
-            t_train = R.run_logged(cmds["train"], out + "/train.log", what=f"fairseq-train (n{size} {system})",
+            t_train = run_logged(cmds["train"], out + "/train.log", what=f"fairseq-train (n{size} {system})",
                                    append=os.path.isfile(out + "/checkpoint_last.pt"),
                                    progress=f"{index}    n{size} {system}: ")
             write_json(out + "/train.done", {"train_s": round(t_train, 1),
-                                             "training": R.Recipe.training_summary(out + "/train.log")})
+                                             "training": fairseq_log.training_summary(out + "/train.log")})
         done = read_json(out + "/train.done")
-        t_gen = R.run_logged(cmds["generate"], out + "/generate.txt", out + "/generate.log",
+        t_gen = run_logged(cmds["generate"], out + "/generate.txt", out + "/generate.log",
                              what=f"fairseq-generate (n{size} {system})")
-        R.run_logged(cmds["score"], out + "/score.json.tmp", out + "/score.log", what=f"score.py (n{size} {system})")
+        run_logged(cmds["score"], out + "/score.json.tmp", out + "/score.log", what=f"score.py (n{size} {system})")
         os.replace(out + "/score.json.tmp", out + "/score.json")
         score = read_json(out + "/score.json")
         p_gate = last_valid_p_gate(out + "/train.log")
@@ -462,7 +462,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    R.PROGRESS_EVERY = max(1.0, args.progress_every)
+    process.PROGRESS_EVERY = max(1.0, args.progress_every)
     try:
         return Experiment(args).run()
     except RecipeError as e:

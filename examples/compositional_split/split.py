@@ -12,7 +12,7 @@ Data flow (WORK = --work):
                uncertainty (reverse mutual information of an ensemble of --members small models, members/) ->
                sample (drop the --drop-top most uncertain, draw --sample of the next --window, --sample-seed)
                => compositional_test.tsv (English<TAB>Chinese), the new test set
-    systems/   the compared systems (--systems; examples/lib/recipe.py's --cpu-small commands, --system-updates)
+    systems/   the compared systems (--systems; examples/recipes' --cpu-small commands, --system-updates)
     eval/      each system translates every candidate once (fairseq-generate); the standard test set (the candidates
                from test), the selected set and the pool are cut out of that output (eval/sets/) and scored with
                tools/score.py (BLEU on the tokens, and --tokenize zh); eval/<system>/score.json; eval/by_degree.*
@@ -20,7 +20,7 @@ Data flow (WORK = --work):
     results.json, results.md   the tables
 
 A step is skipped when its outputs exist and its command and input files are unchanged (WORK/stamps/); --force
-redoes everything. The training and decoding commands are examples/lib/recipe.py's (those of examples/eng_cmn/run.sh
+redoes everything. The training and decoding commands are examples/recipes' (those of examples/eng_cmn/run.sh
 --cpu-small), built by its Recipe class.
 """
 from __future__ import annotations
@@ -38,22 +38,26 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Callable, Dict, List, Optional, Sequence
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "examples", "lib"))
+from lexical_offline.corpus import CorpusError, read_tsv_pairs, write_parallel
 
-import recipe as R  # noqa: E402  (examples/lib/recipe.py: models, --cpu-small settings, commands, run_logged)
-from lexical_offline.corpus import CorpusError, read_tsv_pairs, write_parallel  # noqa: E402
+# examples/recipes (run.sh puts examples/ on PYTHONPATH): models, --cpu-small settings, commands, run_logged
+from recipes import ROOT, process
+from recipes.catalogue import LEXICON_METHODS, MODELS
+from recipes.cli import build_parser as recipe_parser
+from recipes.console import RecipeError, hms, say, show
+from recipes.process import run_logged, tool
+from recipes.runner import Recipe
+from recipes.tasks import TASKS
+from recipes.textio import read_json, sha1_files, write_json
 
 SELECT = os.path.join(ROOT, "tools", "select_compositional.py")
 DATA_FILES = {"train": "cmn.txt_train_tokenized.tsv", "dev": "cmn.txt_dev_tokenized.tsv",
               "test": "cmn.txt_test_tokenized.tsv"}
 SETS = (("test", "standard test"), ("selected", "selected (compositional)"), ("pool", "pool"))
-say = R.say
 PY = sys.executable
 
 
-class SplitError(R.RecipeError):
+class SplitError(RecipeError):
     pass
 
 
@@ -79,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="OOV filter: drop candidates with an English word seen fewer times in train (paper 3)")
     g.add_argument("--pool", type=int, default=2000, help="candidates kept by compositional degree (paper 60000)")
     g.add_argument("--members", type=int, default=3, help="ensemble size (paper 10)")
-    g.add_argument("--member-model", default="lstm", help="examples/lib/recipe.py model of the members")
+    g.add_argument("--member-model", default="lstm", help="examples/recipes model of the members")
     g.add_argument("--member-updates", type=int, default=600, help="training updates of each member")
     g.add_argument("--uncertainty-beam", type=int, default=5, help="beam of the ensemble's decoding")
     g.add_argument("--drop-top", type=int, default=100, help="most uncertain pool candidates dropped (paper 2000)")
@@ -88,14 +92,14 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--sample-seed", type=int, default=1, help="seed of the sample")
     g = p.add_argument_group("systems compared")
     g.add_argument("--systems", default="lstm,simple,rdangle_sep",
-                   help="examples/lib/recipe.py models (lstm: LSTM, simple: LSTM + Lex.: Simple, rdangle_sep: "
+                   help="examples/recipes models (lstm: LSTM, simple: LSTM + Lex.: Simple, rdangle_sep: "
                         "R-Dangle sep, interval 4)")
     g.add_argument("--system-updates", type=int, default=1500, help="training updates of each system")
     g.add_argument("--system-seed", type=int, default=100,
                    help="training seed of the systems (not a member's: the LSTM row must not be one of the models "
                         "that chose the test set)")
     g.add_argument("--decoder", choices=("fairseq", "authors"), default="fairseq",
-                   help="LSTM rows' decoder (examples/lib/recipe.py --decoder): fairseq's LSTM decoder with eq. 6's "
+                   help="LSTM rows' decoder (examples/recipes --decoder): fairseq's LSTM decoder with eq. 6's "
                         "gate (what examples/RESULTS.md's run used), or the authors' released decoder")
     g.add_argument("--max-len-b", type=int, default=200, help="longest output of any decoding (tokens)")
     g.add_argument("--plot-a", default="simple", help="plot_by_degree: system A (the difference is A - B)")
@@ -124,8 +128,8 @@ class Runner:
             stdout: Optional[str] = None, progress: Optional[str] = None) -> None:
         """Run cmd (stdout to `stdout` or the log, stderr to the log) unless up to date."""
         stamp_path = os.path.join(self.stamps, name.replace("/", "_") + ".json")
-        stamp = {"command": R.show(cmd).replace(self.work, "$WORK"), "inputs_sha1": R.sha1_files(inputs)}
-        old = R.read_json(stamp_path) if os.path.isfile(stamp_path) else {}
+        stamp = {"command": show(cmd).replace(self.work, "$WORK"), "inputs_sha1": sha1_files(inputs)}
+        old = read_json(stamp_path) if os.path.isfile(stamp_path) else {}
         if (not self.force and all(os.path.exists(o) for o in outputs)
                 and all(old.get(k) == v for k, v in stamp.items())):
             self.seconds[name] = old.get("seconds")  # the time it took when it ran
@@ -133,13 +137,13 @@ class Runner:
             return
         if os.path.isfile(stamp_path):
             os.remove(stamp_path)
-        secs = R.run_logged(cmd, stdout or log, log if stdout else None, what=name, progress=progress)
+        secs = run_logged(cmd, stdout or log, log if stdout else None, what=name, progress=progress)
         missing = [o for o in outputs if not os.path.exists(o)]
         if missing:
             raise SplitError(f"{name} did not write {', '.join(missing)}; log: {log}")
         self.seconds[name] = round(secs, 1)
-        R.write_json(stamp_path, {**stamp, "seconds": self.seconds[name]})
-        say(f"   {name}: done ({R.hms(secs)})")
+        write_json(stamp_path, {**stamp, "seconds": self.seconds[name]})
+        say(f"   {name}: done ({hms(secs)})")
 
     def parallel(self, tasks: Sequence[Callable[[], None]]) -> None:
         """Run the tasks, --jobs at a time; the first error is raised once all have ended."""
@@ -204,7 +208,7 @@ def prepare(args, files: Dict[str, str], data_dir: str) -> Dict[str, int]:
     origin = [f"dev:{i + 1}" for i in range(len(dev)) if i not in held] + [f"test:{i + 1}" for i in range(len(test))]
     os.makedirs(data_dir, exist_ok=True)
     write_parallel(f"{data_dir}/train", train)
-    write_parallel(f"{data_dir}/lexcorpus", train)  # the lexicon is learned from train (recipe.py's file layout)
+    write_parallel(f"{data_dir}/lexcorpus", train)  # the lexicon is learned from train (the recipes' file layout)
     write_parallel(f"{data_dir}/valid", valid)
     write_parallel(f"{data_dir}/candidates", cand)
     write_lines(f"{data_dir}/candidates.origin", origin)
@@ -214,14 +218,14 @@ def prepare(args, files: Dict[str, str], data_dir: str) -> Dict[str, int]:
             "candidates_from_dev": len(dev) - len(valid), "candidates_from_test": len(test)}
 
 
-def recipe_for(args, work: str, models: Sequence[str], updates: int) -> "R.Recipe":
-    """examples/lib/recipe.py's Recipe with --cpu-small settings, pointed at this example's data-bin and lexicons."""
-    task = R.TASKS["eng_cmn"]
-    rargs = R.build_parser(task).parse_args([
+def recipe_for(args, work: str, models: Sequence[str], updates: int) -> Recipe:
+    """examples/recipes' Recipe with --cpu-small settings, pointed at this example's data-bin and lexicons."""
+    task = TASKS["eng_cmn"]
+    rargs = recipe_parser(task).parse_args([
         "--data", args.data, "--work", work, "--cpu-small", "--models", ",".join(models),
         "--max-update", str(updates), "--decoder", args.decoder, "--train-args=--cpu", "--generate-args=--cpu"])
     task.args = rargs
-    rec = R.Recipe(task, rargs)
+    rec = Recipe(task, rargs)
     rec.bin, rec.lexdir, rec.data_dir = f"{work}/bin", f"{work}/lexicons", f"{work}/data"
     rec.hp = replace(rec.hp, max_len_b=args.max_len_b)
     return rec
@@ -247,9 +251,9 @@ class Split:
         self.eval = f"{self.work}/eval"
         self.systems = [s.strip() for s in args.systems.split(",") if s.strip()]
         for m in self.systems + [args.member_model]:
-            if m not in R.MODELS:
-                raise SplitError(f"unknown model {m!r} (examples/lib/recipe.py models: {', '.join(R.MODELS)})")
-        if R.MODELS[args.member_model].lexicon in R.LEXICON_METHODS:
+            if m not in MODELS:
+                raise SplitError(f"unknown model {m!r} (examples/recipes models: {', '.join(MODELS)})")
+        if MODELS[args.member_model].lexicon in LEXICON_METHODS:
             raise SplitError("--member-model: choose a model without a learned lexicon (lstm, transformer, ...)")
         for name in ("pool", "drop_top", "window", "sample", "members", "member_updates", "system_updates", "jobs"):
             if getattr(args, name) < 1:
@@ -264,7 +268,7 @@ class Split:
     def preprocess(self) -> None:
         say("== fairseq-preprocess (the candidates are the `test` split: every system translates all of them once)")
         d = self.data
-        self.runner.run("preprocess", [R.tool("fairseq-preprocess"), "--source-lang", "src", "--target-lang", "tgt",
+        self.runner.run("preprocess", [tool("fairseq-preprocess"), "--source-lang", "src", "--target-lang", "tgt",
                                        "--trainpref", f"{d}/train", "--validpref", f"{d}/valid",
                                        "--testpref", f"{d}/candidates", "--destdir", self.bin, "--workers", "1"],
                         [f"{d}/{s}.{l}" for s in ("train", "valid", "candidates") for l in ("src", "tgt")],
@@ -281,7 +285,7 @@ class Split:
                         [f"{d}/train.src", f"{d}/candidates.src", f"{d}/candidates.tgt"],
                         [f"{sel}.pool.tsv", f"{sel}.candidates.tsv", f"{sel}.pool.json"],
                         f"{self.work}/select/pool.log")
-        info = R.read_json(f"{sel}.pool.json")
+        info = read_json(f"{sel}.pool.json")
         lo, hi = info["pool_degree_range"]
         say(f"   {info['passed_oov_filter']} of {info['candidates']} candidates pass the OOV filter; pool "
             f"{info['pool']}, degree {fmt(lo, 3)} .. {fmt(hi, 3)}")
@@ -330,8 +334,8 @@ class Split:
     def train_systems(self) -> Dict[str, str]:
         """Lexicons, then each system trained on train and translating every candidate; its fairseq-generate file."""
         a, rec = self.args, self.rec
-        for method in sorted({R.MODELS[m].lexicon for m in self.systems} & set(R.LEXICON_METHODS)):
-            say(f"== lexicon: {R.LEXICON_METHODS[method][1]}")
+        for method in sorted({MODELS[m].lexicon for m in self.systems} & set(LEXICON_METHODS)):
+            say(f"== lexicon: {LEXICON_METHODS[method][1]}")
             os.makedirs(rec.lexdir, exist_ok=True)
             self.runner.run(f"lexicon_{method}", rec.lexicon_command(method),
                             [f"{self.data}/lexcorpus.src", f"{self.data}/lexcorpus.tgt"], [rec.lexicon_path(method)],
@@ -345,9 +349,9 @@ class Split:
                 out = f"{self.work}/systems/{model}"
                 os.makedirs(out, exist_ok=True)
                 os.makedirs(os.path.dirname(gens[model]), exist_ok=True)
-                lexicon = R.MODELS[model].lexicon
+                lexicon = MODELS[model].lexicon
                 inputs = [f"{self.bin}/dict.src.txt", f"{self.bin}/train.src-tgt.src.bin"]
-                if lexicon in R.LEXICON_METHODS:
+                if lexicon in LEXICON_METHODS:
                     inputs.append(rec.lexicon_path(lexicon))
                 self.runner.run(f"systems/{model}/train", rec.train_command(model, a.system_seed, out), inputs,
                                 [rec.checkpoint_path(out)], f"{out}/train.log", progress=f"   {model}: ")
@@ -395,12 +399,12 @@ class Split:
                     proc = subprocess.run(cmd, capture_output=True, text=True)
                     if proc.returncode != 0:
                         raise SplitError(f"score.py failed on {d}/{name}.gen: {proc.stderr.strip()}\n"
-                                         f"command: {R.show(cmd)}")
+                                         f"command: {show(cmd)}")
                     result = json.loads(proc.stdout)
                     entry[key], entry[key + "_signature"] = result["bleu"], result["bleu_signature"]
                     entry["exact_match"] = result["exact_match"]
                 scores[model][name] = entry
-            R.write_json(f"{d}/score.json", scores[model])
+            write_json(f"{d}/score.json", scores[model])
             say(f"   {model}: " + "; ".join(f"{n} BLEU {fmt(e['bleu'])} (zh {fmt(e['bleu_zh'])})"
                                            for n, e in scores[model].items()))
         return scores
@@ -419,7 +423,7 @@ class Split:
                                                 "--test", f"{self.eval}/sets/{name}.src", "--json", nov],
                             [f"{self.data}/train.src", f"{self.eval}/sets/{name}.src"], [nov],
                             f"{self.eval}/sets/{name}.novelty.log")
-            n = R.read_json(nov)
+            n = read_json(nov)
             rmis = [rmi[i] for i in ids if i in rmi]
             info[name] = {"n": len(ids), "mean_length": mean([len(src[i].split()) for i in ids]),
                           "pass_oov_filter": sum(i in degree for i in ids),
@@ -439,7 +443,7 @@ class Split:
         degree = {int(r["index"]): r["degree"] for r in read_tsv(f"{self.sel}.sample.tsv")}
         write_lines(f"{self.eval}/sets/selected.degrees.tsv",
                     ["index\tdegree"] + [f"{i}\t{degree[i]}" for i in selected])
-        names = {m: R.MODELS[m].label for m in (a.plot_a, a.plot_b)}
+        names = {m: MODELS[m].label for m in (a.plot_a, a.plot_b)}
         out = {}
         for name, degrees, ref, buckets in (
                 ("candidates", f"{self.sel}.candidates.tsv", f"{self.data}/candidates.tgt", 10),
@@ -480,10 +484,10 @@ def results_markdown(results: dict) -> str:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     start = time.time()
-    R.PROGRESS_EVERY = args.progress_every
+    process.PROGRESS_EVERY = args.progress_every
     split = Split(args)
     say(f"== compositional split: work directory {split.work}")
-    say("   [REDUCED CPU configuration: examples/lib/recipe.py --cpu-small models and settings, selection sizes "
+    say("   [REDUCED CPU configuration: examples/recipes --cpu-small models and settings, selection sizes "
         "scaled down; not the paper's]")
     counts = prepare(args, split.files, split.data)
     split.preprocess()
@@ -498,11 +502,11 @@ def main(argv=None) -> int:
 
     wall = time.time() - start
     settings = {
-        "configuration": "REDUCED CPU configuration: examples/lib/recipe.py --cpu-small models and settings, "
+        "configuration": "REDUCED CPU configuration: examples/recipes --cpu-small models and settings, "
                          "selection sizes scaled down to the ~4.5k candidates; not the paper's",
-        "members": {"model": args.member_model, "arch": split.members.arch(R.MODELS[args.member_model]),
+        "members": {"model": args.member_model, "arch": split.members.arch(MODELS[args.member_model]),
                     "k": args.members, "seeds": list(range(1, args.members + 1)), "updates": args.member_updates},
-        "systems": {m: {"label": R.MODELS[m].label, "arch": split.rec.arch(R.MODELS[m])} for m in split.systems},
+        "systems": {m: {"label": MODELS[m].label, "arch": split.rec.arch(MODELS[m])} for m in split.systems},
         "system_updates": args.system_updates, "system_seed": args.system_seed,
         "selection": {"side": "source (English)", "min_word_count": args.min_word_count, "pool": args.pool,
                       "uncertainty": f"reverse mutual information, decode, beam {args.uncertainty_beam}",
@@ -512,25 +516,25 @@ def main(argv=None) -> int:
         "limits": {"train": args.limit_train, "eval": args.limit_eval}, "max_len_b": args.max_len_b,
         "lstm_decoder": args.decoder,
     }
-    results = {"command": R.show(sys.argv), "date": datetime.date.today().isoformat(),
+    results = {"command": show(sys.argv), "date": datetime.date.today().isoformat(),
                "host": {"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version()},
                "data": counts, "pool": {k: pool_info[k] for k in ("candidates", "passed_oov_filter", "pool",
                                                                   "pool_degree_range", "status_counts")},
                "settings": settings, "sets": sets_info, "scores": scores, "plots": plots,
                "step_seconds": split.runner.seconds, "wall_seconds": round(wall, 1)}
-    R.write_json(f"{split.work}/results.json", results)
+    write_json(f"{split.work}/results.json", results)
     table = results_markdown(results)
     with open(f"{split.work}/results.md", "w", encoding="utf-8") as f:
         f.write(table + "\n")
     say("\n" + table)
-    say(f"\n== wrote {split.work}/results.json, results.md, compositional_test.tsv ({R.hms(wall)} in all)")
+    say(f"\n== wrote {split.work}/results.json, results.md, compositional_test.tsv ({hms(wall)} in all)")
     return 0
 
 
 if __name__ == "__main__":
     try:
         sys.exit(main())
-    except R.RecipeError as e:
+    except RecipeError as e:
         print(f"run.sh: error: {e}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:

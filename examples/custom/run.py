@@ -7,7 +7,7 @@ folder (summary table, lexicon heatmaps, learning curves, the explanation page).
 
 Each split is a TSV file (source<TAB>target per line) or a PREFIX of PREFIX.src and PREFIX.tgt (--source-lang,
 --target-lang change the suffixes). Everything after the checks runs through the recipes' pipeline
-(examples/lib/recipe.py: fairseq-preprocess, tools/build_lexicon.py, fairseq-train, fairseq-generate,
+(examples/recipes: fairseq-preprocess, tools/build_lexicon.py, fairseq-train, fairseq-generate,
 tools/score.py, resuming and skipping finished runs); this file adds the data checks, the presets and the report.
 
 WORK layout: the recipes' (data/, bin/, lexicons/, <model>/seed<N>/, summary.json) plus report/:
@@ -21,23 +21,25 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import re
 import sys
 import time
 from dataclasses import replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "examples", "lib"))
-
-import recipe as R  # noqa: E402  (the recipes' pipeline, runners and settings)
-from recipe import RecipeError, hms, say, write_json  # noqa: E402
-
-from lexical_offline.corpus import (  # noqa: E402
+from lexical_offline.corpus import (
     CorpusError, OutputOverwritesInputError, read_parallel_pairs, read_tsv_pairs, refuse_overwriting_inputs,
 )
-from lexical_offline.metrics.aggregate import aggregate_dir, format_mean_std, format_summary  # noqa: E402
+from lexical_offline.metrics.aggregate import aggregate_dir, format_mean_std, format_summary
+
+# examples/recipes (run.sh puts examples/ on PYTHONPATH): the recipes' pipeline, runners and settings
+from recipes import ROOT, fairseq_log, process
+from recipes.catalogue import LEXICON_METHODS, MODELS
+from recipes.cli import build_parser as recipe_parser
+from recipes.console import RecipeError, exit_status_of, hms, say
+from recipes.process import run_logged
+from recipes.runner import Recipe
+from recipes.tasks import Prepared, Task
+from recipes.textio import write_json
 
 PROG = "run.sh"
 FAMILIES = ("lstm", "transformer")
@@ -98,9 +100,9 @@ def parse_lexicons(text: str) -> List[str]:
     methods = [m.strip() for m in text.split(",") if m.strip()]
     if not methods:
         raise RecipeError("--lexicons: no method given")
-    unknown = [m for m in methods if m not in R.LEXICON_METHODS]
+    unknown = [m for m in methods if m not in LEXICON_METHODS]
     if unknown:
-        raise RecipeError(f"--lexicons: unknown method {unknown[0]!r} (choose from {', '.join(R.LEXICON_METHODS)})")
+        raise RecipeError(f"--lexicons: unknown method {unknown[0]!r} (choose from {', '.join(LEXICON_METHODS)})")
     return list(dict.fromkeys(methods))
 
 
@@ -110,9 +112,9 @@ def parse_lexicons(text: str) -> List[str]:
 
 def transformer_model(method: str) -> str:
     name = f"transformer_{method}"
-    if name not in R.MODELS:  # the recipes define the Simple row only ("lex_transformer"): the same for each method
-        label = R.MODELS[method].label.replace("LSTM", "Transformer")
-        R.MODELS[name] = replace(R.MODELS["lex_transformer"], label=label, lexicon=method)
+    if name not in MODELS:  # the recipes define the Simple row only ("lex_transformer"): the same for each method
+        label = MODELS[method].label.replace("LSTM", "Transformer")
+        MODELS[name] = replace(MODELS["lex_transformer"], label=label, lexicon=method)
     return name
 
 
@@ -126,7 +128,7 @@ def model_names(family: str, methods: Sequence[str]) -> List[str]:
 # the task the recipe pipeline runs
 # ---------------------------------------------------------------------------------------------------------------
 
-class CustomData(R.Task):
+class CustomData(Task):
     name = "custom"
     title = "test set"
 
@@ -162,7 +164,7 @@ class CustomData(R.Task):
                          f"({VALID_FRACTION:.0%}, seed 0); the lexicons are learned from the other {len(train)}")
         notes.append(f"metric: {self.primary_why}")
         metrics = ["--metrics", "em,bleu,chrf", "--tokenize", self.opts.bleu_tokenize]
-        return R.Prepared(train=train, valid=valid, test=self.splits["test"], lexcorpus=train, files=files,
+        return Prepared(train=train, valid=valid, test=self.splits["test"], lexcorpus=train, files=files,
                           notes=notes, score_args=metrics)
 
     def result_line(self, score):
@@ -174,7 +176,7 @@ class CustomData(R.Task):
         return "  ".join(parts)
 
 
-class CustomRun(R.Recipe):
+class CustomRun(Recipe):
     """The recipes' pipeline; the report is this example's (report/ folder) instead of the paper tables."""
 
     def report(self, seconds: float) -> None:
@@ -203,7 +205,7 @@ class CustomRun(R.Recipe):
 
     # -- report pieces -----------------------------------------------------------------------------------------
     def methods(self) -> List[str]:
-        return list(dict.fromkeys(R.MODELS[m].lexicon for m in self.models if R.MODELS[m].lexicon in R.LEXICON_METHODS))
+        return list(dict.fromkeys(MODELS[m].lexicon for m in self.models if MODELS[m].lexicon in LEXICON_METHODS))
 
     def lexicon_heatmaps(self, report_dir: str) -> Dict[str, Tuple[str, int]]:
         """method -> (PNG file name, number of entries): the rows of the words with the strongest entries."""
@@ -226,7 +228,7 @@ class CustomRun(R.Recipe):
             cmd = [sys.executable, os.path.join(ROOT, "tools", "plot_lexicon.py"), path, "-o", f"{report_dir}/{png}",
                    "--words", ",".join(words), "--temperature", "0",
                    "--title", f"{method}: the {len(words)} input words with the strongest entries"]
-            R.run_logged(cmd, f"{report_dir}/lexicon_{method}.log", what=f"plot_lexicon.py ({method})")
+            run_logged(cmd, f"{report_dir}/lexicon_{method}.log", what=f"plot_lexicon.py ({method})")
             out[method] = (png, len(entries))
         return out
 
@@ -236,7 +238,7 @@ class CustomRun(R.Recipe):
         pages = {}
         seed = self.seeds[0]
         for model in self.models:
-            if R.MODELS[model].lexicon not in R.LEXICON_METHODS:
+            if MODELS[model].lexicon not in LEXICON_METHODS:
                 continue
             out = f"{self.work}/{model}/seed{seed}"
             ckpt = self.checkpoint_path(out)
@@ -247,7 +249,7 @@ class CustomRun(R.Recipe):
             cmd = [sys.executable, os.path.join(ROOT, "tools", "explain.py"), self.bin, "--path", ckpt,
                    "--generate-output", f"{out}/generate.txt", "--reference", f"{self.data_dir}/test.tgt",
                    "-o", jsonl, "--html", page, "--title", f"Why each output word was chosen: {self.label(model)}"]
-            secs = R.run_logged(cmd, f"{report_dir}/explain_{model}.log", what=f"explain.py ({model})")
+            secs = run_logged(cmd, f"{report_dir}/explain_{model}.log", what=f"explain.py ({model})")
             pages[model] = {"html": os.path.basename(page), "jsonl": os.path.basename(jsonl), "seed": seed,
                             **explanation_stats(jsonl)}
             say(f"== explanation page: {page} ({hms(secs)})")
@@ -273,20 +275,16 @@ def explanation_stats(jsonl: str) -> dict:
 # learning curves
 # ---------------------------------------------------------------------------------------------------------------
 
-_VALID = re.compile(r"valid on 'valid' subset \| loss ([0-9.]+) \|.*\| num_updates (\d+)")
-_TRAIN = re.compile(r"\| train_inner \|.*\bloss=([0-9.]+),.*\bnum_updates=(\d+)")
-
-
 def loss_curves(log_path: str) -> Dict[str, List[Tuple[int, float]]]:
-    """{"valid": [(updates, loss)], "train": [(updates, loss)]} from a fairseq-train log (simple format; fairseq's
-    losses are in bits). A resumed run's log holds the earlier lines too; a repeated update count keeps its last."""
+    """{"valid": [(updates, loss)], "train": [(updates, loss)]} from a fairseq-train log's progress records
+    (recipes.fairseq_log; fairseq's losses are in bits). A resumed run's log holds the earlier records too; a repeated
+    update count keeps its last."""
     curves: Dict[str, Dict[int, float]] = {"valid": {}, "train": {}}
-    with open(log_path, errors="replace") as f:
-        for line in f:
-            for kind, pattern in (("valid", _VALID), ("train", _TRAIN)):
-                m = pattern.search(line)
-                if m:
-                    curves[kind][int(m.group(2))] = float(m.group(1))
+    for tag, stats in fairseq_log.read_records(log_path):
+        loss = stats.get("loss" if tag == "train_inner" else f"{tag}_loss")
+        updates = fairseq_log.updates_of(tag, stats)
+        if tag in ("valid", "train_inner") and loss is not None and updates is not None:
+            curves["valid" if tag == "valid" else "train"][updates] = float(loss)
     return {k: sorted(v.items()) for k, v in curves.items()}
 
 
@@ -370,7 +368,7 @@ def write_summary_md(path, run: CustomRun, summary, labels, heatmaps, curves, pa
     if heatmaps:
         lines += ["", "## Lexicons", ""]
         for method, (png, n) in heatmaps.items():
-            lines += [f"{method} ({R.LEXICON_METHODS[method][1]}): {n} entries in `{run.lexicon_path(method)}`", "",
+            lines += [f"{method} ({LEXICON_METHODS[method][1]}): {n} entries in `{run.lexicon_path(method)}`", "",
                       f"![{method}]({png})", ""]
     if curves:
         lines += ["## Learning curves", "", f"![learning curves]({curves})", ""]
@@ -399,7 +397,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="bash examples/custom/run.sh", formatter_class=argparse.RawDescriptionHelpFormatter,
         description=__doc__.split("\n\n")[0],
-        epilog=f"Lexicon methods: {', '.join(f'{k} ({v[1]})' for k, v in R.LEXICON_METHODS.items())}.\n"
+        epilog=f"Lexicon methods: {', '.join(f'{k} ({v[1]})' for k, v in LEXICON_METHODS.items())}.\n"
                "Presets: --smoke (30 updates of the CPU-sized models: checks that every step runs, the numbers mean "
                "nothing), --cpu (the recipes' --cpu-small settings: 2 x 128 LSTM or the tiny Transformer, 2000 "
                "updates), --paper (the default: appendix C.1 of Akyurek & Andreas 2021 for the LSTM, fairseq's "
@@ -433,7 +431,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                           "data's own whitespace tokens)")
     g.add_argument("--force", action="store_true", help="re-run finished runs and rebuild the lexicons")
     g.add_argument("--dry-run", action="store_true", help="check the data and print the commands, run nothing")
-    g = p.add_argument_group("overrides (passed to the recipes' pipeline, examples/lib/README.md)")
+    g = p.add_argument_group("overrides (passed to the recipes' pipeline, examples/recipes/README.md)")
     for opt, kind, text in (("--max-update", int, "training updates"), ("--lr", float, "peak learning rate"),
                             ("--warmup-updates", int, "warm-up updates"), ("--batch-size", int, "sentences per batch"),
                             ("--beam", int, "beam size of fairseq-generate"),
@@ -489,9 +487,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         task = CustomData(opts, splits, files, primary_metric(splits["train"], opts.primary_metric))
         models = model_names(opts.family, methods)
         opts.work = work
-        args = R.build_parser(task).parse_args(recipe_argv(opts, models, os.path.dirname(files["train"][0])))
+        args = recipe_parser(task).parse_args(recipe_argv(opts, models, os.path.dirname(files["train"][0])))
         task.args = args
-        R.PROGRESS_EVERY = max(1.0, args.progress_every)
+        process.PROGRESS_EVERY = max(1.0, args.progress_every)
         run = CustomRun(task, args)
         if opts.preset == "smoke":
             run.settings = "smoke"
@@ -501,7 +499,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             run.settings_label = "CPU preset (the recipes' --cpu-small settings, not the papers')"
         return run.run()
 
-    return R.exit_status_of(start, PROG)
+    return exit_status_of(start, PROG)
 
 
 if __name__ == "__main__":

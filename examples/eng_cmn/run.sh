@@ -7,7 +7,7 @@
 #
 # --data holds cmn.txt_{train,dev,test}_tokenized.tsv (ekinakyurek/lexical TRANSLATE/).
 #
-#   bash examples/eng_cmn/run.sh --help      # every option; the work is done by examples/lib/recipe.py
+#   bash examples/eng_cmn/run.sh --help      # every option; the work is done by examples/recipes/ (python -m recipes)
 #
 # prepare -> lexicons (tools/build_lexicon.py) -> fairseq-preprocess -> fairseq-train -> fairseq-generate ->
 # tools/score.py, for each model and seed; then mean +/- std over seeds (a table, and WORK/summary.json).
@@ -15,4 +15,5 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 VENV="$(bash "$ROOT/tools/setup_env.sh" | tail -n 1)"
-exec "$VENV/bin/python" "$ROOT/examples/lib/recipe.py" eng_cmn "$@"
+export PYTHONPATH="$ROOT/examples:$ROOT${PYTHONPATH:+:$PYTHONPATH}"  # the recipes package, this checkout
+exec "$VENV/bin/python" -m recipes eng_cmn "$@"

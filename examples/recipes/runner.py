@@ -1,0 +1,542 @@
+"""The recipes' pipeline (Recipe): data preparation, lexicons, fairseq-preprocess, then for each model and seed the
+training, decoding and scoring commands, run or reused (finished runs are skipped, unfinished ones resumed)."""
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import re
+import shlex
+import shutil
+import sys
+import time
+from dataclasses import asdict
+from typing import Dict, List, Optional, Sequence
+
+from lexical_offline.corpus import write_parallel
+
+from recipes import ROOT, fairseq_log, reports
+from recipes.catalogue import (
+    AUTHORS_DECODER, AUTHORS_GATE, JOINED_DICT_MODELS, LEXICON_METHODS, MODELS, ModelSpec, parse_models,
+)
+from recipes.console import RecipeError, hms, say, show
+from recipes.lla import LEXICON_UNIT_METRIC, LlaSteps
+from recipes.process import run_logged, run_sharded, tool
+from recipes.settings import effective_hparams, lla_settings, parse_seeds, transformer_settings
+from recipes.tasks import Prepared, Task
+from recipes.textio import count_entries, read_json, sha1_files, write_json
+
+USER_DIR = os.path.join(ROOT, "fairseq_lexical")  # fairseq's --user-dir
+LOG_FORMAT = "--log-format json"  # progress records read by fairseq_log
+
+# Runs without validation (Colors) would save their first checkpoint at the end: an interrupted one could not resume.
+# Saving changes nothing in training; the fingerprint leaves these options out, so earlier runs stay reusable.
+RESUME_SAVE_EVERY = 100
+RESUME_SAVE = ("--disable-validation", "--save-interval", "100000", "--save-interval-updates", str(RESUME_SAVE_EVERY),
+               "--keep-interval-updates", "1")
+
+
+class Recipe(LlaSteps):
+    """One invocation of a recipe: a task, its settings from the command line, the models and seeds to run."""
+
+    def __init__(self, task: Task, args):
+        self.task, self.args = task, args
+        self.work = os.path.abspath(args.work or task.default_work(args))
+        self.data_dir = self.work + "/data"
+        self.bin = self.work + "/bin"
+        self.lexdir = self.work + "/lexicons"
+        self.hp = effective_hparams(task, args)
+        self.lla = lla_settings(args)
+        self.models = parse_models(args.models, task)
+        self.transformer_models = [m for m in self.models if MODELS[m].transformer]
+        self.ts = transformer_settings(args)
+        self.bin_joined = self.work + "/bin_joined"  # --joined-dictionary, for pgn
+        self.damage = args.damage
+        self.lla_models = [m for m in self.models if MODELS[m].lla]
+        if self.damage is not None and not any(MODELS[m].lla for m in self.models):
+            raise RecipeError("--damage applies to the lla models (lla, lla_noadv); none is in --models")
+        self.seeds = parse_seeds(args)
+        self.settings = "cpu-small" if args.cpu_small else "paper"
+        self.settings_label = ("CPU-SMALL settings (not the paper's: smaller model / shorter training)"
+                               if args.cpu_small else "the paper's settings (appendix C.1)")
+        if args.lexicon and not os.path.isfile(args.lexicon):
+            raise RecipeError(f"--lexicon {args.lexicon}: file not found")
+        if not os.path.isdir(args.data):
+            raise RecipeError(f"--data {args.data}: not a directory")
+        self.files = task.locate(os.path.abspath(args.data))
+        self.data_sha1 = ""
+
+    # -- preparation --------------------------------------------------------------------------------------------
+    def prepare(self) -> Prepared:
+        prep = self.task.prepare(self.args, self.files)
+        os.makedirs(self.data_dir, exist_ok=True)
+        write_parallel(self.data_dir + "/train", prep.train)
+        write_parallel(self.data_dir + "/test", prep.test)
+        write_parallel(self.data_dir + "/valid", prep.valid if prep.valid is not None else prep.train)
+        write_parallel(self.data_dir + "/lexcorpus", prep.lexcorpus)
+        parts = [f"{self.data_dir}/{s}.{l}" for s in ("train", "valid", "test", "lexcorpus") for l in ("src", "tgt")]
+        self.data_sha1 = sha1_files(parts)
+        say(f"== data: {len(prep.train)} train, "
+            + (f"{len(prep.valid)} validation, " if prep.valid is not None else "")
+            + f"{len(prep.test)} test pairs from {', '.join(sorted(set(self.files.values())))}")
+        for note in prep.notes:
+            say(f"   {note}")
+        self.preprocess(self.bin, self.preprocess_command(self.bin), "preprocess.log")
+        if any(m in JOINED_DICT_MODELS for m in self.models):
+            self.preprocess(self.bin_joined, self.preprocess_command(self.bin_joined), "preprocess_joined.log")
+        return prep
+
+    def preprocess_command(self, destdir: str) -> List[str]:
+        cmd = [tool("fairseq-preprocess"), "--source-lang", "src", "--target-lang", "tgt",
+               "--trainpref", self.data_dir + "/train", "--validpref", self.data_dir + "/valid",
+               "--testpref", self.data_dir + "/test", "--destdir", destdir, "--workers", "1"]
+        return cmd + (["--joined-dictionary"] if destdir == self.bin_joined else [])
+
+    def preprocess(self, destdir: str, cmd: List[str], log: str) -> None:
+        stamp_path = destdir + "/prepared.json"
+        stamp = {"data_sha1": self.data_sha1, "command": show(cmd)}
+        if os.path.isfile(stamp_path) and read_json(stamp_path) == stamp:
+            say(f"== fairseq-preprocess: up to date ({destdir})")
+        else:
+            if os.path.isdir(destdir):
+                shutil.rmtree(destdir)
+            secs = run_logged(cmd, self.work + "/" + log, what="fairseq-preprocess")
+            write_json(stamp_path, stamp)
+            say(f"== fairseq-preprocess: {destdir} ({hms(secs)})")
+
+    def bin_for(self, model: str) -> str:
+        """The data-bin of a model: WORK/bin_joined (--joined-dictionary) for pgn, else WORK/bin."""
+        return self.bin_joined if model in JOINED_DICT_MODELS else self.bin
+
+    # -- lexicons -----------------------------------------------------------------------------------------------
+    def lexicon_path(self, method: str) -> str:
+        if method == "simple" and self.args.lexicon:
+            return os.path.abspath(self.args.lexicon)
+        return f"{self.lexdir}/{method}.tsv"
+
+    def lexicon_command(self, method: str) -> List[str]:
+        opts, _ = LEXICON_METHODS[method]
+        return [sys.executable, os.path.join(ROOT, "tools", "build_lexicon.py"), *opts, *self.task.lexicon_build_args,
+                "--src", self.data_dir + "/lexcorpus.src", "--tgt", self.data_dir + "/lexcorpus.tgt",
+                "-o", f"{self.lexdir}/{method}.tsv", "--no-progress"]
+
+    def build_lexicons(self) -> None:
+        methods = [MODELS[m].lexicon for m in self.models if MODELS[m].lexicon in LEXICON_METHODS]
+        os.makedirs(self.lexdir, exist_ok=True)
+        stamp_path = self.lexdir + "/built.json"
+        stamps = read_json(stamp_path) if os.path.isfile(stamp_path) else {}
+        for method in dict.fromkeys(methods):
+            path = self.lexicon_path(method)
+            desc = LEXICON_METHODS[method][1]
+            if method == "simple" and self.args.lexicon:
+                say(f"== lexicon (given with --lexicon): {count_entries(path)} entries in {path}")
+                continue
+            cmd = self.lexicon_command(method)
+            key = {"data_sha1": self.data_sha1, "command": show(cmd[1:])}
+            if os.path.isfile(path) and stamps.get(method) == key and not self.args.force:
+                say(f"== lexicon ({desc}): {count_entries(path)} entries in {path} (up to date)")
+                continue
+            secs = run_logged(cmd, f"{self.lexdir}/{method}.log", what=f"build_lexicon.py --method {method}")
+            stamps[method] = key
+            write_json(stamp_path, stamps)
+            say(f"== lexicon ({desc}): {count_entries(path)} entries in {path} ({hms(secs)})")
+
+    # -- one (model, seed) ---------------------------------------------------------------------------------------
+    def arch(self, spec: ModelSpec) -> str:
+        if self.args.cpu_small:
+            return spec.small_arch or spec.arch + "_small"
+        return spec.arch
+
+    def label(self, model: str) -> str:
+        spec = MODELS[model]
+        return f"{spec.label} (--arch {self.arch(spec)})"
+
+    def model_args(self, model: str) -> List[str]:
+        spec = MODELS[model]
+        out = ["--arch", self.arch(spec)]
+        if spec.lexicon in LEXICON_METHODS:
+            out += ["--lexicon", self.lexicon_path(spec.lexicon)]
+            if self.hp.lexicon_top_k and "--lexicon-temperature" not in spec.extra:
+                out += ["--lexicon-top-k", str(self.hp.lexicon_top_k)]
+        elif spec.lexicon is not None:
+            out += ["--lexicon", spec.lexicon]
+        out += list(spec.small_extra if self.args.cpu_small and spec.transformer else spec.extra)
+        if spec.transformer:  # no extra p_write dropout: the R-Dangle paper's models have none
+            pass
+        elif spec.lla:
+            out += ["--lexicon-unit-epochs", str(self.lla.lexicon_epochs)]
+        elif self.hp.write_dropout and (self.hp.write_dropout_models == "all" or spec.lexical):
+            out += ["--write-dropout", str(self.hp.write_dropout)]
+        if self.hp.decoder == "authors" and not (spec.transformer or spec.lla):
+            out += list(AUTHORS_DECODER) + (list(AUTHORS_GATE) if spec.lexical else [])
+        return out
+
+    def fairseq_train(self, model: str, seed: int, out: str, optimisation: Sequence[str], batching: Sequence[str],
+                      schedule: Sequence[str], criterion: Sequence[str] = (), after: Sequence[str] = ()) -> List[str]:
+        """The one fairseq-train command of every row (LSTM, Transformer, both LLA phases): the model and its data,
+        lexical_cross_entropy with `criterion` options, Adam with the row's `optimisation` options, `batching`, the
+        length of training (`schedule`), checkpoints and logs in OUT, then `after` (validation, saving) and
+        --train-args."""
+        return [tool("fairseq-train"), self.bin_for(model), "--user-dir", USER_DIR, *self.model_args(model),
+                "--criterion", "lexical_cross_entropy", *criterion, "--optimizer", "adam", *optimisation, *batching,
+                "--required-batch-size-multiple", "1", *schedule, "--seed", str(seed), "--save-dir", out,
+                "--no-epoch-checkpoints", *LOG_FORMAT.split(), "--log-interval", str(self.hp.log_interval),
+                "--num-workers", "0", *after, *shlex.split(self.args.train_args)]
+
+    def train_command(self, model: str, seed: int, out: str) -> List[str]:
+        """An LSTM row (HParams: appendix C.1's inverse-sqrt schedule) or a Transformer row (TransformerSettings:
+        fairseq's transformer_iwslt_de_en recipe); validation, patience and the evaluated checkpoint are the task's
+        for both. The lla rows have two commands (LlaSteps.lla_train_commands)."""
+        if MODELS[model].transformer:
+            ts = self.ts
+            criterion = (["--label-smoothing", f"{ts.label_smoothing:g}"]
+                         + (["--sentence-avg"] if ts.sentence_avg else []))
+            optimisation = ["--adam-betas", ts.adam_betas, "--weight-decay", f"{ts.weight_decay:g}", "--lr",
+                            f"{ts.lr:.6g}", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(ts.warmup),
+                            "--clip-norm", f"{ts.clip_norm:g}"]
+            batching = ((["--max-tokens", str(ts.max_tokens)] if ts.max_tokens else [])
+                        + (["--batch-size", str(ts.batch_size)] if ts.batch_size else [])
+                        + ["--update-freq", str(ts.update_freq)])
+            max_update = ts.max_update
+        else:
+            hp = self.hp
+            criterion = ["--sentence-avg"] if hp.sentence_avg else []
+            optimisation = ((["--adam-betas", hp.adam_betas] if hp.adam_betas else [])
+                            + ["--lr", f"{hp.lr:.6g}", "--lr-scheduler", "inverse_sqrt", "--warmup-updates",
+                               str(hp.warmup), "--clip-norm", str(hp.clip_norm)])
+            batching = ["--batch-size", str(hp.batch_size), "--update-freq", str(hp.update_freq)]
+            max_update = hp.max_update
+        return self.fairseq_train(model, seed, out, optimisation, batching, ["--max-update", str(max_update)],
+                                  criterion=criterion, after=self.validation_args(model))
+
+    def validation_args(self, model: str) -> List[str]:
+        """Validation every HParams.validate_every updates, a checkpoint at each, early stopping after the task's
+        patience; without validation (Colors) a checkpoint every RESUME_SAVE_EVERY updates."""
+        hp = self.hp
+        if hp.validate_every is None:
+            return list(RESUME_SAVE)
+        cmd = ["--validate-interval", "100000", "--validate-interval-updates", str(hp.validate_every),
+               "--save-interval", "100000", "--save-interval-updates", str(hp.validate_every),
+               "--keep-interval-updates", "1"]
+        patience = self.task.patience_for(model, hp)
+        if patience:
+            cmd += ["--patience", str(patience)]
+        return cmd
+
+    def checkpoint_path(self, out: str) -> str:
+        return f"{out}/checkpoint_{self.hp.checkpoint}.pt"
+
+    def generate_command(self, out: str, model: Optional[str] = None) -> List[str]:
+        hp = self.hp
+        return [tool("fairseq-generate"), self.bin_for(model) if model else self.bin,
+                "--user-dir", USER_DIR,
+                "--path", self.checkpoint_path(out), "--gen-subset", "test", "--beam", str(hp.beam),
+                "--batch-size", str(hp.gen_batch_size), "--max-len-a", "0", "--max-len-b", str(hp.max_len_b),
+                "--num-workers", "0", *shlex.split(self.args.generate_args)]
+
+    def score_command(self, out: str, prep_score_args: Sequence[str]) -> List[str]:
+        args = [a.replace("TRAIN_SRC", self.data_dir + "/train.src").replace("TEST_SRC", self.data_dir + "/test.src")
+                for a in prep_score_args]
+        return [sys.executable, os.path.join(ROOT, "tools", "score.py"), f"{out}/generate.txt",
+                "--reference", self.data_dir + "/test.tgt", *args, "--json"]
+
+    def fingerprint(self, model: str, seed: int, commands: Dict[str, List[str]]) -> Dict[str, object]:
+        """What a finished run must agree on to be reused: the commands (work directory abstracted), the data and
+        the lexicon's content."""
+        def norm(cmd):
+            return (show(cmd).replace(self.work, "$WORK").replace(sys.executable, "python").replace(ROOT, "$REPO")
+                    .replace(show(RESUME_SAVE), show(RESUME_SAVE[:3]))  # saving more often changes no result
+                    .replace(LOG_FORMAT, "--log-format simple"))  # nor does the log format (runs made before json)
+        spec = MODELS[model]
+        lex_sha1 = None
+        if spec.lexicon in LEXICON_METHODS and os.path.isfile(self.lexicon_path(spec.lexicon)):
+            lex_sha1 = sha1_files([self.lexicon_path(spec.lexicon)])
+        return {"data_sha1": self.data_sha1, "lexicon_sha1": lex_sha1,
+                **{k: norm(v) for k, v in commands.items()}}
+
+    def commands(self, model: str, seed: int, out: str, prep: Prepared) -> Dict[str, List[str]]:
+        if MODELS[model].lla:  # two training calls; Thrush's precision, recall and token accuracy as well
+            lexicon, rest = self.lla_train_commands(model, seed, out)
+            return {"train_lexicon": lexicon, "train": rest, "generate": self.generate_command(out),
+                    "score": self.score_command(out, [*prep.score_args, "--thrush"])}
+        return {"train": self.train_command(model, seed, out), "generate": self.generate_command(out, model),
+                "score": self.score_command(out, prep.score_args)}
+
+    # -- damage (Thrush 2020, Table 2) ---------------------------------------------------------------------------
+    def damage_conditions(self, model: str) -> List[str]:
+        spec = MODELS[model]
+        conds = [c.strip() for c in self.damage.split(",") if c.strip()] if self.damage != "auto" else \
+            ["none", "lstm", "lexicon", "adversary"]
+        # the adversary group exists only in the model with an adversary
+        return [c for c in conds if spec.adversary or "adversary" not in c.split("+")]
+
+    def damage_command(self, model: str, seed: int, out: str) -> List[str]:
+        hp = self.hp
+        return [sys.executable, os.path.join(ROOT, "tools", "damage.py"), self.bin, "--path",
+                self.checkpoint_path(out), "--damage", ",".join(self.damage_conditions(model)), "--seed", str(seed),
+                "--gen-subset", "test", "--beam", str(hp.beam), "--max-len-a", "0", "--max-len-b", str(hp.max_len_b),
+                "--batch-size", str(hp.gen_batch_size),
+                *[a for e in self.damage_examples() for a in ("--example", e)], "--json"]
+
+    def damage_examples(self) -> List[str]:
+        """The task's Table 2 sentence(s) whose words are all in the source dictionary (damage.py refuses others)."""
+        path = self.bin + "/dict.src.txt"
+        if not os.path.isfile(path):
+            return list(self.task.damage_examples)
+        with open(path, encoding="utf-8") as f:
+            vocab = {line.split()[0] for line in f if line.strip()}
+        return [e for e in self.task.damage_examples if all(w in vocab for w in e.split())]
+
+    def run_damage(self, model: str, seed: int, out: str, index: str) -> None:
+        """tools/damage.py on the evaluated checkpoint: OUT/damage.json (its JSON, the command and the time)."""
+        cmd = self.damage_command(model, seed, out)
+        path = f"{out}/damage.json"
+        if os.path.isfile(path) and not self.args.force and read_json(path).get("command") == show(cmd):
+            return
+        if not os.path.isfile(self.checkpoint_path(out)):
+            say(f"{index} {model} seed {seed}: no {self.checkpoint_path(out)} to damage (removed by "
+                f"--keep-checkpoints none?); skipped")
+            return
+        secs = run_logged(cmd, path + ".tmp", f"{out}/damage.log", what=f"damage.py ({model}, seed {seed})")
+        result = read_json(path + ".tmp")
+        os.remove(path + ".tmp")
+        for r in result["results"]:
+            r.get("damage", {}).pop("parameters", None)  # the per-parameter list stays in damage.log's run only
+        write_json(path, {"command": show(cmd), "seconds": round(secs, 1), **result})
+        say(f"{index} seed {seed}  {model}  damage: " + "; ".join(
+            f"{r['condition']} exact {r['scores']['exact_match']:.2f} prec {100 * r['scores']['precision']:.1f}"
+            for r in result["results"]) + f"  ({hms(secs)})")
+
+    def stale(self, model: str, seed: int, prep: Prepared) -> Optional[str]:
+        """Why the finished run of (model, seed) does not match the current settings, or None."""
+        out = f"{self.work}/{model}/seed{seed}"
+        if self.args.force or not os.path.isfile(f"{out}/score.json"):
+            return None
+        fp = self.fingerprint(model, seed, self.commands(model, seed, out, prep))
+        config_path = f"{out}/config.json"
+        old = (read_json(config_path).get("fingerprint") or {}) if os.path.isfile(config_path) else {}
+        diff = [k.replace("_sha1", "") for k in fp if old.get(k) != fp[k]]
+        return f"{out}: {', '.join(diff)} differ" if diff else None
+
+    def check_finished_runs(self, prep: Prepared) -> None:
+        problems = [p for seed in self.seeds for model in self.models if (p := self.stale(model, seed, prep))]
+        if problems:
+            raise RecipeError("finished runs with other settings (the train/generate/score commands, data or "
+                              "lexicon differ):\n  " + "\n  ".join(problems)
+                              + "\nuse --force to re-run them, or another --work")
+
+    def run_one(self, model: str, seed: int, prep: Prepared, index: str) -> Optional[dict]:
+        out = f"{self.work}/{model}/seed{seed}"
+        commands = self.commands(model, seed, out, prep)
+        if self.args.dry_run:
+            say(f"{index} {model} seed {seed}:")
+            for k, cmd in commands.items():
+                say(f"   {k}: {show(cmd)}")
+            if self.damage is not None and MODELS[model].lla:
+                say(f"   damage: {show(self.damage_command(model, seed, out))}")
+            return None
+        fp = self.fingerprint(model, seed, commands)
+        config_path, score_path = f"{out}/config.json", f"{out}/score.json"
+        if os.path.isfile(score_path) and not self.args.force:
+            why = self.stale(model, seed, prep)
+            if why:
+                raise RecipeError(f"finished run with other settings: {why}; use --force or another --work")
+            score = read_json(score_path)
+            say(f"{index} seed {seed}  {model}  {self.task.result_line(score)}  (done before: skipped)")
+            if self.damage is not None and MODELS[model].lla:
+                self.run_damage(model, seed, out, index)
+            return score
+        trained = None  # an earlier invocation's finished training, reused when only decoding/scoring is missing
+        resuming = False
+        if os.path.isdir(out):
+            old = read_json(config_path).get("fingerprint") if os.path.isfile(config_path) else None
+            same = old == fp and not self.args.force
+            if same and os.path.isfile(f"{out}/train.done") and os.path.isfile(self.checkpoint_path(out)):
+                trained = read_json(f"{out}/train.done")
+                say(f"{index} {model} seed {seed}: training finished before, decoding {self.checkpoint_path(out)}")
+            elif same and os.path.isfile(f"{out}/checkpoint_last.pt"):
+                resuming = True
+                say(f"{index} {model} seed {seed}: resuming training from {out}/checkpoint_last.pt")
+            elif same:  # stopped before its first checkpoint: start again, keeping the attempt's logs (x.log.N)
+                kept = []
+                for name in sorted(os.listdir(out)):
+                    path = os.path.join(out, name)
+                    if re.fullmatch(r".+\.log\.\d+", name):
+                        continue
+                    if name.endswith(".log"):
+                        n = 1
+                        while os.path.exists(f"{path}.{n}"):
+                            n += 1
+                        os.replace(path, f"{path}.{n}")
+                        kept.append(f"{name}.{n}")
+                    elif os.path.isdir(path):
+                        shutil.rmtree(path)
+                    else:
+                        os.remove(path)
+                say(f"{index} {model} seed {seed}: no checkpoint of the unfinished run to resume; starting again "
+                    f"(its logs kept: {', '.join(kept) or 'none'})")
+            else:
+                shutil.rmtree(out)
+        os.makedirs(out, exist_ok=True)
+        config = {
+            "task": self.task.name, "model": model, "label": self.label(model), "seed": seed,
+            "settings": self.settings, "settings_label": self.settings_label, "hparams": asdict(self.hp),
+            **({"transformer": asdict(self.ts)} if MODELS[model].transformer else {}),
+            "patience": self.task.patience_for(model, self.hp) if self.hp.validate_every else None,
+            "lexicon": self.lexicon_path(MODELS[model].lexicon) if MODELS[model].lexicon in LEXICON_METHODS
+            else MODELS[model].lexicon,
+            "checkpoint": self.checkpoint_path(out), "fingerprint": fp,
+            "commands": {k: show(v) for k, v in commands.items()},
+        }
+        write_json(config_path, config)
+        start = time.time()
+        if trained is None:
+            t_train = 0.0
+            if "train_lexicon" in commands:
+                say(f"{index} {model} seed {seed}: training, {self.lla.describe()} ...")
+                t_train = run_logged(commands["train_lexicon"], f"{out}/train.log", append=resuming,
+                                     what=f"fairseq-train, Lexicon Unit epochs ({model}, seed {seed})",
+                                     progress=f"{index}    {model} seed {seed}: ")
+                resuming = True  # the second call appends to the log and resumes checkpoint_last.pt
+                if not os.path.isfile(f"{out}/checkpoint_lexicon_unit.pt"):  # (a resumed run copied it already)
+                    if self.lla.checkpoint == "best":
+                        unit = self.select_lexicon_unit(out)
+                        say(f"{index}    {model} seed {seed}: Lexicon Unit of epoch {unit['epoch']} (lowest "
+                            f"validation BCE, {unit[LEXICON_UNIT_METRIC]:g})")
+                    shutil.copyfile(f"{out}/checkpoint_last.pt", f"{out}/checkpoint_lexicon_unit.pt")
+            else:
+                say(f"{index} {model} seed {seed}: training ({self.hp.max_update} updates max) ...")
+            t_train += run_logged(commands["train"], f"{out}/train.log", what=f"fairseq-train ({model}, seed {seed})",
+                                  append=resuming, progress=f"{index}    {model} seed {seed}: ")
+            selection = None
+            if "train_lexicon" in commands and self.lla.checkpoint == "best":
+                t0 = time.time()
+                selection = self.select_lla_epoch(model, seed, out, commands["train"], index)
+                t_train += time.time() - t0
+            stopped = fairseq_log.training_summary(f"{out}/train.log")
+            if selection:
+                # the update count above is the first run's (to the last epoch); the evaluated model is the
+                # retraining's, which stopped earlier
+                where = f"epoch {selection['epoch']}"
+                if selection["epoch"] < selection["last_epoch"]:
+                    stopped["selected_updates"] = fairseq_log.training_summary(f"{out}/train_selected.log")["updates"]
+                    where += f" (update {stopped['selected_updates']})"
+                stopped["text"] += f"; {where} of {selection['last_epoch']} evaluated"
+                stopped["selected_epoch"] = selection["epoch"]
+            if not os.path.isfile(self.checkpoint_path(out)):
+                raise RecipeError(f"{self.checkpoint_path(out)} was not written (see {out}/train.log)")
+            write_json(f"{out}/train.done", {"train_s": round(t_train, 1), "training": stopped})
+        else:
+            t_train, stopped = trained["train_s"], trained["training"]
+        t_gen = run_sharded(commands["generate"], self.args.decode_jobs, f"{out}/generate.txt",
+                            f"{out}/generate.log", what=f"fairseq-generate ({model}, seed {seed})")
+        t_score = run_logged(commands["score"], score_path + ".tmp", f"{out}/score.log",
+                             what=f"score.py ({model}, seed {seed})")
+        os.replace(score_path + ".tmp", score_path)
+        score = read_json(score_path)
+        total = time.time() - start + (t_train if trained is not None else 0.0)
+        write_json(f"{out}/run.json", {
+            "train_s": round(t_train, 1), "generate_s": round(t_gen, 1), "score_s": round(t_score, 1),
+            "total_s": round(total, 1), "training": stopped, "finished": datetime.datetime.now().isoformat(),
+            "host": platform.node(), "settings": self.settings})
+        if self.damage is not None and MODELS[model].lla:  # after run.json: a failure here keeps the run finished
+            t0 = time.time()
+            self.run_damage(model, seed, out, index)
+            run = read_json(f"{out}/run.json")
+            write_json(f"{out}/run.json", {**run, "damage_s": round(time.time() - t0, 1)})
+        self.clean_checkpoints(out)
+        say(f"{index} seed {seed}  {model}  {self.task.result_line(score)}  "
+            f"(train {hms(t_train)}{', ' + stopped['text'] if stopped['text'] else ''}; "
+            f"decode {hms(t_gen)}; total {hms(total)})")
+        return score
+
+    def clean_checkpoints(self, out: str) -> None:
+        keep = self.args.keep_checkpoints
+        if keep == "all":
+            return
+        used = os.path.basename(self.checkpoint_path(out))
+        for name in os.listdir(out):
+            if name.endswith(".pt") and (keep == "none" or name != used):
+                os.remove(os.path.join(out, name))
+
+    # -- everything -----------------------------------------------------------------------------------------------
+    def config(self) -> Dict[str, object]:
+        args = self.args
+        return {
+            "task": self.task.name, "split": getattr(args, "split", None), "settings": self.settings,
+            "settings_label": self.settings_label, "hparams": asdict(self.hp),
+            "models": {m: self.label(m) for m in self.models}, "seeds": self.seeds,
+            "lla": ({**asdict(self.lla), "paper_schedule": self.lla.is_paper(), "damage": self.damage}
+                    if self.lla_models else None),
+            "transformer": asdict(self.ts) if self.transformer_models else None,
+            "data": self.files, "work": self.work, "command": " ".join(shlex.quote(a) for a in sys.argv),
+            "date": datetime.datetime.now().isoformat(), "host": platform.node(),
+            "python": sys.version.split()[0],
+        }
+
+    def run(self) -> int:
+        t0 = time.time()
+        hp = self.hp
+        say(f"== {self.task.name}{' ' + self.args.split if self.task.name == 'scan' else ''}: work directory "
+            f"{self.work}")
+        say(f"== settings: {self.settings_label}")
+        # the Akyurek & Andreas line only where such rows run: the Transformer and LLA rows have settings of their own
+        lstm_models = [m for m in self.models if m not in self.transformer_models and m not in self.lla_models]
+        evaluation = ((f"validation every {hp.validate_every} updates, " if hp.validate_every else "no validation, ")
+                      + f"checkpoint_{hp.checkpoint}.pt, beam {hp.beam}")
+        if lstm_models:
+            say(f"== {', '.join(lstm_models)}: {hp.hidden}-unit 2-layer LSTM, batch {hp.batch_size} x "
+                f"{hp.update_freq}, lr {hp.lr:.3g} (inverse sqrt, {hp.warmup} warm-up), clip {hp.clip_norm}, "
+                f"{hp.max_update} updates, {evaluation}; "
+                + ("the authors' released decoder" if hp.decoder == "authors" else
+                   "fairseq's LSTM decoder, eq. 6 gate"))
+        if self.transformer_models:
+            ts = self.ts
+            batch = " + ".join(x for x in (f"--max-tokens {ts.max_tokens}" if ts.max_tokens else "",
+                                           f"--batch-size {ts.batch_size}" if ts.batch_size else "") if x)
+            tag = (" [CPU-SMALL: _tiny archs, not the paper's sizes]" if self.args.cpu_small else
+                   " [sizes: transformer_iwslt_de_en as the R-Dangle paper; optimiser: fairseq's iwslt recipe, "
+                   "max_update our choice (the paper gives none)]")
+            say(f"== {', '.join(self.transformer_models)}: Adam {ts.adam_betas}, lr {ts.lr:g} (inverse sqrt, "
+                f"{ts.warmup} warm-up), weight decay {ts.weight_decay:g}, label smoothing {ts.label_smoothing:g}, "
+                f"clip {ts.clip_norm:g}, {batch} x {ts.update_freq}, {ts.max_update} updates, {evaluation}{tag}")
+        if self.lla_models:
+            say(f"== {', '.join(self.lla_models)} (Thrush 2020, --arch {self.arch(MODELS['lla'])}): "
+                f"{self.lla.describe()} (as checkpoint_last.pt); beam {hp.beam}; "
+                f"scored with exact match and Thrush's precision/recall/token accuracy"
+                + ("; --damage " + self.damage if self.damage is not None else ""))
+        say(f"== models: {', '.join(self.models)}; seeds: {', '.join(map(str, self.seeds))}")
+        if self.args.dry_run:
+            say("== dry run: data files found (" + ", ".join(f"{k}: {v}" for k, v in self.files.items())
+                + "); the commands would be:")
+            say(f"   fairseq-preprocess: {show(self.preprocess_command(self.bin))}")
+            if any(m in JOINED_DICT_MODELS for m in self.models):
+                say(f"   fairseq-preprocess (joined dictionary, for {', '.join(JOINED_DICT_MODELS)}): "
+                    f"{show(self.preprocess_command(self.bin_joined))}")
+            say("   lexicons: " + "; ".join(show(self.lexicon_command(m)) for m in dict.fromkeys(
+                MODELS[x].lexicon for x in self.models if MODELS[x].lexicon in LEXICON_METHODS)))
+            prep_args = self.task.prepare(self.args, self.files).score_args
+            total = len(self.seeds) * len(self.models)
+            k = 0
+            for seed in self.seeds:
+                for model in self.models:
+                    k += 1
+                    self.run_one(model, seed, Prepared([], None, [], [], {}, score_args=prep_args), f"[{k}/{total}]")
+            return 0
+        os.makedirs(self.work, exist_ok=True)
+        write_json(self.work + "/config.json", self.config())
+        prep = self.prepare()
+        self.build_lexicons()
+        self.check_finished_runs(prep)
+        total = len(self.seeds) * len(self.models)
+        k = 0
+        for seed in self.seeds:
+            for model in self.models:
+                k += 1
+                self.run_one(model, seed, prep, f"[{k}/{total}]")
+        self.report(time.time() - t0)
+        return 0
+
+    def report(self, seconds: float) -> None:
+        """The tables over seeds, printed, and WORK/summary.json (examples/custom prints its own report)."""
+        reports.write_report(self, seconds)

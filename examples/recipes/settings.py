@@ -1,0 +1,183 @@
+"""Training settings: the LSTM rows' hyper-parameters (HParams), the Transformer rows' (TransformerSettings) and
+Thrush (2020)'s LLA schedule (LlaSettings), with their presets, and the command line's overrides of them."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import List, Optional
+
+from recipes.console import RecipeError
+
+
+def noam_peak_lr(d_model: int, warmup: int, factor: float = 1.0) -> float:
+    """Peak of the Noam schedule factor * d^-0.5 * min(step^-0.5, step * warmup^-1.5), reached at step = warmup;
+    fairseq's inverse_sqrt with --lr = this peak and --warmup-updates = warmup is the same schedule."""
+    return factor * d_model ** -0.5 * warmup ** -0.5
+
+
+@dataclass
+class HParams:
+    hidden: int                      # LSTM hidden size = embedding size (informational; the arch sets it)
+    lr: float                        # peak learning rate of inverse_sqrt (= the Noam peak)
+    warmup: int
+    clip_norm: float
+    batch_size: int
+    update_freq: int
+    max_update: int
+    validate_every: Optional[int]    # None: no validation (Colors)
+    patience: Optional[int]          # early stopping on validation loss, in validations (None: off)
+    write_dropout: float
+    write_dropout_models: str        # "lexical" or "all": which models get --write-dropout
+    sentence_avg: bool               # loss summed per sentence, averaged over sentences (the authors' code)
+    adam_betas: Optional[str]        # None: fairseq's default (0.9, 0.999)
+    beam: int
+    checkpoint: str                  # "last" or "best"
+    max_len_b: int                   # fairseq-generate --max-len-b (output length limit)
+    gen_batch_size: int = 128
+    log_interval: int = 100
+    lexicon_top_k: Optional[int] = None
+    decoder: str = "authors"         # LSTM rows: "authors" (their released decoder) or "fairseq" (fairseq's LSTM)
+
+
+
+# Appendix C.1 (COGS, SCAN, English-Chinese share these) + the authors' scripts (exp/*/*.sh of
+# github.com/ekinakyurek/lexical) where the paper is silent: batch 512 = 128 x 4 accumulated, Adam betas
+# (0.9, 0.998), validation every 500 updates with early stopping on validation loss (tolerance 10), the loss summed
+# over tokens and averaged over sentences, the final model evaluated.
+PAPER_COMMON = HParams(
+    hidden=512, lr=noam_peak_lr(512, 4000), warmup=4000, clip_norm=5.0, batch_size=128, update_freq=4,
+    max_update=8000, validate_every=500, patience=10, write_dropout=0.0, write_dropout_models="lexical",
+    sentence_avg=True, adam_betas="(0.9, 0.998)", beam=5, checkpoint="last", max_len_b=200,
+)
+# CPU-sized (not the paper's): 2 x 128 LSTM, batch 64, 2000 updates, Noam schedule for d = 128 with 400 warm-up.
+CPU_SMALL_COMMON = replace(
+    PAPER_COMMON, hidden=128, lr=noam_peak_lr(128, 400), warmup=400, batch_size=64, update_freq=1,
+    max_update=2000, validate_every=250, log_interval=50,
+)
+
+
+
+@dataclass
+class TransformerSettings:
+    """Training settings of the Transformer rows. The R-Dangle paper gives sizes and dropout only (appendix C:
+    fairseq's `transformer_iwslt_de_en` for the Transformer and Dangle baselines) and no optimiser, batch or length
+    of training, and it has no COGS, SCAN or English-Chinese experiments. So these are fairseq's own recipe for
+    `transformer_iwslt_de_en` (fairseq examples/translation/README.md: Adam (0.9, 0.98), lr 5e-4, inverse_sqrt with
+    4000 warm-up updates, no clipping, weight decay 1e-4, label smoothing 0.1, --max-tokens 4096), with
+    max_update our choice (assumption). Validation interval, patience, beam, checkpoint and max_len_b are the task's."""
+    lr: float = 5e-4
+    warmup: int = 4000
+    adam_betas: str = "(0.9, 0.98)"
+    clip_norm: float = 0.0
+    weight_decay: float = 0.0001
+    label_smoothing: float = 0.1
+    max_tokens: Optional[int] = 4096
+    batch_size: Optional[int] = None     # sentences per batch (None: --max-tokens alone)
+    update_freq: int = 1
+    max_update: int = 30000
+    sentence_avg: bool = False
+
+
+# --cpu-small (not the paper's, not fairseq's): the _tiny archs, batch 64 sentences, 2000 updates, 400 warm-up,
+# lr 1e-3 (a d = 64 model tolerates more than 5e-4).
+TRANSFORMER_PAPER = TransformerSettings()
+TRANSFORMER_CPU_SMALL = replace(TRANSFORMER_PAPER, lr=1e-3, warmup=400, max_tokens=None, batch_size=64,
+                                max_update=2000)
+
+
+@dataclass
+class LlaSettings:
+    """Thrush (2020), 'The hyperparameters are as follows' (the same for every domain): Lexicon Unit batch 1 for
+    the first 30 epochs (sparse Adam, lr 0.1 = Adam lr 0.001 x --lexicon-unit-lr-scale 100, docs/lla.md), then the
+    other modules with batch 30 until epoch 1000, Adam lr 0.001 (torch defaults: constant, betas (0.9, 0.999)),
+    no clipping. Run as two fairseq-train calls (docs/lla.md): epochs 1..lexicon_epochs with lexicon_batch_size,
+    then epochs lexicon_epochs+1..max_epoch with batch_size, resuming checkpoint_last.pt."""
+    lr: float = 0.001
+    batch_size: int = 30
+    lexicon_batch_size: int = 1
+    lexicon_epochs: int = 30
+    max_epoch: int = 1000
+    # "best": Thrush's "the validation score is calculated after each train epoch and the model with the best is
+    # tested" (validation exact match; Colors validates on its training set), the first epoch reaching the best,
+    # and "to compute the Lexicon Unit to use, we measure its loss (BCE) on the validation set" (LEXICON_UNIT_METRIC);
+    # "last": the last epoch's model and the Lexicon Unit of the last of its epochs
+    checkpoint: str = "best"
+
+    def is_paper(self) -> bool:
+        return self == LlaSettings()
+
+    def describe(self, tag: bool = True) -> str:
+        text = (f"Lexicon Unit alone for epochs 1-{self.lexicon_epochs} (batch {self.lexicon_batch_size}), then the "
+                f"rest to epoch {self.max_epoch} (batch {self.batch_size}); Adam lr {self.lr:g} constant, no clipping; "
+                + ("the first epoch with the best validation score is evaluated" if self.checkpoint == "best"
+                   else "the last epoch is evaluated"))
+        if not tag:
+            return text
+        return text + (" [Thrush 2020's schedule]" if self.is_paper() else " [REDUCED/CHANGED: not Thrush 2020's "
+                                                                             "schedule (30 / 1000 epochs, batch 1 / 30, "
+                                                                             "best epoch)]")
+
+
+def lla_settings(args) -> LlaSettings:
+    lla = LlaSettings(lr=args.lla_lr, batch_size=args.lla_batch_size, lexicon_batch_size=args.lla_lexicon_batch_size,
+                      lexicon_epochs=args.lla_lexicon_epochs, max_epoch=args.lla_max_epoch,
+                      checkpoint=args.lla_checkpoint)
+    if min(lla.batch_size, lla.lexicon_batch_size, lla.lexicon_epochs) < 1:
+        raise RecipeError("--lla-batch-size, --lla-lexicon-batch-size and --lla-lexicon-epochs must be >= 1")
+    if lla.max_epoch <= lla.lexicon_epochs:
+        raise RecipeError(f"--lla-max-epoch ({lla.max_epoch}) must exceed --lla-lexicon-epochs ({lla.lexicon_epochs})")
+    return lla
+
+
+def transformer_settings(args) -> TransformerSettings:
+    """TransformerSettings (or the CPU-small ones) with the command line's explicit overrides."""
+    ts = TRANSFORMER_CPU_SMALL if args.cpu_small else TRANSFORMER_PAPER
+    overrides = {"max_update": args.max_update, "lr": args.lr, "warmup": args.warmup_updates,
+                 "batch_size": args.batch_size, "update_freq": args.update_freq, "sentence_avg": args.sentence_avg,
+                 "adam_betas": args.adam_betas}
+    ts = replace(ts, **{k: v for k, v in overrides.items() if v is not None})
+    if args.max_tokens is not None:
+        ts = replace(ts, max_tokens=args.max_tokens or None)
+    if ts.max_tokens is None and ts.batch_size is None:
+        raise RecipeError("the Transformer rows need --max-tokens or --batch-size")
+    return ts
+
+
+def effective_hparams(task, args) -> HParams:
+    """The task's HParams with the command line's explicit overrides (task: a recipes.tasks Task)."""
+    hp = task.hparams(args)
+    overrides = {
+        "max_update": args.max_update, "lr": args.lr, "warmup": args.warmup_updates, "batch_size": args.batch_size,
+        "update_freq": args.update_freq, "beam": args.beam, "checkpoint": args.checkpoint,
+        "sentence_avg": args.sentence_avg, "adam_betas": args.adam_betas, "decoder": args.decoder,
+    }
+    hp = replace(hp, **{k: v for k, v in overrides.items() if v is not None})
+    if args.patience is not None:
+        hp = replace(hp, patience=args.patience or None)
+    if args.lexicon_top_k is not None:
+        hp = replace(hp, lexicon_top_k=args.lexicon_top_k or None)
+    for name in ("max_update", "batch_size", "update_freq", "beam"):
+        if getattr(hp, name) < 1:
+            raise RecipeError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(hp, name)}")
+    if hp.checkpoint == "best" and hp.validate_every is None:
+        raise RecipeError(f"--checkpoint best needs a validation set; {task.name} has none")
+    if args.decode_jobs < 1:
+        raise RecipeError(f"--decode-jobs must be >= 1, got {args.decode_jobs}")
+    return hp
+
+
+
+def parse_seeds(args) -> List[int]:
+    """--seeds N (1..N) or --seed-list."""
+    if args.seed_list:
+        try:
+            seeds = [int(s) for s in args.seed_list.split(",") if s.strip()]
+        except ValueError:
+            raise RecipeError(f"--seed-list {args.seed_list!r}: expected comma-separated integers") from None
+    else:
+        if args.seeds < 1:
+            raise RecipeError(f"--seeds must be >= 1, got {args.seeds}")
+        seeds = list(range(1, args.seeds + 1))
+    if not seeds:
+        raise RecipeError("no seed to run")
+    return list(dict.fromkeys(seeds))
+
