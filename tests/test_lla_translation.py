@@ -161,6 +161,17 @@ def test_checkpoint_best_is_the_first_epoch_with_the_best_score(toy_data, extra,
     assert checkpoint_best_epoch(oriented, 2) == plain_epoch  # the score itself: fairseq keeps the last tie
 
 
+def test_a_run_resumed_after_epoch_n_continues_from_fairseqs_restored_best(toy_data, monkeypatch):
+    from fairseq import checkpoint_utils
+
+    model, task, _ = make(toy_data, "--lexicon-unit-epochs", "1")
+    monkeypatch.setattr(checkpoint_utils.save_checkpoint, "best", 0.5, raising=False)  # restored from the checkpoint
+    task.begin_epoch(5, model)  # this process's first epoch
+    assert validate(task, model, 5, exact_match=0.5)["lla_selection"] == -INF  # a tie with an earlier epoch
+    task.begin_epoch(6, model)
+    assert validate(task, model, 6, exact_match=0.6)["lla_selection"] == 0.6
+
+
 def test_the_derived_metric_equals_the_post_validate_value(toy_data):
     from fairseq import metrics
 
