@@ -30,7 +30,6 @@ from fairseq.models import (
 )
 from fairseq.models.lstm import LSTM, Embedding, Linear, LSTMEncoder
 from fairseq.modules import FairseqDropout
-from fairseq.tasks import FairseqTask
 
 from ..modules.lla import LexiconAdversary, LexiconUnit, sentence_bce, target_bag
 
@@ -294,7 +293,9 @@ class LLALSTMModel(FairseqEncoderDecoderModel):
         if not args.no_adversary:
             adversary = LexiconAdversary(2 * args.num_layers * args.hidden_size, args.adversary_hidden_size,
                                          len(tgt), args.adversary_grad_scale)
-        if type(task).begin_epoch is FairseqTask.begin_epoch:  # e.g. --task translation
+        from ..tasks.lla_translation import LLATranslationTask  # (that module imports this one)
+
+        if not isinstance(task, LLATranslationTask):  # which calls set_epoch itself
             _install_epoch_hook(task)
         return cls(args, encoder, decoder, adversary)
 
@@ -384,7 +385,7 @@ class LLALSTMModel(FairseqEncoderDecoderModel):
 
 def _install_epoch_hook(task):
     """Wrap this task object's ``begin_epoch`` (not the class) to call ``model.set_epoch``: fairseq tells only the
-    task the epoch, and a task that ignores it (translation) leaves a model no other way to learn it."""
+    task the epoch, and a task other than lla_translation (e.g. translation) leaves a model no other way to learn it."""
     if getattr(task, "_lla_epoch_hook", False):
         return
     original = task.begin_epoch
