@@ -10,7 +10,8 @@
 The translation loss never reaches w (l enters o' detached); the Lexicon Unit learns from the BCE against the bag
 of target words, the adversary from the BCE against l, both returned as ``extra["aux_losses"]`` for the
 `lexical_cross_entropy` criterion. The schedule (`--lexicon-unit-epochs`: the Lexicon Unit alone first, then the
-other modules) follows fairseq's epochs through ``set_epoch``. Details and deviations: docs/lla.md.
+other modules) follows fairseq's epochs through ``set_epoch``, which the `lla_translation` task calls (with the
+paper's batch sizes and model selection, tasks/lla_translation.py). Details and deviations: docs/lla.md.
 """
 from __future__ import annotations
 
@@ -292,7 +293,10 @@ class LLALSTMModel(FairseqEncoderDecoderModel):
         if not args.no_adversary:
             adversary = LexiconAdversary(2 * args.num_layers * args.hidden_size, args.adversary_hidden_size,
                                          len(tgt), args.adversary_grad_scale)
-        _install_epoch_hook(task)
+        from ..tasks.lla_translation import LLATranslationTask  # (that module imports this one)
+
+        if not isinstance(task, LLATranslationTask):  # which calls set_epoch itself
+            _install_epoch_hook(task)
         return cls(args, encoder, decoder, adversary)
 
     # -- forward -------------------------------------------------------------------------------------------------
@@ -380,8 +384,8 @@ class LLALSTMModel(FairseqEncoderDecoderModel):
 
 
 def _install_epoch_hook(task):
-    """fairseq's trainer calls ``task.begin_epoch(epoch, model)`` at every epoch, but the translation task ignores
-    it; wrap this task object's method (not the class) so that the model hears the epoch (``set_epoch``)."""
+    """Wrap this task object's ``begin_epoch`` (not the class) to call ``model.set_epoch``: fairseq tells only the
+    task the epoch, and a task other than lla_translation (e.g. translation) leaves a model no other way to learn it."""
     if getattr(task, "_lla_epoch_hook", False):
         return
     original = task.begin_epoch
