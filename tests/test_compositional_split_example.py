@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from conftest import REPO, examples_env, shared_data
+from lexical_offline.textio import read_tsv  # every line has the header's field count
 
 SPLIT = os.path.join(REPO, "examples", "compositional_split", "split.py")
 FILES = ("cmn.txt_train_tokenized.tsv", "cmn.txt_dev_tokenized.tsv", "cmn.txt_test_tokenized.tsv")
@@ -25,13 +26,6 @@ TINY = ["--limit-train", "2000", "--limit-eval", "80", "--valid-size", "20", "--
 def run_split(*args):
     env = examples_env(OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
     return subprocess.run([sys.executable, SPLIT, *args], capture_output=True, text=True, env=env, timeout=900)
-
-
-def read_tsv(path):
-    with open(path, encoding="utf-8") as f:
-        lines = f.read().splitlines()
-    header = lines[0].split("\t")
-    return header, [dict(zip(header, line.split("\t"))) for line in lines[1:]]
 
 
 def test_missing_data_file_is_named(tmp_path):

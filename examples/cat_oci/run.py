@@ -29,7 +29,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from typing import Dict, List, Optional, Tuple
 
-from lexical_offline.corpus import CorpusError, read_parallel_pairs, write_parallel
+from lexical_offline.textio import read_lines, write_parallel
 from lexical_offline.metrics.aggregate import aggregate_dir, format_mean_std
 
 # examples/recipes (run.sh puts examples/ on PYTHONPATH): the runner helpers and Transformer training settings
@@ -37,7 +37,7 @@ from recipes import ROOT, fairseq_log, process
 from recipes.console import RecipeError, hms, say, show
 from recipes.process import run_logged, tool
 from recipes.settings import TRANSFORMER_CPU_SMALL, TRANSFORMER_PAPER, TransformerSettings
-from recipes.textio import count_entries, read_json, sha1_files, write_json
+from recipes.textio import count_entries, read_corpus, read_json, sha1_files, write_json
 
 DEFAULT_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data", "cat_oci")
 FILES = {"ca": "tatoeba.ca", "oc": "tatoeba.oc"}
@@ -98,15 +98,12 @@ def settings(args) -> Settings:
 # data
 # ---------------------------------------------------------------------------------------------------------------
 
-def read_corpus(data: str, limit: Optional[int]) -> List[Tuple[str, str]]:
+def read_data(data: str, limit: Optional[int]) -> List[Tuple[str, str]]:
     paths = {lang: os.path.join(data, name) for lang, name in FILES.items()}
     missing = [p for p in paths.values() if not os.path.isfile(p)]
     if missing:
         raise RecipeError(f"data file not found: {', '.join(missing)} (--data {data})")
-    try:
-        pairs = read_parallel_pairs(paths["ca"], paths["oc"])  # whitespace-normalised, equal line counts checked
-    except CorpusError as e:
-        raise RecipeError(str(e)) from None
+    pairs = read_corpus(paths["ca"], tgt_path=paths["oc"])  # whitespace-normalised, equal line counts checked
     return pairs[:limit] if limit else pairs
 
 
@@ -155,7 +152,7 @@ class Experiment:
     # -- data and pieces -------------------------------------------------------------------------------------
     def prepare_data(self) -> None:
         a = self.args
-        pairs = read_corpus(a.data, a.limit)
+        pairs = read_data(a.data, a.limit)
         if self.src == "oc":
             pairs = [(t, s) for s, t in pairs]
         train, dev, test = split(pairs, a.dev_size, a.test_size, a.split_seed)
@@ -205,8 +202,7 @@ class Experiment:
         import sentencepiece as spm  # only needed here (tools/setup_env.sh installs it)
 
         a = self.args
-        read = lambda p: open(p, encoding="utf-8").read().splitlines()  # noqa: E731
-        train = {l: read(f"{data}/train.{l}")[:size] for l in (self.src, self.tgt)}
+        train = {l: read_lines(f"{data}/train.{l}")[:size] for l in (self.src, self.tgt)}
         # joint model: both sides of this size's training pairs, nothing from dev/test or larger sizes
         with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".txt", delete=False) as f:
             f.write("\n".join(train[self.src] + train[self.tgt]) + "\n")
@@ -225,7 +221,7 @@ class Experiment:
         unk_lines = 0
         for split_name in ("train", "valid", "test"):
             for lang in (self.src, self.tgt):
-                lines = train[lang] if split_name == "train" else read(f"{data}/{split_name}.{lang}")
+                lines = train[lang] if split_name == "train" else read_lines(f"{data}/{split_name}.{lang}")
                 pieces = sp.encode(lines, out_type=str)
                 unk_lines += sum(sp.unk_id() in ids for ids in sp.encode(lines))  # characters outside the model
                 if split_name == "train":
@@ -407,8 +403,7 @@ class Experiment:
         say(f"== summary: {self.work}/summary.json; total wall time {hms(seconds)}")
 
     def test_count(self) -> int:
-        with open(f"{self.work}/data/test.{self.tgt}", encoding="utf-8") as f:
-            return sum(1 for _ in f)
+        return len(read_lines(f"{self.work}/data/test.{self.tgt}"))
 
 
 def last_valid_p_gate(log_path: str) -> Optional[float]:

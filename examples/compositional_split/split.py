@@ -38,7 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Callable, Dict, List, Optional, Sequence
 
-from lexical_offline.corpus import CorpusError, read_tsv_pairs, write_parallel
+from lexical_offline.textio import TextFileError, read_lines, read_tsv, read_tsv_pairs, write_lines, write_parallel
 
 # examples/recipes (run.sh puts examples/ on PYTHONPATH): models, --cpu-small settings, commands, run_logged
 from recipes import ROOT, process
@@ -173,29 +173,9 @@ def locate(data: str) -> Dict[str, str]:
     return files
 
 
-def write_lines(path: str, lines: Sequence[str]) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        f.writelines(line + "\n" for line in lines)
-
-
-def read_lines(path: str) -> List[str]:
-    with open(path, encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f]
-
-
-def read_tsv(path: str) -> List[Dict[str, str]]:
-    """Rows of a select_compositional.py TSV (header line) as dicts."""
-    lines = read_lines(path)
-    header = lines[0].split("\t")
-    return [dict(zip(header, line.split("\t"))) for line in lines[1:] if line]
-
-
 def prepare(args, files: Dict[str, str], data_dir: str) -> Dict[str, int]:
     """train / valid / candidates (+ candidates.origin: dev:LINE or test:LINE, 1-based lines of the TSV files)."""
-    try:
-        train, dev, test = (read_tsv_pairs(files[k]) for k in ("train", "dev", "test"))
-    except CorpusError as e:
-        raise SplitError(str(e)) from None
+    train, dev, test = (read_tsv_pairs(files[k]) for k in ("train", "dev", "test"))  # TextFileError: path:line
     if args.limit_train:
         train = train[:args.limit_train]
     if args.limit_eval:
@@ -366,8 +346,9 @@ class Split:
         """Candidate indices of the standard test set, the selected set and the pool; eval/sets/NAME.{ids,src,tgt}."""
         origin = read_lines(f"{self.data}/candidates.origin")
         src, tgt = read_lines(f"{self.data}/candidates.src"), read_lines(f"{self.data}/candidates.tgt")
+        _, pool = read_tsv(f"{self.sel}.pool.tsv", required=("index",))
         sets = {"test": [i for i, o in enumerate(origin) if o.startswith("test:")], "selected": list(selected),
-                "pool": sorted(int(r["index"]) for r in read_tsv(f"{self.sel}.pool.tsv"))}
+                "pool": sorted(int(r["index"]) for r in pool)}
         for name, ids in sets.items():
             write_lines(f"{self.eval}/sets/{name}.ids", [str(i) for i in ids])
             write_lines(f"{self.eval}/sets/{name}.src", [src[i] for i in ids])
@@ -413,9 +394,10 @@ class Split:
         """Per set: length, how many pass the OOV filter, mean RMI (pool members only), and Table 2's columns
         (select_compositional.py novelty on the English side: mean degree, unique novel word 2-/3-grams)."""
         src = read_lines(f"{self.data}/candidates.src")
-        rmi = {int(r["index"]): float(r["rmi"]) for r in read_tsv(f"{self.sel}.sample.tsv")
-               if r.get("rmi") not in (None, "", "nan")}
-        degree = {int(r["index"]) for r in read_tsv(f"{self.sel}.candidates.tsv") if r.get("degree") not in ("", None)}
+        _, sample = read_tsv(f"{self.sel}.sample.tsv", required=("index",))
+        _, candidates = read_tsv(f"{self.sel}.candidates.tsv", required=("index",))
+        rmi = {int(r["index"]): float(r["rmi"]) for r in sample if r.get("rmi") not in (None, "", "nan")}
+        degree = {int(r["index"]) for r in candidates if r.get("degree") not in ("", None)}
         info = {}
         for name, ids in sets.items():
             nov = f"{self.eval}/sets/{name}.novelty.json"
@@ -440,7 +422,8 @@ class Split:
         if a.plot_a not in self.systems or a.plot_b not in self.systems:
             say(f"   (no plot: --plot-a {a.plot_a} and --plot-b {a.plot_b} must both be in --systems)")
             return {}
-        degree = {int(r["index"]): r["degree"] for r in read_tsv(f"{self.sel}.sample.tsv")}
+        _, sample = read_tsv(f"{self.sel}.sample.tsv", required=("index", "degree"))
+        degree = {int(r["index"]): r["degree"] for r in sample}
         write_lines(f"{self.eval}/sets/selected.degrees.tsv",
                     ["index\tdegree"] + [f"{i}\t{degree[i]}" for i in selected])
         names = {m: MODELS[m].label for m in (a.plot_a, a.plot_b)}
@@ -534,7 +517,7 @@ def main(argv=None) -> int:
 if __name__ == "__main__":
     try:
         sys.exit(main())
-    except RecipeError as e:
+    except (RecipeError, TextFileError) as e:  # TextFileError: a file of WORK, named with its line
         print(f"run.sh: error: {e}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:

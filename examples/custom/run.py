@@ -26,8 +26,8 @@ import time
 from dataclasses import replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from lexical_offline.corpus import (
-    CorpusError, OutputOverwritesInputError, read_parallel_pairs, read_tsv_pairs, refuse_overwriting_inputs,
+from lexical_offline.textio import (
+    OutputOverwritesInputError, TextFileError, read_jsonl, read_pairs, refuse_overwriting_inputs,
 )
 from lexical_offline.metrics.aggregate import aggregate_dir, format_mean_std, format_summary
 
@@ -74,8 +74,8 @@ def read_split(role: str, path: str, src_lang: str, tgt_lang: str) -> Tuple[List
         raise RecipeError(f"--{role} {path}: {what} not found: {', '.join(missing)} (give a TSV file or a prefix of "
                           f"PREFIX.{src_lang} and PREFIX.{tgt_lang})")
     try:
-        pairs = read_tsv_pairs(files[0]) if len(files) == 1 else read_parallel_pairs(*files)
-    except CorpusError as e:
+        pairs = read_pairs(*files)  # one TSV file, or PREFIX.src_lang and PREFIX.tgt_lang
+    except TextFileError as e:
         raise RecipeError(f"--{role}: {e}") from None
     return pairs, [os.path.abspath(f) for f in files]
 
@@ -257,17 +257,17 @@ class CustomRun(Recipe):
 
 
 def explanation_stats(jsonl: str) -> dict:
-    import json
-
     sentences = wrong = tokens = lexical = 0
-    with open(jsonl, encoding="utf-8") as f:
-        for line in f:
-            s = json.loads(line)
-            sentences += 1
-            wrong += s["correct"] is False
-            words = s["tokens"][:-1]  # not </s>
-            tokens += len(words)
-            lexical += sum(t["origin"] == "lexicon" for t in words)
+    try:
+        records = read_jsonl(jsonl)
+    except TextFileError as e:
+        raise RecipeError(str(e)) from None
+    for s in records:
+        sentences += 1
+        wrong += s["correct"] is False
+        words = s["tokens"][:-1]  # not </s>
+        tokens += len(words)
+        lexical += sum(t["origin"] == "lexicon" for t in words)
     return {"sentences": sentences, "wrong": wrong, "tokens": tokens, "from_lexicon": lexical}
 
 

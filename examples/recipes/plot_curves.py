@@ -8,8 +8,9 @@ generalisation set (`test`) decoded greedily; dotted: the same with beam 5; dash
 solid low. Points a curve lacks (None in its JSON) are left out.
 """
 import argparse
-import json
 from collections import OrderedDict
+
+from lexical_offline.textio import TextFileError, read_json
 
 
 def main(argv=None):
@@ -25,8 +26,10 @@ def main(argv=None):
             parser.error(f"{spec!r}: expected PANEL:LABEL=CURVE.json")
         panel, rest = spec.split(":", 1)
         label, path = rest.rsplit("=", 1)
-        with open(path, encoding="utf-8") as f:
-            panels.setdefault(panel, []).append((label, json.load(f)["points"]))
+        try:
+            panels.setdefault(panel, []).append((label, read_json(path)["points"]))
+        except TextFileError as e:
+            parser.error(str(e))
 
     import matplotlib
     matplotlib.use("Agg")

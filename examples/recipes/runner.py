@@ -13,7 +13,7 @@ import time
 from dataclasses import asdict
 from typing import Dict, List, Optional, Sequence
 
-from lexical_offline.corpus import write_parallel
+from lexical_offline.textio import write_parallel
 
 from recipes import ROOT, fairseq_log, reports
 from recipes.catalogue import (

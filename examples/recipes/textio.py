@@ -1,41 +1,43 @@
-"""The recipes' file helpers: data pairs, JSON files, lexicon entry counts."""
+"""The recipes' file helpers over lexical_offline.textio (the project's one set of text, TSV and JSON readers):
+a file problem becomes a RecipeError naming the file (and line); JSON is written indented by 2 and atomically (a
+killed run leaves no half-written stamp); plus lexicon entry counts and the input hashes of the stamps."""
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
-from lexical_offline.corpus import CorpusError
+from lexical_offline import textio
 
 from recipes.console import RecipeError
 
 
-def read_corpus(path: str, fmt: str) -> List[Tuple[str, str]]:
-    from lexical_offline.lexicon.builder import read_pairs  # numpy/numba: imported only when data is read
-
+def read_corpus(path: str, fmt: str = "tsv", tgt_path: Optional[str] = None) -> List[Tuple[str, str]]:
+    """textio.read_pairs: ``fmt`` tsv, scan or cogs (COGS: the first two of its tab-separated fields), or two
+    line-aligned files (``tgt_path``)."""
     try:
         if fmt == "cogs":
-            return read_pairs(path, fmt="tsv-columns", columns=(0, 1))
-        return read_pairs(path, fmt=fmt)
-    except CorpusError as e:
+            return textio.read_pairs(path, tgt_path, fmt="tsv-columns", columns=(0, 1))
+        return textio.read_pairs(path, tgt_path, fmt=fmt)
+    except textio.TextFileError as e:
+        raise RecipeError(str(e)) from None
+
+
+def read_json(path: str):
+    try:
+        return textio.read_json(path)
+    except textio.TextFileError as e:
         raise RecipeError(str(e)) from None
 
 
 def write_json(path: str, data) -> None:
     tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2, ensure_ascii=False)
-        f.write("\n")
+    textio.write_json(tmp, data, indent=2)
     os.replace(tmp, path)
 
 
-def read_json(path: str):
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
-
-
 def count_entries(path: str) -> int:
+    """Lines of a lexicon file that are neither empty nor comments."""
     with open(path, encoding="utf-8", errors="replace") as f:
         return sum(1 for line in f if line.strip() and not line.startswith("#"))
 
@@ -48,4 +50,3 @@ def sha1_files(paths: Sequence[str]) -> str:
                 h.update(chunk)
         h.update(b"\0")
     return h.hexdigest()
-

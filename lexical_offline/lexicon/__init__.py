@@ -4,7 +4,6 @@ Nothing here imports fairseq (or torch), so the lexicon builders run anywhere nu
 """
 from .agreement import compare_lexicons, link_precision_recall, read_json_lexicon
 from .alignments import read_pharaoh
-from ..textio import read_pairs
 from .builder import build_lexicon
 from .learners import LEARNERS, METHODS
 from .fallback import mutual_exclusivity_fallback
@@ -19,7 +18,6 @@ __all__ = [
     "link_precision_recall",
     "mutual_exclusivity_fallback",
     "read_json_lexicon",
-    "read_pairs",
     "read_pharaoh",
     "LexiconFormatError",
     "LexiconTable",

@@ -18,13 +18,12 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..textio import read_pairs  # examples/lib/recipe.py imports it from here
 from .counts import Cooccurrence, cooccurrence, encode_pairs, njit
 from .fallback import mutual_exclusivity_fallback
 from .learners import LEARNERS, METHODS, learner_for
 
 Entry = Tuple[str, str, float]
-__all__ = ["METHODS", "build_lexicon", "read_pairs"]
+__all__ = ["METHODS", "build_lexicon"]
 
 
 def _fmt(x) -> str:
