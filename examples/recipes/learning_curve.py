@@ -23,6 +23,7 @@ import sys
 import time
 
 from lexical_offline.metrics.generate_output import parse_generate_output
+from lexical_offline.textio import write_json
 
 from .fairseq_log import read_records, updates_of
 
@@ -115,8 +116,7 @@ def main(argv=None):
         print(f"{len(skipped)} (subset, beam, updates) with neither a checkpoint nor a decoded output, left "
               f"empty: {', '.join(skipped)}", file=sys.stderr)
     output = args.output or os.path.join(args.run_dir, "curve.json")
-    with open(output, "w", encoding="utf-8") as f:
-        json.dump({"run_dir": os.path.abspath(args.run_dir), "beams": args.beams, "points": points}, f, indent=1)
+    write_json(output, {"run_dir": os.path.abspath(args.run_dir), "beams": args.beams, "points": points})
     print(f"wrote {output}")
 
 
