@@ -462,3 +462,19 @@ def test_half_precision_keeps_a_frozen_dense_lexicon_exact():
     trainable = LexicalTranslationHead(random_table(6, 12, k=3, seed=23), gate_input_dim=4, dense=True,
                                        trainable=True).half()
     assert trainable.lexicon_logits.dtype == torch.float16  # a parameter: fairseq keeps its fp32 master copy
+
+
+HEAD_KEYS = ["gate.weight", "gate.bias", "uniform_target_dist", "lexicon_fingerprint", "lexicon_targets",
+             "lexicon_uniform_rows", "lexicon_weights"]
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_every_model_keeps_the_state_dict_names_of_its_checkpoints(toy_data, name):
+    """Checkpoints hold the head under decoder.lexical_head.* with these names, and the rest of the model under the
+    names of the same model without a head (`--lexicon none`): both must stay, or old checkpoints stop loading."""
+    first = "identity" if name == "pgn_transformer" else toy_data / "lexicon.tsv"
+    keys = list(_build(toy_data, name, first)[0].state_dict())
+    head = [k for k in keys if k.startswith("decoder.lexical_head.")]
+    assert sorted(head) == sorted("decoder.lexical_head." + k for k in HEAD_KEYS)
+    assert [k for k in keys if k not in head] == list(_build(toy_data, name, "none")[0].state_dict())
+    assert not any(".adaptive" in k for k in keys if k.startswith("decoder."))  # R-Dangle's: under the encoder
