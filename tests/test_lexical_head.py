@@ -247,6 +247,23 @@ def test_sparse_mixture_equals_the_dense_mixture_in_value_and_gradient(trainable
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
 
 
+@pytest.mark.parametrize("expanded", [True, False])
+def test_repeated_targets_add_up_in_slot_order_as_in_a_vocabulary_sized_buffer(expanded):
+    """The sparse mixture sums the mass of a repeated target over the row's distinct targets (no |V|-sized
+    buffer): the same additions in the same order as a scatter-add into a |V|-sized buffer, so the same bits."""
+    from fairseq_lexical.modules.lexical_head import _distinct_slots
+
+    g = torch.Generator().manual_seed(3)
+    ids = torch.randint(4, 9, (3, 1, 12), generator=g)  # 5 ids over 12 slots: many repeats
+    index = ids.expand(3, 4, 12) if expanded else ids.expand(3, 4, 12).contiguous()
+    mass = torch.rand(3, 4, 12, generator=g) * torch.logspace(-6, 0, 12)
+    slots = _distinct_slots(index)
+    assert torch.equal(slots.unsqueeze(-1) == slots.unsqueeze(-2), index.unsqueeze(-1) == index.unsqueeze(-2))
+    compact = torch.zeros_like(mass).scatter_add_(-1, slots, mass).gather(-1, slots)
+    full = torch.zeros(3, 4, 20).scatter_add_(-1, index, mass).gather(-1, index)
+    assert torch.equal(compact, full)
+
+
 def test_half_precision_keeps_the_frozen_lexicon_exact():
     # --fp16 calls model.half(): the frozen rows must not be rounded (a soft row would no longer sum to 1)
     table = random_table(6, 12, k=3, seed=21)
@@ -445,3 +462,19 @@ def test_half_precision_keeps_a_frozen_dense_lexicon_exact():
     trainable = LexicalTranslationHead(random_table(6, 12, k=3, seed=23), gate_input_dim=4, dense=True,
                                        trainable=True).half()
     assert trainable.lexicon_logits.dtype == torch.float16  # a parameter: fairseq keeps its fp32 master copy
+
+
+HEAD_KEYS = ["gate.weight", "gate.bias", "uniform_target_dist", "lexicon_fingerprint", "lexicon_targets",
+             "lexicon_uniform_rows", "lexicon_weights"]
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_every_model_keeps_the_state_dict_names_of_its_checkpoints(toy_data, name):
+    """Checkpoints hold the head under decoder.lexical_head.* with these names, and the rest of the model under the
+    names of the same model without a head (`--lexicon none`): both must stay, or old checkpoints stop loading."""
+    first = "identity" if name == "pgn_transformer" else toy_data / "lexicon.tsv"
+    keys = list(_build(toy_data, name, first)[0].state_dict())
+    head = [k for k in keys if k.startswith("decoder.lexical_head.")]
+    assert sorted(head) == sorted("decoder.lexical_head." + k for k in HEAD_KEYS)
+    assert [k for k in keys if k not in head] == list(_build(toy_data, name, "none")[0].state_dict())
+    assert not any(".adaptive" in k for k in keys if k.startswith("decoder."))  # R-Dangle's: under the encoder

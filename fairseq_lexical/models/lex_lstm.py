@@ -2,8 +2,8 @@
 2021, eqs. 6, 9, 10; with `--lexicon identity` the copy mechanism of eqs. 7-8).
 
 fairseq's LSTMModel.build_model hard-codes its encoder and decoder classes. We let it build them (embeddings,
-sizes, checks all stay fairseq's) and then give them the subclasses below, which add behaviour and the head but
-change no parameter name: a `lex_lstm` checkpoint with `--lexicon none` loads as a stock `lstm` one.
+sizes, checks, initial weights all stay fairseq's) and then give them the subclasses below, which add behaviour and
+the head but change no parameter name: a `lex_lstm` checkpoint with `--lexicon none` loads as a stock `lstm` one.
 """
 from __future__ import annotations
 
@@ -18,9 +18,25 @@ from fairseq.models.lstm import AttentionLayer, LSTMDecoder, LSTMEncoder, LSTMMo
 from fairseq.models.lstm import base_architecture as lstm_base_architecture
 
 from ..modules.lexical_head import fp32_linear
-from .lexicon_options import add_lexicon_args, build_lexical_head, lexicon_arch_defaults
+from .lexical_decoder import GateFeatures, LexicalDecoder, add_lexical_decoder_args, lexical_decoder_defaults
 
 _O_T_BOUND = torch.finfo(torch.float32).max ** 0.5  # see CombinedOutputAttention
+
+LSTM_GATE_FEATURES = GateFeatures(
+    "hidden", hidden="h_t, eq. 6", context="c_t", input="embedding of y_t-1", output="the attentional output",
+)
+
+
+def rebuilt_as(cls, module: nn.Module, *args, **kwargs) -> nn.Module:
+    """``cls(*args, **kwargs)`` holding ``module``'s parameters and submodules: fairseq's constructors have drawn the
+    initial weights already, and built on the meta device the subclass draws none (same weights, same random state)."""
+    with torch.device("meta"):
+        new = cls(*args, **kwargs)
+    for name, child in module.named_children():
+        setattr(new, name, child)
+    for name, param in module.named_parameters(recurse=False):
+        setattr(new, name, param)
+    return new
 
 
 class LexLSTMEncoder(LSTMEncoder):
@@ -136,12 +152,36 @@ class CombinedOutputAttention(RecordingAttentionLayer):
         return out, attn
 
 
-class LexLSTMDecoder(LSTMDecoder):
+class LexLSTMDecoder(LexicalDecoder, LSTMDecoder):
     """LSTMDecoder whose output is log p(y_t) of eq. 10 (fp32), with p_gate and alpha in the extra output."""
 
-    lexical_head: Optional[nn.Module]
+    GATE_FEATURES = LSTM_GATE_FEATURES
+    LOG_PROBS_WITHOUT_HEAD = True
     write_dropout: nn.Module
     combined_output: bool = False
+
+    def make_lexical(self, args, encoder_output_units: int):
+        """Set up what fairseq's constructor has not (fairseq's build_model built this decoder as an LSTMDecoder):
+        the attention that records h_t and alpha_t, the write dropout and, with `--decoder-output combined`, the
+        authors' attentional output."""
+        self.write_dropout = nn.Dropout(args.write_dropout)
+        self.combined_output = args.decoder_output == "combined"
+        if not self.combined_output:
+            stock = self.attention
+            self.attention = rebuilt_as(RecordingAttentionLayer, stock, stock.input_proj.in_features,
+                                        stock.input_proj.out_features, stock.output_proj.out_features, bias=False)
+            return
+        if self.attention.output_proj.out_features != args.decoder_hidden_size:
+            raise ValueError("--decoder-output combined needs the attention output of decoder_hidden_size")
+        cell = self.layers[0]
+        self.layers[0] = rebuilt_as(StepInputRecordingLSTMCell, cell, cell.input_size, cell.hidden_size)
+        self.attention = CombinedOutputAttention(
+            args.decoder_hidden_size, encoder_output_units, self.layers[0], args.decoder_hidden_size,
+            args.write_dropout,
+        )
+        if hasattr(self, "additional_fc"):  # reads o_t (fp32) when the output size differs from it
+            fc = self.additional_fc
+            self.additional_fc = rebuilt_as(Float32Linear, fc, fc.in_features, fc.out_features)
 
     def forward(
         self,
@@ -160,35 +200,35 @@ class LexLSTMDecoder(LSTMDecoder):
         else:
             x_write = self.write_dropout(x)
         write_logits = self.output_layer(x_write)
-        extra = {"attn": [attn]}
-        if self.lexical_head is None:
-            return torch.log_softmax(write_logits.float(), dim=-1), extra
-        gate_features = self.gate_features(prev_output_tokens, incremental_state, encoder_out, queries, attn, x)
-        log_probs, p_gate = self.lexical_head(write_logits, gate_features, attn, encoder_out[4])
-        extra["p_gate"] = p_gate
-        return log_probs, extra
+        features = self.published_features(prev_output_tokens, incremental_state, encoder_out, queries, attn, x)
+        src_tokens = encoder_out[4] if self.lexical_head is not None else None
+        return self.lexical_output(write_logits, features, attn, src_tokens, {})
+
+    def published_features(self, prev_output_tokens, incremental_state, encoder_out, hidden, attn, output):
+        """The gate inputs, B x T x C each: h_t (eq. 6), c_t (eq. 4), the embedding of y_t-1 (as pointer-generator
+        networks, See et al. 2017) and the attentional output (c_t and the embedding computed when asked for)."""
+        def context():
+            states = encoder_out[0].transpose(0, 1)
+            return torch.bmm(attn.type_as(states), states)
+
+        def embedding():
+            tokens = prev_output_tokens
+            if incremental_state is not None and len(incremental_state) > 0:
+                tokens = tokens[:, -1:]
+            return self.embed_tokens(tokens)
+
+        return {"hidden": hidden, "context": context, "input": embedding, "output": output}
 
     def gate_features(self, prev_output_tokens, incremental_state, encoder_out, hidden, attn, output):
-        """The gate's input, per `--gate-features`: h_t alone is eq. 6 (the default); `context` adds c_t (eq. 4)
-        and `input` the embedding of y_t-1, as pointer-generator networks do (See et al. 2017)."""
-        parts = []
-        for name in self.gate_feature_names:
-            if name == "hidden":
-                parts.append(hidden)
-            elif name == "context":
-                states = encoder_out[0].transpose(0, 1)
-                parts.append(torch.bmm(attn.type_as(states), states))  # B x T x C
-            elif name == "input":
-                if incremental_state is not None and len(incremental_state) > 0:
-                    prev_output_tokens = prev_output_tokens[:, -1:]
-                parts.append(self.embed_tokens(prev_output_tokens))
-            elif name == "output":
-                parts.append(output)
+        """The gate's input, per `--gate-features` (h_t alone, the default, is eq. 6)."""
+        return self.gate_input(self.published_features(prev_output_tokens, incremental_state, encoder_out, hidden,
+                                                        attn, output))
+
+    def gate_input(self, features, transform=None):
         if self.combined_output:
             # o_t ("output") went through the write dropout inside CombinedOutputAttention; the others have not
-            parts = [p if n == "output" else self.write_dropout(p) for n, p in zip(self.gate_feature_names, parts)]
-            return torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
-        return self.write_dropout(torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0])
+            return super().gate_input(features, lambda name, x: x if name == "output" else self.write_dropout(x))
+        return self.write_dropout(super().gate_input(features))
 
     def output_layer(self, x):
         if not self.combined_output:
@@ -198,21 +238,13 @@ class LexLSTMDecoder(LSTMDecoder):
             return fp32_linear(x, self.embed_tokens.weight)
         return fp32_linear(x, self.fc_out.weight, self.fc_out.bias)
 
-    def get_normalized_probs(self, net_output, log_probs: bool, sample=None):
-        # forward already returns normalised fp32 log-probabilities (the mixture is not a softmax of logits).
-        lprobs = net_output[0]
-        return lprobs if log_probs else lprobs.exp()
-
 
 @register_model("lex_lstm")
 class LexLSTMModel(LSTMModel):
     @staticmethod
     def add_args(parser):
         LSTMModel.add_args(parser)
-        add_lexicon_args(parser)
-        parser.add_argument("--gate-features", metavar="LIST",
-                            help="comma-separated inputs of the gate p_gate: hidden (h_t, eq. 6), context (c_t), "
-                                 "input (embedding of y_t-1), output (the attentional output); default hidden")
+        add_lexical_decoder_args(parser, LSTM_GATE_FEATURES, alignment=False)
         parser.add_argument("--write-dropout", type=float, metavar="D",
                             help="dropout on the features of p_write's projection (the paper's extra 0.5 "
                                  "for SCAN and Colors)")
@@ -240,32 +272,14 @@ class LexLSTMModel(LSTMModel):
                 nn.init.normal_(embed.weight, 0.0, 1.0)
                 with torch.no_grad():
                     embed.weight[embed.padding_idx].zero_()
+        # LSTMModel.build_model names LSTMEncoder / LSTMDecoder (it has no build_encoder / build_decoder hook), and
+        # rebuilding whole encoders and decoders would restate its constructor calls: they only change class.
         model.encoder.__class__ = LexLSTMEncoder
-        decoder = model.decoder
-        decoder.__class__ = LexLSTMDecoder
-        decoder.attention.__class__ = RecordingAttentionLayer
-        decoder.write_dropout = nn.Dropout(args.write_dropout)
-        decoder.combined_output = args.decoder_output == "combined"
-        if decoder.combined_output:
-            if decoder.attention.output_proj.out_features != args.decoder_hidden_size:
-                raise ValueError("--decoder-output combined needs the attention output of decoder_hidden_size")
-            decoder.layers[0].__class__ = StepInputRecordingLSTMCell
-            decoder.attention = CombinedOutputAttention(
-                args.decoder_hidden_size, model.encoder.output_units, decoder.layers[0],
-                args.decoder_hidden_size, args.write_dropout,
-            )
-            if hasattr(decoder, "additional_fc"):  # reads o_t (fp32) when the output size differs from it
-                decoder.additional_fc.__class__ = Float32Linear
-        names = [n.strip() for n in args.gate_features.split(",") if n.strip()]
+        model.decoder.__class__ = LexLSTMDecoder
+        model.decoder.make_lexical(args, model.encoder.output_units)
         sizes = {"hidden": args.decoder_hidden_size, "context": model.encoder.output_units,
                  "input": args.decoder_embed_dim, "output": args.decoder_out_embed_dim}
-        unknown = [n for n in names if n not in sizes]
-        if unknown or not names:
-            raise ValueError(f"--gate-features {args.gate_features!r}: choose from {', '.join(sizes)}")
-        decoder.gate_feature_names = names
-        decoder.lexical_head = build_lexical_head(
-            args, task.source_dictionary, task.target_dictionary, gate_input_dim=sum(sizes[n] for n in names)
-        )
+        model.decoder.attach_lexical_head(args, task.source_dictionary, task.target_dictionary, sizes)
         return model
 
 
@@ -279,15 +293,13 @@ def lex_lstm_base(args):
     args.decoder_embed_dim = getattr(args, "decoder_embed_dim", 512)
     args.decoder_out_embed_dim = getattr(args, "decoder_out_embed_dim", args.decoder_embed_dim)
     args.write_dropout = getattr(args, "write_dropout", 0.0)
-    args.gate_features = getattr(args, "gate_features", "hidden")
     args.embedding_init = getattr(args, "embedding_init", None) or "uniform"
     args.decoder_output = getattr(args, "decoder_output", None) or "luong"
-    args.lexicon = getattr(args, "lexicon", None)
     # fairseq's LSTMModel.build_model reads args.criterion (adaptive softmax iff adaptive_loss). Under
     # fairseq-hydra-train the model config holds no criterion (the criterion is its own config group): None, i.e.
     # no adaptive softmax, which lex_lstm never has.
     args.criterion = getattr(args, "criterion", None)
-    lexicon_arch_defaults(args)
+    lexical_decoder_defaults(args, LSTM_GATE_FEATURES, alignment=False)
     lstm_base_architecture(args)
 
 

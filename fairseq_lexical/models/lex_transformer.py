@@ -37,11 +37,21 @@ from fairseq.models.transformer import TransformerConfig, TransformerDecoderBase
 from fairseq.models.transformer.transformer_legacy import TransformerModel
 from fairseq.models.transformer.transformer_legacy import base_architecture as transformer_base_architecture
 
-from .lexicon_options import add_lexicon_args, build_lexical_head, lexicon_arch_defaults
+from .lexical_decoder import (
+    GateFeatures,
+    LexicalDecoder,
+    add_lexical_decoder_args,
+    alignment_of,
+    lexical_decoder_defaults,
+)
 
 logger = logging.getLogger(__name__)
 
-GATE_FEATURES = ("context", "hidden", "input")
+# The gate inputs of the Transformer decoders (lex_transformer, rdangle_transformer): [c_t ; d_t ; x_t].
+TRANSFORMER_GATE_FEATURES = GateFeatures(
+    "context,hidden,input", context="c_t", hidden="d_t, the final decoder state",
+    input="x_t, the first decoder layer's input",
+)
 
 
 class LexTransformerEncoder(TransformerEncoderBase):
@@ -62,19 +72,20 @@ class LexTransformerEncoder(TransformerEncoderBase):
         return out
 
 
-class LexTransformerDecoder(TransformerDecoderBase):
+class LexTransformerDecoder(LexicalDecoder, TransformerDecoderBase):
     """TransformerDecoder whose output is log p(y_t) of eq. 10 (fp32) when it has a lexical head.
 
     The extra output holds ``attn`` ([B x T x S], the attention the head reads), ``p_gate`` (B x T) and fairseq's
     ``inner_states``. Without a head (`--lexicon none`) it is fairseq's decoder and returns logits.
     """
 
+    GATE_FEATURES = TRANSFORMER_GATE_FEATURES
+
     def __init__(self, cfg, dictionary, embed_tokens, no_encoder_attn=False, output_projection=None):
         super().__init__(cfg, dictionary, embed_tokens, no_encoder_attn, output_projection)
-        self.lexical_head = None
+        self.lexical_head = None  # attach_lexical_head
         self.lexical_alignment_layer = self.num_layers - 1
         self.lexical_alignment_heads: Optional[int] = None
-        self.gate_feature_names: List[str] = list(GATE_FEATURES)
         self._alignment_hook = None
         self._head_attention: Optional[Tensor] = None
 
@@ -132,31 +143,18 @@ class LexTransformerDecoder(TransformerDecoderBase):
         if self.lexical_head is None:
             return write_logits, extra
         attn = self.head_attention()  # B x T x S, fp32 (fairseq's extra["attn"] has the activations' dtype)
-        extra["attn"] = [attn]
-        gate_features = self.gate_features(encoder_out, attn, x, extra["inner_states"][0])
-        log_probs, p_gate = self.lexical_head(write_logits, gate_features, attn, encoder_out["src_tokens"][0])
-        extra["p_gate"] = p_gate
-        return log_probs, extra
+        return self.lexical_output(write_logits, self.published_features(encoder_out, attn, x, extra), attn,
+                                   encoder_out["src_tokens"][0], extra)
 
-    def gate_features(self, encoder_out, attn: Tensor, hidden: Tensor, first_layer_input: Tensor) -> Tensor:
-        """[c_t ; d_t ; x_t] (or the subset that `--gate-features` names), B x T x (sum of sizes)."""
-        parts = []
-        for name in self.gate_feature_names:
-            if name == "context":  # c_t = sum_j a_tj e_j
-                states = encoder_out["encoder_out"][0].transpose(0, 1)
-                parts.append(torch.bmm(attn.type_as(states), states))
-            elif name == "hidden":  # d_t
-                parts.append(hidden)
-            elif name == "input":  # x_t (T x B x C in fairseq's inner states)
-                parts.append(first_layer_input.transpose(0, 1))
-        return torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
+    @staticmethod
+    def published_features(encoder_out, attn: Tensor, hidden: Tensor, extra) -> dict:
+        """The gate inputs [c_t ; d_t ; x_t], B x T x C each (c_t only computed when asked for)."""
+        def context():  # c_t = sum_j a_tj e_j
+            states = encoder_out["encoder_out"][0].transpose(0, 1)
+            return torch.bmm(attn.type_as(states), states)
 
-    def get_normalized_probs(self, net_output, log_probs: bool, sample=None):
-        if self.lexical_head is None:
-            return super().get_normalized_probs(net_output, log_probs, sample)
-        # forward already returns normalised fp32 log-probabilities (the mixture is not a softmax of logits).
-        lprobs = net_output[0]
-        return lprobs if log_probs else lprobs.exp()
+        # x_t is T x B x C in fairseq's inner states
+        return {"context": context, "hidden": hidden, "input": extra["inner_states"][0].transpose(0, 1)}
 
 
 @register_model("lex_transformer")
@@ -164,16 +162,7 @@ class LexTransformerModel(TransformerModel):
     @classmethod
     def add_args(cls, parser):
         super().add_args(parser)
-        add_lexicon_args(parser)
-        parser.add_argument("--alignment-layer", type=int, metavar="N",
-                            help="decoder layer whose cross-attention the lexicon reads (0-based; negative counts "
-                                 "from the top; default: the last layer)")
-        parser.add_argument("--alignment-heads", type=int, metavar="N",
-                            help="average the attention over the first N heads of that layer only (1: a single "
-                                 "head; default: all heads)")
-        parser.add_argument("--gate-features", metavar="LIST",
-                            help="comma-separated inputs of the gate: context (c_t), hidden (d_t, the final "
-                                 "decoder state), input (x_t, the first decoder layer's input); default all three")
+        add_lexical_decoder_args(parser, TRANSFORMER_GATE_FEATURES, alignment=True)
         parser.add_argument("--copy-scatter-softmax", action="store_true",
                             help="REPRODUCTION ONLY: the copy distribution of the published PGN code, a plain "
                                  "scatter of the attention (repeated tokens overwrite each other) followed by a "
@@ -184,36 +173,15 @@ class LexTransformerModel(TransformerModel):
         lex_transformer_base(args)
         model = super().build_model(args, task)
         encoder, decoder = model.encoder, model.decoder
-        layer = args.alignment_layer if args.alignment_layer is not None else decoder.num_layers - 1
-        if layer < 0:
-            layer += decoder.num_layers
-        if not 0 <= layer < decoder.num_layers:
-            raise ValueError(f"--alignment-layer {args.alignment_layer}: the decoder has {decoder.num_layers} layers")
-        heads = args.alignment_heads
-        if heads is not None and not 1 <= heads <= args.decoder_attention_heads:
-            raise ValueError(f"--alignment-heads {heads}: each layer has {args.decoder_attention_heads} heads")
-        names = [n.strip() for n in args.gate_features.split(",") if n.strip()]
-        unknown = [n for n in names if n not in GATE_FEATURES]
-        if unknown or not names or len(set(names)) != len(names):
-            raise ValueError(f"--gate-features {args.gate_features!r}: choose from {', '.join(GATE_FEATURES)}")
-        decoder.gate_feature_names = names
+        layer, heads = alignment_of(args, decoder.num_layers, args.decoder_attention_heads)
         sizes = {"context": encoder.embed_tokens.embedding_dim, "hidden": decoder.output_embed_dim,
                  "input": decoder.embed_dim}
-        head = build_lexical_head(
-            args, task.source_dictionary, task.target_dictionary, gate_input_dim=sum(sizes[n] for n in names)
-        )
+        head = decoder.attach_lexical_head(args, task.source_dictionary, task.target_dictionary, sizes)
         if head is not None:
             if decoder.adaptive_softmax is not None:
                 raise ValueError("lex_transformer's lexical head needs a full output layer, not --adaptive-softmax-cutoff")
             if args.no_cross_attention:
                 raise ValueError("lex_transformer needs cross-attention (the lexicon is read through it)")
-            if args.copy_scatter_softmax:
-                if head.dense or args.lexicon == "uniform":
-                    raise ValueError("--copy-scatter-softmax needs a sparse lexicon file or --lexicon identity")
-                head.copy_scatter_softmax = True
-        elif args.copy_scatter_softmax:
-            raise ValueError("--copy-scatter-softmax needs a lexical head (not --lexicon none)")
-        decoder.lexical_head = head
         decoder.set_alignment(layer, heads)
         if args.lexicon == "identity" and task.source_dictionary != task.target_dictionary:
             logger.warning(
@@ -235,12 +203,8 @@ class LexTransformerModel(TransformerModel):
 @register_model_architecture("lex_transformer", "lex_transformer")
 def lex_transformer_base(args):
     """fairseq's `transformer` sizes (6 + 6 layers, 512, 8 heads, FFN 2048) with the lexical head."""
-    args.lexicon = getattr(args, "lexicon", None)
-    args.alignment_layer = getattr(args, "alignment_layer", None)
-    args.alignment_heads = getattr(args, "alignment_heads", None)
-    args.gate_features = getattr(args, "gate_features", ",".join(GATE_FEATURES))
     args.copy_scatter_softmax = getattr(args, "copy_scatter_softmax", False)
-    lexicon_arch_defaults(args)
+    lexical_decoder_defaults(args, TRANSFORMER_GATE_FEATURES, alignment=True)
     transformer_base_architecture(args)
 
 

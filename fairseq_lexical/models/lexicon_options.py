@@ -124,13 +124,18 @@ def build_lexical_head(args, src_dict, tgt_dict, gate_input_dim: int):
         raise ValueError(
             f"--arch {args.arch} needs --lexicon PATH|identity|uniform|none ('none' is the plain decoder)"
         )
+    copy_scatter_softmax = getattr(args, "copy_scatter_softmax", False)  # lex_transformer's option
     if spec == "none":
+        if copy_scatter_softmax:
+            raise ValueError("--copy-scatter-softmax needs a lexical head (not --lexicon none)")
         return None
     validate_temperature(args.lexicon_temperature)
     # Rows with a uniform part learn only densely: the uniform lexicon, and full-row rows (the authors' SoftAlign
     # is a dense matrix too).
     full_row = getattr(args, "lexicon_normalization", None) == "full-row" and spec not in LEXICON_KEYWORDS
     dense = args.lexicon_dense or (args.lexicon_trainable and (spec == "uniform" or full_row))
+    if copy_scatter_softmax and (dense or spec == "uniform"):
+        raise ValueError("--copy-scatter-softmax needs a sparse lexicon file or --lexicon identity")
     if args.lexicon_stored_in_checkpoint:
         # Placeholders of the right kind; the checkpoint's state fills them (and their width k).
         table = uniform_lexicon_table(src_dict.symbols, tgt_dict.symbols, tgt_dict.nspecial)
@@ -144,6 +149,7 @@ def build_lexical_head(args, src_dict, tgt_dict, gate_input_dim: int):
         source = spec  # a checkpoint loaded into this model must hold this lexicon (or --reset-lexicon)
     return LexicalTranslationHead(
         table, gate_input_dim, trainable=args.lexicon_trainable, dense=dense, gate_bias_init=args.gate_bias_init,
+        copy_scatter_softmax=copy_scatter_softmax,
         gate_form=(getattr(args, "gate_form", None) or "sigmoid").replace("-", "_"),
         unk_index=None if getattr(args, "generate_unk", False) else tgt_dict.unk(), source=source,
         reset_lexicon=getattr(args, "reset_lexicon", False),

@@ -38,11 +38,11 @@ from fairseq.modules import PositionalEmbedding
 
 from ..modules.dangle import AdaptiveEncoder, KVDecoderStack, LayerSizes, StackPlan
 from ..modules.relative_attention import RELATIVE_FORMS
-from .lexicon_options import add_lexicon_args, build_lexical_head, lexicon_arch_defaults
+from .lex_transformer import TRANSFORMER_GATE_FEATURES
+from .lexical_decoder import LexicalDecoder, add_lexical_decoder_args, alignment_of, lexical_decoder_defaults
 
 logger = logging.getLogger(__name__)
 
-GATE_FEATURES = ("context", "hidden", "input")
 DEFAULT_MAX_POSITIONS = 1024
 _CACHE = "rdangle"
 
@@ -112,7 +112,7 @@ class RDangleEncoder(FairseqEncoder):
         return self.max_source_positions
 
 
-class RDangleDecoder(FairseqIncrementalDecoder):
+class RDangleDecoder(LexicalDecoder, FairseqIncrementalDecoder):
     """Re-encodes at the interval points and decodes; ends in the lexical head when there is one.
 
     Returns logits (or, with a lexical head, fp32 log-probabilities of eq. 10 of Akyurek & Andreas) and an extra
@@ -121,11 +121,13 @@ class RDangleDecoder(FairseqIncrementalDecoder):
     (B x T).
     """
 
+    GATE_FEATURES = TRANSFORMER_GATE_FEATURES  # context: c_t over the value states
+
     def __init__(self, args, dictionary, embed_tokens, adaptive: AdaptiveEncoder, sizes: LayerSizes):
         super().__init__(dictionary)
-        # The adaptive encoder is registered under the encoder; the decoder only calls it (a plain attribute,
-        # not a submodule, so that its parameters are not listed twice).
-        object.__setattr__(self, "adaptive", adaptive)
+        # The adaptive encoder is registered under the encoder (encoder.adaptive.*); the decoder only calls it, so it
+        # keeps a reference that nn.Module does not register (in a tuple), and its parameters are listed once.
+        self._adaptive = (adaptive,)
         self.padding_idx = dictionary.pad()
         self.max_target_positions = args.max_target_positions
         self.embed = _Embedder(embed_tokens, self.padding_idx, args.max_target_positions, args.relative_positions > 0,
@@ -142,10 +144,13 @@ class RDangleDecoder(FairseqIncrementalDecoder):
         else:
             self.output_projection = nn.Linear(sizes.dim, len(dictionary), bias=False)
             nn.init.normal_(self.output_projection.weight, mean=0, std=sizes.dim ** -0.5)
-        self.lexical_head = None
-        self.alignment_layer = args.decoder_layers - 1
-        self.alignment_heads: Optional[int] = None
-        self.gate_feature_names: List[str] = list(GATE_FEATURES)
+        self.lexical_head = None  # attach_lexical_head
+        self.alignment_layer, self.alignment_heads = alignment_of(args, args.decoder_layers,
+                                                                  args.decoder_attention_heads)
+
+    @property
+    def adaptive(self) -> AdaptiveEncoder:
+        return self._adaptive[0]
 
     @property
     def embed_tokens(self):
@@ -185,21 +190,12 @@ class RDangleDecoder(FairseqIncrementalDecoder):
 
     def output(self, features: Tensor, attn: Tensor, context: Optional[Tensor], x_in: Tensor, src_tokens: Tensor):
         """Output layer and, when present, the lexical head. ``context`` (B, T, C) is c_t = sum_j a_tj v_j."""
-        logits = self.output_projection(features)
-        extra = {"attn": [attn]}
-        if self.lexical_head is None:
-            return logits, extra
-        parts = []
-        for name in self.gate_feature_names:
-            parts.append({"context": context, "hidden": features, "input": x_in}[name])
-        gate_features = torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
-        log_probs, p_gate = self.lexical_head(logits, gate_features, attn, src_tokens)
-        extra["p_gate"] = p_gate
-        return log_probs, extra
+        return self.lexical_output(self.output_projection(features),
+                                   {"context": context, "hidden": features, "input": x_in}, attn, src_tokens, {})
 
     @property
     def needs_context(self) -> bool:
-        return self.lexical_head is not None and "context" in self.gate_feature_names
+        return self.needs_gate_feature("context")
 
     # -- fairseq interface -------------------------------------------------------------------------------------
     def forward(self, prev_output_tokens, encoder_out=None, incremental_state=None, features_only=False, **kwargs):
@@ -216,12 +212,6 @@ class RDangleDecoder(FairseqIncrementalDecoder):
 
     def output_layer(self, features):
         return self.output_projection(features)
-
-    def get_normalized_probs(self, net_output, log_probs: bool, sample=None):
-        if self.lexical_head is None:
-            return super().get_normalized_probs(net_output, log_probs, sample)
-        lprobs = net_output[0]  # already normalised fp32 log-probabilities (eq. 10 is not a softmax of logits)
-        return lprobs if log_probs else lprobs.exp()
 
     def max_positions(self):
         return self.max_target_positions
@@ -411,14 +401,7 @@ class RDangleModel(FairseqEncoderDecoderModel):
         parser.add_argument("--relative-form", choices=RELATIVE_FORMS, default="dangle",
                             help="dangle (default): the authors' score terms q.a + k.a, no value term; shaw: Shaw "
                                  "et al.'s q.(k + a^K) and value vectors a^V")
-        add_lexicon_args(parser)
-        parser.add_argument("--alignment-layer", type=int, metavar="N",
-                            help="decoder layer whose cross-attention the lexicon reads (default: the last)")
-        parser.add_argument("--alignment-heads", type=int, metavar="N",
-                            help="average that attention over the first N heads only (default: all)")
-        parser.add_argument("--gate-features", metavar="LIST",
-                            help="comma-separated inputs of the lexical gate: context (c_t over the value "
-                                 "states), hidden (d_t), input (x_t); default all three")
+        add_lexical_decoder_args(parser, TRANSFORMER_GATE_FEATURES, alignment=True)
 
     @classmethod
     def build_model(cls, args, task):
@@ -450,14 +433,7 @@ class RDangleModel(FairseqEncoderDecoderModel):
                                    args.value_encoder_layers, args.shared_kv_layers)
         encoder = RDangleEncoder(args, src_dict, src_embed, adaptive)
         decoder = RDangleDecoder(args, tgt_dict, tgt_embed, adaptive, dec_sizes)
-        layer = args.alignment_layer if args.alignment_layer is not None else args.decoder_layers - 1
-        if layer < 0:
-            layer += args.decoder_layers
-        decoder.alignment_layer = layer
-        decoder.alignment_heads = args.alignment_heads
-        decoder.gate_feature_names = [n.strip() for n in args.gate_features.split(",") if n.strip()]
-        decoder.lexical_head = build_lexical_head(args, src_dict, tgt_dict,
-                                                  gate_input_dim=dim * len(decoder.gate_feature_names))
+        decoder.attach_lexical_head(args, src_dict, tgt_dict, {"context": dim, "hidden": dim, "input": dim})
         if args.lexicon == "identity" and src_dict != tgt_dict:
             logger.warning("--lexicon identity with separate dictionaries: only strings present in both can be copied")
         return cls(encoder, decoder)
@@ -485,15 +461,8 @@ def validate_args(args):
                 f"--shared-kv-layers {args.shared_kv_layers} must be <= --value-encoder-layers "
                 f"({args.value_encoder_layers}) and <= --adaptive-source-layers ({args.adaptive_source_layers})"
             )
-    layer = args.alignment_layer if args.alignment_layer is not None else args.decoder_layers - 1
-    if not -args.decoder_layers <= layer < args.decoder_layers:
-        raise ValueError(f"--alignment-layer {args.alignment_layer}: the decoder has {args.decoder_layers} layers")
-    heads = args.alignment_heads
-    if heads is not None and not 1 <= heads <= args.decoder_attention_heads:
-        raise ValueError(f"--alignment-heads {heads}: each layer has {args.decoder_attention_heads} heads")
-    names = [n.strip() for n in args.gate_features.split(",") if n.strip()]
-    if not names or len(set(names)) != len(names) or any(n not in GATE_FEATURES for n in names):
-        raise ValueError(f"--gate-features {args.gate_features!r}: choose from {', '.join(GATE_FEATURES)}")
+    alignment_of(args, args.decoder_layers, args.decoder_attention_heads)
+    TRANSFORMER_GATE_FEATURES.parse(args.gate_features)
 
 
 def _kv_layer_defaults(args, encoder_layers: int):
@@ -549,11 +518,7 @@ def _common_defaults(args):
     if not hasattr(args, "relative_form"):
         args.relative_form = "shaw" if hasattr(args, "relative_positions") else "dangle"
     args.relative_positions = getattr(args, "relative_positions", 15)
-    args.lexicon = getattr(args, "lexicon", "none")
-    args.alignment_layer = getattr(args, "alignment_layer", None)
-    args.alignment_heads = getattr(args, "alignment_heads", None)
-    args.gate_features = getattr(args, "gate_features", ",".join(GATE_FEATURES))
-    lexicon_arch_defaults(args)
+    lexical_decoder_defaults(args, TRANSFORMER_GATE_FEATURES, alignment=True, lexicon="none")
 
 
 @register_model_architecture("rdangle_transformer", "rdangle_transformer_iwslt_de_en")

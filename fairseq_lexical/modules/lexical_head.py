@@ -115,8 +115,10 @@ class _SparseLexicalMixture(torch.autograd.Function):
         lsm = torch.log_softmax(write_logits.float(), dim=-1)
         s = gate_logit.float().unsqueeze(-1)
         log_g, log_not_g = F.logsigmoid(s), F.logsigmoid(-s)
-        # Sum the mass of repeated targets (scatter-add), then read it back at every indexed slot.
-        p_at = torch.zeros_like(lsm).scatter_add_(-1, index, mass).gather(-1, index)
+        # Sum the mass of repeated targets (scatter-add in slot order), then read it back at every indexed slot.
+        # The sums are taken over the row's distinct targets, not over a |V|-sized buffer (same order, same sums).
+        slot_of = _distinct_slots(index)
+        p_at = torch.zeros_like(mass).scatter_add_(-1, slot_of, mass).gather(-1, slot_of)
         lsm_at = lsm.gather(-1, index)
         out_at = torch.logaddexp(lsm_at + log_g, torch.log(p_at.clamp_min(_TINY)) + log_not_g)
         out = lsm.add_(log_g).scatter_(-1, index, out_at)  # in place: lsm is not needed as such any more
@@ -144,13 +146,26 @@ class _SparseLexicalMixture(torch.autograd.Function):
         first[..., 1:] = sorted_index[..., 1:] != sorted_index[..., :-1]
         write_total = grad_total + ((write_at - grad_at).gather(-1, order) * first).sum(-1, keepdim=True)
         # d/dz of log_softmax: grad_write - p_write * S, with p_write = exp(out - log g) off the indexed words
-        grad_logits = torch.addcmul(grad_out, torch.exp(out - log_g), write_total, value=-1.0)
+        # (computed in one |V|-sized buffer: each fresh one costs page faults on a CPU)
+        grad_logits = torch.sub(out, log_g).exp_()
+        torch.addcmul(grad_out, grad_logits, write_total, value=-1.0, out=grad_logits)
         grad_logits.scatter_(-1, index, write_at - torch.exp(lsm_at) * write_total)
         grad_gate = (write_total - torch.sigmoid(s) * grad_total).squeeze(-1)
         # d out / d p_lex(w) = (1 - g) / p(w); see _LexicalMixture for the cap.
         grad_mass = grad_at * torch.exp((log_not_g - out_at).clamp(max=80.0))
         write_dtype, gate_dtype = ctx.dtypes
         return grad_logits.to(write_dtype), grad_gate.to(gate_dtype), grad_mass, None
+
+
+def _distinct_slots(index: Tensor) -> Tensor:
+    """For target ids ``index`` (B, T, M), each slot's rank among its row's distinct ids (B, T, M): slots holding the
+    same id get the same rank. Computed once per sentence when ``index`` repeats one row over T (an expand)."""
+    rows = index[:, :1] if index.size(1) > 1 and index.stride(1) == 0 else index
+    sorted_ids, order = rows.sort(-1)
+    new_id = torch.ones_like(sorted_ids)
+    new_id[..., 0] = 0
+    new_id[..., 1:] = sorted_ids[..., 1:] != sorted_ids[..., :-1]
+    return torch.empty_like(rows).scatter_(-1, order, new_id.cumsum(-1)).expand_as(index)
 
 
 def scatter_overwrite_softmax(mass: Tensor, index: Tensor, filled: Tensor, num_target: int) -> Tensor:

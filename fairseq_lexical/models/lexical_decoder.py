@@ -1,0 +1,128 @@
+"""The contract between a decoder and the lexical head, shared by `lex_lstm`, `lex_transformer` and
+`rdangle_transformer`.
+
+A decoder publishes, per target step, named tensors (B x T x C each; a zero-argument callable for one that is
+costly and may not be asked for), its attention over the source positions (B x T x S, fp32) and the source tokens
+(B x S). ``LexicalDecoder`` then owns the rest: the `--gate-features` names and sizes, the options and their
+validation (`--gate-features`, `--alignment-layer`, `--alignment-heads`, the lexicon options), the gate input
+assembled from the named tensors, the call of the head (eq. 10 of Akyurek & Andreas 2021) and the normalised
+probabilities. As in OpenNMT-py, where decoders publish ``attns["copy"]`` and one ``CopyGenerator`` does the rest.
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
+
+from torch import Tensor
+import torch
+
+from ..modules.lexical_head import LexicalTranslationHead
+from .lexicon_options import add_lexicon_args, build_lexical_head, lexicon_arch_defaults
+
+Feature = Union[Tensor, Callable[[], Tensor]]
+
+
+class GateFeatures:
+    """The named tensors a decoder can give the gate, what each is (for --help), and the default selection."""
+
+    def __init__(self, default: str, **meanings: str):
+        self.meanings = meanings
+        self.names = tuple(meanings)
+        self.default = default
+
+    def add_argument(self, parser):
+        listed = ", ".join(f"{name} ({meaning})" for name, meaning in self.meanings.items())
+        default = "all three" if self.default == ",".join(self.names) else self.default
+        parser.add_argument("--gate-features", metavar="LIST",
+                            help=f"comma-separated inputs of the gate p_gate: {listed}; default {default}")
+
+    def parse(self, spec: str) -> List[str]:
+        """The names of `--gate-features`, or a ValueError naming the option."""
+        names = [n.strip() for n in (spec or "").split(",") if n.strip()]
+        if not names or len(set(names)) != len(names) or any(n not in self.names for n in names):
+            raise ValueError(f"--gate-features {spec!r}: choose from {', '.join(self.names)}")
+        return names
+
+
+def add_lexical_decoder_args(parser, gate_features: GateFeatures, alignment: bool):
+    """The lexicon options, `--gate-features` and, for decoders with several attention layers and heads,
+    `--alignment-layer` / `--alignment-heads`."""
+    add_lexicon_args(parser)
+    if alignment:
+        parser.add_argument("--alignment-layer", type=int, metavar="N",
+                            help="decoder layer whose cross-attention the lexicon reads (0-based; negative counts "
+                                 "from the top; default: the last layer)")
+        parser.add_argument("--alignment-heads", type=int, metavar="N",
+                            help="average the attention over the first N heads of that layer only (1: a single "
+                                 "head; default: all heads)")
+    gate_features.add_argument(parser)
+
+
+def lexical_decoder_defaults(args, gate_features: GateFeatures, alignment: bool, lexicon: Optional[str] = None):
+    """Architecture defaults of the options above (``lexicon``: the `--lexicon` an architecture implies)."""
+    args.lexicon = getattr(args, "lexicon", lexicon)
+    if alignment:
+        args.alignment_layer = getattr(args, "alignment_layer", None)
+        args.alignment_heads = getattr(args, "alignment_heads", None)
+    args.gate_features = getattr(args, "gate_features", gate_features.default)
+    lexicon_arch_defaults(args)
+
+
+def alignment_of(args, num_layers: int, num_heads: int):
+    """(layer >= 0, heads or None) of `--alignment-layer` / `--alignment-heads`, or a ValueError naming the option."""
+    layer = args.alignment_layer if args.alignment_layer is not None else num_layers - 1
+    if not -num_layers <= layer < num_layers:
+        raise ValueError(f"--alignment-layer {args.alignment_layer}: the decoder has {num_layers} layers")
+    heads = args.alignment_heads
+    if heads is not None and not 1 <= heads <= num_heads:
+        raise ValueError(f"--alignment-heads {heads}: each layer has {num_heads} heads")
+    return layer % num_layers, heads
+
+
+class LexicalDecoder:
+    """Mixin of a fairseq decoder that may end in the lexical head (``lexical_head``; None: `--lexicon none`, the
+    plain decoder). The decoder calls ``lexical_output`` with its write logits and published tensors."""
+
+    GATE_FEATURES: GateFeatures
+    # True: forward returns fp32 log-probabilities also without a head (lex_lstm always has), not logits
+    LOG_PROBS_WITHOUT_HEAD = False
+    # an annotation only: a class attribute would hide the submodule (nn.Module keeps it in _modules)
+    lexical_head: Optional[LexicalTranslationHead]
+    gate_feature_names: Sequence[str] = ()
+
+    def attach_lexical_head(self, args, src_dict, tgt_dict, sizes: Dict[str, int]):
+        """Parse `--gate-features` (``sizes``: the width of each tensor the decoder publishes) and build the head the
+        lexicon options ask for. The head is the submodule ``lexical_head`` (its state-dict prefix)."""
+        names = self.GATE_FEATURES.parse(args.gate_features)
+        self.gate_feature_names = names
+        self.lexical_head = build_lexical_head(args, src_dict, tgt_dict, gate_input_dim=sum(sizes[n] for n in names))
+        return self.lexical_head
+
+    def needs_gate_feature(self, name: str) -> bool:
+        return self.lexical_head is not None and name in self.gate_feature_names
+
+    def gate_input(self, features: Mapping[str, Feature],
+                   transform: Optional[Callable[[str, Tensor], Tensor]] = None) -> Tensor:
+        """The published tensors that `--gate-features` names, in its order, concatenated (B x T x sum of sizes)."""
+        parts = []
+        for name in self.gate_feature_names:
+            value = features[name]
+            value = value() if callable(value) else value
+            parts.append(value if transform is None else transform(name, value))
+        return torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
+
+    def lexical_output(self, write_logits: Tensor, features: Mapping[str, Feature], attn: Tensor, src_tokens: Tensor,
+                       extra: dict):
+        """(log p(y_t) of eq. 10 in fp32, extra with ``attn`` and ``p_gate``); without a head (write logits, extra)."""
+        extra["attn"] = [attn]
+        if self.lexical_head is None:
+            return (torch.log_softmax(write_logits.float(), dim=-1) if self.LOG_PROBS_WITHOUT_HEAD else write_logits,
+                    extra)
+        log_probs, p_gate = self.lexical_head(write_logits, self.gate_input(features), attn, src_tokens)
+        extra["p_gate"] = p_gate
+        return log_probs, extra
+
+    def get_normalized_probs(self, net_output, log_probs: bool, sample=None):
+        if self.lexical_head is None and not self.LOG_PROBS_WITHOUT_HEAD:
+            return super().get_normalized_probs(net_output, log_probs, sample)
+        lprobs = net_output[0]  # already normalised fp32 log-probabilities (eq. 10 is not a softmax of logits)
+        return lprobs if log_probs else lprobs.exp()
