@@ -503,8 +503,9 @@ def test_lla_selection_is_read_from_the_lla_translation_log(tmp_path):
         return f"2026-11-24 00:00:{epoch:02d} | INFO | valid | {json.dumps(stats)}\n"
 
     def saved(epoch):
+        name = "checkpoint_best.pt" if epoch % 2 else "checkpoint_last.pt"  # fairseq names the first file written
         return (f"2026-11-24 00:00:{epoch:02d} | INFO | fairseq.checkpoint_utils | Saved checkpoint "
-                f"{tmp_path}/checkpoint_last.pt (epoch {epoch} @ {epoch} updates, score -inf) (writing took 0.1 s)\n")
+                f"{tmp_path}/{name} (epoch {epoch} @ {epoch} updates, score -inf) (writing took 0.1 s)\n")
 
     lines = []
     for e, bce in ((1, 0.9), (2, 0.25), (3, 0.4)):  # the Lexicon Unit epochs (N = 3)
@@ -624,7 +625,7 @@ def test_an_interrupted_lla_run_starts_again_or_resumes(tmp_path):
         log = work / "lla" / "seed1" / "train.log"
         proc = subprocess.Popen(recipe(work), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         deadline = time.time() + 400
-        while not re.search(rf"checkpoint_last\.pt \(epoch {saved_epoch} @", text(log)):
+        while not re.search(rf"Saved checkpoint \S+\.pt \(epoch {saved_epoch} @", text(log)):
             assert proc.poll() is None and time.time() < deadline, proc.communicate()
             time.sleep(0.05)
         proc.send_signal(signal.SIGTERM)

@@ -18,7 +18,9 @@ LEXICON_UNIT_METRIC = "aux_lexicon"
 SELECTION_METRIC = "lla_selection"
 # lla_translation's log line at epoch N+1 (--lexicon-unit-selection valid_bce)
 _UNIT_LINE = re.compile(r"the Lexicon Unit of epoch (\d+) \(lowest validation aux_lexicon, (\S+)\) is used from now on")
-_SAVED_LINE = re.compile(r"Saved checkpoint \S*/checkpoint_last\.pt \(epoch (\d+) @")
+# fairseq's line after a save: it names the first of the files written (checkpoint_best.pt where the best improved,
+# else checkpoint_last.pt), copied to the others
+_SAVED_LINE = re.compile(r"Saved checkpoint \S+\.pt \(epoch (\d+) @")
 
 
 class LlaSteps:
