@@ -613,7 +613,7 @@ def test_an_interrupted_lla_run_starts_again_or_resumes(tmp_path):
     import time
 
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    opts = ["--cpu-small", "--models", "lla", "--lla-lexicon-epochs", "6", "--lla-max-epoch", "40"]
+    opts = ["--cpu-small", "--models", "lla", "--lla-lexicon-epochs", "6", "--lla-max-epoch", "300"]
 
     def recipe(work):
         return ["bash", os.path.join(REPO, "examples", "colors", "run.sh"), *opts, "--work", str(work)]
@@ -646,6 +646,7 @@ def test_an_interrupted_lla_run_starts_again_or_resumes(tmp_path):
     run_until(tmp_path / "late", 9)  # after epoch N + 1
     out, selection = finish(tmp_path / "late")
     assert "resuming training from" in out
-    assert re.search(r"Loaded checkpoint .*checkpoint_last\.pt \(epoch (9|1\d)",
-                     text(tmp_path / "late" / "lla" / "seed1" / "train.log"))
+    loaded = re.search(r"Loaded checkpoint .*checkpoint_last\.pt \(epoch (\d+) @",
+                       text(tmp_path / "late" / "lla" / "seed1" / "train.log"))
+    assert loaded and 9 <= int(loaded.group(1)) < 300  # (the interruption lands a few epochs after the 9th)
     assert selection == reference
