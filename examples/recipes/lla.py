@@ -125,8 +125,8 @@ class LlaSteps:
                     used = (int(m.group(1)), float(m.group(2)))
         if used is None or not unit_curve:
             raise RecipeError(f"{log} has no Lexicon Unit selection (lla_translation's line 'the Lexicon Unit of "
-                              f"epoch k ... is used from now on' at epoch {n + 1}, and validation {LEXICON_UNIT_METRIC} "
-                              f"in epochs 1-{n})")
+                              f"epoch k ... is used from now on' at epoch {n + 1}, and validation "
+                              f"{LEXICON_UNIT_METRIC} in epochs 1-{n})")
         unit_epoch, bce = used
         if unit_curve.get(unit_epoch) != min(unit_curve.values()):
             raise RecipeError(f"{log}: the Lexicon Unit of epoch {unit_epoch} was used, whose validation "
