@@ -114,31 +114,33 @@ def test_dry_run_commands_carry_the_papers_settings(tmp_path):
 
 
 def test_dry_run_lla_models_thrush_schedule_metrics_and_damage(tmp_path):
-    """lla / lla_noadv (Thrush 2020): two training calls (Lexicon Unit epochs 1-30 with batch 1, then to epoch 1000
-    with batch 30, Adam 0.001 constant), --thrush scoring, tools/damage.py with Table 2's groups."""
+    """lla / lla_noadv (Thrush 2020): one training call through the task lla_translation (Lexicon Unit epochs 1-30
+    with batch 1, then to epoch 1000 with batch 30, Adam 0.001 constant), --thrush scoring, tools/damage.py with
+    Table 2's groups."""
     write_tiny_layouts(tmp_path)
     work = ("--work", tmp_path / "w")
     colors = dry_run("colors", None, "--models", "lla,lla_noadv", "--damage", *work)
     lines = colors.splitlines()
-    first = [l for l in lines if "train_lexicon:" in l]
+    assert not any("train_lexicon:" in l for l in lines)
     rest = [l for l in lines if l.strip().startswith("train:")]
-    assert len(first) == 2 and len(rest) == 2
-    for line in first + rest:
+    assert len(rest) == 2
+    for line in rest:
         for opt in ("--arch lla_lstm ", "--lexicon-unit-epochs 30", "--lr 0.001 --lr-scheduler fixed",
-                    "--clip-norm 0"):
+                    "--clip-norm 0", "--task lla_translation"):
             assert opt in line, opt
         assert "--write-dropout" not in line and "--warmup-updates" not in line
-    assert all("--batch-size 1 --max-epoch 30" in l for l in first)
-    # the Lexicon Unit with the lowest validation BCE is kept
-    assert all("--validate-interval 1 --save-interval 1 --best-checkpoint-metric aux_lexicon" in l and
-               "--disable-validation" not in l and "--maximize" not in l for l in first)
-    assert all("--batch-size 30 --max-epoch 1000" in l and "--save-interval 1000" in l for l in rest)
-    # Thrush's model selection: every epoch validated on exact match (Colors: the training set)
-    assert all("--validate-interval 1" in l and "--best-checkpoint-metric exact_match "
-               "--maximize-best-checkpoint-metric" in l and "--disable-validation" not in l for l in rest)
+    assert all("--lexicon-unit-batch-size 1 --batch-size 30 --max-epoch 1000" in l for l in rest)
+    # the Lexicon Unit with the lowest validation BCE is kept; Thrush's model selection: every epoch validated on
+    # exact match (Colors: the training set), checkpoint_best.pt the first epoch with the best score
+    assert all("--lexicon-unit-selection valid_bce --validate-interval 1 --save-interval 1 --best-checkpoint-metric "
+               "lla_selection --maximize-best-checkpoint-metric --lla-selection-metric exact_match" in l and
+               "--disable-validation" not in l for l in rest)
+    assert sum("checkpoint_best.pt" in l for l in lines if l.strip().startswith(("generate:", "damage:"))) == 4
     last = dry_run("colors", None, "--models", "lla", "--lla-checkpoint", "last", *work)
-    assert "exact_match" not in last and last.count("--disable-validation") == 2
-    assert sum("--no-adversary" in l for l in first + rest) == 2
+    assert "exact_match" not in last and last.count("--disable-validation") == 1
+    assert "--lexicon-unit-selection last --disable-validation --save-interval 1000" in last
+    assert "checkpoint_best.pt" not in last and "seed1/checkpoint_last.pt" in last
+    assert sum("--no-adversary" in l for l in rest) == 1  # lla_noadv's one call
     assert sum("score.py" in l and "--thrush" in l for l in lines) == 2
     damage = [l for l in lines if l.strip().startswith("damage:")]
     assert "--damage none,lstm,lexicon,adversary --seed 1" in damage[0] and "wif kiki lug" in damage[0]
@@ -151,8 +153,18 @@ def test_dry_run_lla_models_thrush_schedule_metrics_and_damage(tmp_path):
     eng = dry_run("eng_cmn", tmp_path / "eng_cmn", "--models", "lla", "--tokenization", "thrush", "--damage",
                   "none,lexicon", *work)
     assert "--bleu --tokenize none" in eng and "--thrush" in eng and "--validate-interval 1" in eng
-    assert "--best-checkpoint-metric bleu --maximize-best-checkpoint-metric --eval-bleu" in eng
+    assert ("--best-checkpoint-metric lla_selection --maximize-best-checkpoint-metric --lla-selection-metric bleu "
+            "--eval-bleu") in eng
     assert "--damage none,lexicon" in eng
+    # --patience counts the Lexicon Unit epochs' validations too (lla_translation): fewer is refused
+    proc = run_recipe("eng_cmn", "--data", tmp_path / "eng_cmn", "--models", "lla", "--patience", "5", "--dry-run",
+                      *work)
+    assert proc.returncode == 2 and "--patience 5 with the lla rows" in proc.stderr and "--patience 30" in proc.stderr
+    eng = dry_run("eng_cmn", tmp_path / "eng_cmn", "--models", "lla", "--patience", "30", "--lla-checkpoint", "last",
+                  *work)
+    assert ("--lexicon-unit-selection last --validate-interval 1 --save-interval 1 --best-checkpoint-metric "
+            "lla_selection --maximize-best-checkpoint-metric --lla-selection-metric loss --lla-selection-minimize "
+            "--patience 30") in eng
 
     cogs = dry_run("cogs", tmp_path / "cogs", "--models", "all", *work)
     assert "lla_lstm" not in cogs and " lla seed" not in cogs  # 'all' = Akyurek & Andreas' models
@@ -473,41 +485,56 @@ def test_decode_jobs_must_be_positive(tmp_path):
     assert proc.returncode == 2 and "--decode-jobs must be >= 1, got 0" in proc.stderr
 
 
-def test_lexicon_unit_selection_puts_the_lowest_bce_unit_into_the_resumed_checkpoint(tmp_path):
-    """Thrush: "to compute the Lexicon Unit to use, we measure its loss (BCE) on the validation set". The unit of
-    the best epoch replaces the last epoch's; the other parameters and the position stay the last epoch's."""
-    import torch
-
+def test_lla_selection_is_read_from_the_lla_translation_log(tmp_path):
+    """Thrush: "to compute the Lexicon Unit to use, we measure its loss (BCE) on the validation set", and the model
+    of the first epoch with the best validation score. lla_translation does both in its one call; the recipe reads
+    what it selected from train.log (selection.json): the unit of its epoch-N+1 line, the epoch of the last finite
+    lla_selection (checkpoint_best.pt). A run stopped within epochs 1..N+1 cannot resume (the unit's selection is
+    not in the checkpoint)."""
     from types import SimpleNamespace
 
     from recipes.console import RecipeError
     from recipes.runner import Recipe
     from recipes.settings import LlaSettings
 
-    lines = [f"2026-11-22 09:00:0{e} | INFO | valid | epoch 00{e} | valid on 'valid' subset | loss 9 | "
-             f"aux_lexicon {bce} | exact_match 0 | num_updates {e}\n" for e, bce in ((1, 0.9), (2, 0.25), (3, 0.4))]
-    lines.append("2026-11-22 09:00:09 | INFO | valid | epoch 004 | valid on 'valid' subset | aux_lexicon 0.1\n")
-    (tmp_path / "train.log").write_text("".join(lines))  # epoch 4 is the second call's: not a candidate
+    def valid(epoch, bce, em, sel, updates):
+        stats = {"epoch": epoch, "valid_loss": "1", "valid_exact_match": str(em), "valid_aux_lexicon": str(bce),
+                 "valid_lla_selection": sel, "valid_num_updates": str(updates)}
+        return f"2026-11-24 00:00:{epoch:02d} | INFO | valid | {json.dumps(stats)}\n"
 
-    def checkpoint(epoch, unit, other):
-        return {"model": {"encoder.lexicon_unit.weight": torch.full((2, 3), unit), "decoder.w": torch.full((2,), other)},
-                "extra_state": {"train_iterator": {"epoch": epoch + 1, "iterations_in_epoch": 0}, "best": 0.25}}
+    def saved(epoch):
+        name = "checkpoint_best.pt" if epoch % 2 else "checkpoint_last.pt"  # fairseq names the first file written
+        return (f"2026-11-24 00:00:{epoch:02d} | INFO | fairseq.checkpoint_utils | Saved checkpoint "
+                f"{tmp_path}/{name} (epoch {epoch} @ {epoch} updates, score -inf) (writing took 0.1 s)\n")
 
-    torch.save(checkpoint(2, 2.0, 20.0), tmp_path / "checkpoint_best.pt")
-    torch.save(checkpoint(3, 3.0, 30.0), tmp_path / "checkpoint_last.pt")
-    recipe = SimpleNamespace(lla=LlaSettings(lexicon_epochs=3))
-    chosen = Recipe.select_lexicon_unit(recipe, str(tmp_path))
-    assert (chosen["epoch"], chosen["aux_lexicon"], chosen["curve"]) == (2, 0.25, {1: 0.9, 2: 0.25, 3: 0.4})
-    state = torch.load(tmp_path / "checkpoint_last.pt", weights_only=False)
-    assert torch.equal(state["model"]["encoder.lexicon_unit.weight"], torch.full((2, 3), 2.0))
-    assert torch.equal(state["model"]["decoder.w"], torch.full((2,), 30.0))
-    assert state["extra_state"]["train_iterator"]["epoch"] == 4 and "best" not in state["extra_state"]
-    assert not (tmp_path / "checkpoint_best.pt").exists()
-    assert json.loads((tmp_path / "lexicon_unit_selection.json").read_text())["epoch"] == 2
-    # a best checkpoint that is not the logged minimum is an error naming the files
-    torch.save(checkpoint(3, 3.0, 30.0), tmp_path / "checkpoint_best.pt")
-    with pytest.raises(RecipeError, match="checkpoint_best.pt is epoch 3.*train.log"):
-        Recipe.select_lexicon_unit(recipe, str(tmp_path))
+    lines = []
+    for e, bce in ((1, 0.9), (2, 0.25), (3, 0.4)):  # the Lexicon Unit epochs (N = 3)
+        lines += [valid(e, bce, 0.1, "-inf", 10 * e), saved(e)]
+    lines.append("2026-11-24 00:00:04 | INFO | fairseq_lexical.tasks.lla_translation | lla_translation: epoch 4: "
+                 "the Lexicon Unit of epoch 2 (lowest validation aux_lexicon, 0.25) is used from now on\n")
+    for e, em, sel in ((4, 0.5, "0.5"), (5, 0.75, "0.75"), (6, 0.5, "-inf"), (7, 0.75, "-inf")):
+        lines += [valid(e, 0.25, em, sel, 30 + e), saved(e)]
+    (tmp_path / "train.log").write_text("".join(lines))
+    task = SimpleNamespace(lla_selection=("exact_match", ()))
+    recipe = SimpleNamespace(lla=LlaSettings(lexicon_epochs=3), task=task)
+    chosen = Recipe.lla_selection(recipe, str(tmp_path))
+    assert (chosen["metric"], chosen["epoch"], chosen["exact_match"], chosen["last_epoch"], chosen["updates"]) == \
+        ("exact_match", 5, 0.75, 7, 35)
+    assert chosen["curve"] == {4: 0.5, 5: 0.75, 6: 0.5, 7: 0.75}
+    unit = chosen["lexicon_unit"]
+    assert (unit["epoch"], unit["aux_lexicon"], unit["curve"]) == (2, 0.25, {1: 0.9, 2: 0.25, 3: 0.4})
+    assert Recipe.lla_resumable(recipe, str(tmp_path))  # saved at epoch 7: resumes at 8 > N + 1
+    # stopped after epoch 3 (= N): resuming at epoch 4 would be refused by lla_translation; start again
+    (tmp_path / "train.log").write_text("".join(lines[:6]))
+    assert not Recipe.lla_resumable(recipe, str(tmp_path))
+    assert Recipe.lla_resumable(SimpleNamespace(lla=LlaSettings(lexicon_epochs=3, checkpoint="last")), str(tmp_path))
+    # a unit that is not the logged minimum, or no selection at all, is an error naming the log
+    (tmp_path / "train.log").write_text("".join(lines).replace("Lexicon Unit of epoch 2", "Lexicon Unit of epoch 3"))
+    with pytest.raises(RecipeError, match="train.log: the Lexicon Unit of epoch 3 was used"):
+        Recipe.lla_selection(recipe, str(tmp_path))
+    (tmp_path / "train.log").write_text("".join(lines[:6]))
+    with pytest.raises(RecipeError, match="train.log has no validation exact_match / lla_selection after epoch 3"):
+        Recipe.lla_selection(recipe, str(tmp_path))
 
 
 def test_runs_made_before_the_json_log_format_are_still_reused(tmp_path):
@@ -539,9 +566,9 @@ def test_runs_made_before_the_json_log_format_are_still_reused(tmp_path):
 
 @pytest.mark.slow
 def test_lla_colors_keeps_the_first_best_epoch(tmp_path):
-    """The lla row end to end on Colors with a short schedule: the evaluated checkpoint is the first epoch with the
-    best validation exact match, retrained to from the Lexicon Unit checkpoint (the recipe checks that the retrained
-    run logs the same exact match)."""
+    """The lla row end to end on Colors with a short schedule, one fairseq-train call (lla_translation): the
+    evaluated checkpoint_best.pt is the first epoch with the best validation exact match, the Lexicon Unit the one
+    of the lowest validation BCE (selection.json, read from the log)."""
     import torch
 
     work = tmp_path / "w"
@@ -555,24 +582,71 @@ def test_lla_colors_keeps_the_first_best_epoch(tmp_path):
     best = max(curve.values())
     assert selection["metric"] == "exact_match" and selection["exact_match"] == best
     assert selection["epoch"] == min(e for e, v in curve.items() if v == best)
-    state = torch.load(out / "checkpoint_last.pt")
+    state = torch.load(out / "checkpoint_best.pt", weights_only=False)
     position = state["extra_state"]["train_iterator"]  # saved at the end of an epoch: the next one, at 0
     assert (position["epoch"], position["iterations_in_epoch"]) == (selection["epoch"] + 1, 0)
     training = json.loads((out / "train.done").read_text())["training"]
+    assert training["selected_epoch"] == selection["epoch"]
     if selection["epoch"] < 12:
-        assert (out / "train_selected.log").exists()
-        # the reported updates of the evaluated model are the retraining's, not the first run's
+        # the reported updates of the evaluated model are those of its epoch, not the whole run's
         assert training["selected_updates"] == state["optimizer_history"][-1]["num_updates"] < training["updates"]
         assert f"(update {training['selected_updates']}) of 12 evaluated" in training["text"]
-    # the Lexicon Unit: the epoch (of 1..2) with the lowest validation BCE, its parameters in the resumed checkpoint
+    assert not (out / "train_selected.log").exists() and not (out / "checkpoint_lexicon_unit.pt").exists()
+    assert "--task lla_translation" in json.loads((out / "config.json").read_text())["commands"]["train"]
+    # the Lexicon Unit: the epoch (of 1..2) with the lowest validation BCE, frozen from epoch 3 on
     unit = selection["lexicon_unit"]
     unit_curve = {int(e): v for e, v in unit["curve"].items()}
     assert sorted(unit_curve) == [1, 2] and unit["metric"] == "aux_lexicon"
     assert unit_curve[unit["epoch"]] == min(unit_curve.values()) == unit["aux_lexicon"]
-    resumed = torch.load(out / "checkpoint_lexicon_unit.pt", weights_only=False)
-    assert resumed["extra_state"]["train_iterator"]["epoch"] == 3 and "best" not in resumed["extra_state"]
     final = torch.load(out / "checkpoint_last.pt", weights_only=False)["model"]
-    for name, value in resumed["model"].items():  # frozen after epoch 2: the selected unit is the evaluated one
-        if name.startswith("encoder.lexicon_unit."):
-            assert torch.equal(final[name], value), name
+    names = [n for n in final if n.startswith("encoder.lexicon_unit.")]
+    assert names and all(torch.equal(final[n], state["model"][n]) for n in names)
     assert json.loads((out / "score.json").read_text())["n"] == 10
+
+
+@pytest.mark.slow
+def test_an_interrupted_lla_run_starts_again_or_resumes(tmp_path):
+    """lla_translation cannot resume within the Lexicon Unit epochs 1..N+1 (the selection of the unit is not in the
+    checkpoint): an lla run stopped there starts again (its log kept as train.log.1); one stopped later resumes
+    checkpoint_last.pt. Both end with the selection of an uninterrupted run."""
+    import signal
+    import time
+
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    opts = ["--cpu-small", "--models", "lla", "--lla-lexicon-epochs", "6", "--lla-max-epoch", "300"]
+
+    def recipe(work):
+        return ["bash", os.path.join(REPO, "examples", "colors", "run.sh"), *opts, "--work", str(work)]
+
+    def text(path):
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def run_until(work, saved_epoch):
+        log = work / "lla" / "seed1" / "train.log"
+        proc = subprocess.Popen(recipe(work), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        deadline = time.time() + 400
+        while not re.search(rf"Saved checkpoint \S+\.pt \(epoch {saved_epoch} @", text(log)):
+            assert proc.poll() is None and time.time() < deadline, proc.communicate()
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 143, err[-3000:]
+
+    def finish(work):
+        proc = subprocess.run(recipe(work), capture_output=True, text=True, env=env, timeout=600)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        return proc.stdout, json.loads((work / "lla" / "seed1" / "selection.json").read_text())
+
+    _, reference = finish(tmp_path / "whole")
+    run_until(tmp_path / "early", 2)  # within the Lexicon Unit epochs
+    out, selection = finish(tmp_path / "early")
+    assert "stopped within the Lexicon Unit epochs" in out and "starting again (its logs kept: train.log.1)" in out
+    assert (tmp_path / "early" / "lla" / "seed1" / "train.log.1").exists()
+    assert selection == reference
+    run_until(tmp_path / "late", 9)  # after epoch N + 1
+    out, selection = finish(tmp_path / "late")
+    assert "resuming training from" in out
+    loaded = re.search(r"Loaded checkpoint .*checkpoint_last\.pt \(epoch (\d+) @",
+                       text(tmp_path / "late" / "lla" / "seed1" / "train.log"))
+    assert loaded and 9 <= int(loaded.group(1)) < 300  # (the interruption lands a few epochs after the 9th)
+    assert selection == reference

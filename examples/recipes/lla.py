@@ -1,116 +1,136 @@
-"""The lla rows (Thrush 2020, docs/lla.md): the schedule as two fairseq-train calls (the Lexicon Unit alone, then
-the rest), the Lexicon Unit with the lowest validation BCE put into the resumed checkpoint, and the first epoch with
-the best validation score retrained to. Mixed into runner.Recipe."""
+"""The lla rows (Thrush 2020, docs/lla.md): the schedule and the model selection as one fairseq-train call through the
+task `lla_translation` (fairseq_lexical/tasks/lla_translation.py): the Lexicon Unit alone with its own batch size for
+epochs 1..N, the unit with the lowest validation BCE loaded at epoch N+1, then the other modules to the last epoch,
+fairseq's checkpoint_best.pt the first epoch with the best validation score. What was selected is read back from
+the training log (selection.json). Mixed into runner.Recipe."""
 from __future__ import annotations
 
-import os
-from typing import List, Tuple
+import math
+import re
+from typing import Dict, List, Optional
 
-from recipes.console import RecipeError, say
-from recipes.fairseq_log import validation_metric
-from recipes.process import run_logged
-from recipes.textio import read_json, write_json
+from recipes.console import RecipeError
+from recipes.fairseq_log import read_records, validation_metric
 
 # The Lexicon Unit's validation BCE as lexical_cross_entropy logs it (an auxiliary loss named "lexicon").
 LEXICON_UNIT_METRIC = "aux_lexicon"
-# The Lexicon Unit's parameters in an lla_lstm checkpoint (tools/damage.py's "lexicon" group).
-LEXICON_UNIT_PREFIX = "encoder.lexicon_unit."
+# What lla_translation logs at each validation: the selection metric where it beats every earlier epoch after N.
+SELECTION_METRIC = "lla_selection"
+# lla_translation's log line at epoch N+1 (--lexicon-unit-selection valid_bce)
+_UNIT_LINE = re.compile(r"the Lexicon Unit of epoch (\d+) \(lowest validation aux_lexicon, (\S+)\) is used from now on")
+# fairseq's line after a save: it names the first of the files written (checkpoint_best.pt where the best improved,
+# else checkpoint_last.pt), copied to the others
+_SAVED_LINE = re.compile(r"Saved checkpoint \S+\.pt \(epoch (\d+) @")
 
 
 class LlaSteps:
     """Recipe methods of the lla rows (self: a runner.Recipe)."""
 
-    def lla_train_commands(self, model: str, seed: int, out: str) -> Tuple[List[str], List[str]]:
-        """Thrush's schedule as two fairseq-train calls (docs/lla.md): the Lexicon Unit alone with its own batch
-        size for epochs 1..N, then (resuming checkpoint_last.pt) the other modules to the last epoch. Without a
-        validation set a checkpoint is written only at the end of each call (--save-interval = its last epoch;
-        fairseq does not save when --max-epoch ends training); with one, every epoch is validated and saved."""
+    def lla_checkpoint_name(self) -> str:
+        """The evaluated checkpoint: the first epoch with the best validation score (fairseq's checkpoint_best.pt
+        under lla_translation's lla_selection), or the last epoch's."""
+        return "checkpoint_best.pt" if self.lla.checkpoint == "best" else "checkpoint_last.pt"
+
+    def lla_train_command(self, model: str, seed: int, out: str) -> List[str]:
+        """Thrush's schedule as one fairseq-train call (docs/lla.md, the task lla_translation): the Lexicon Unit
+        alone with its own batch size for epochs 1..N (the model's --lexicon-unit-epochs), the other modules to the
+        last epoch. --lla-checkpoint best: every epoch validated and saved, the Lexicon Unit with the lowest
+        validation BCE used from epoch N+1, checkpoint_best.pt the first epoch with the best validation score.
+        last: the unit of epoch N and the last epoch's model; without a validation set a checkpoint is written only
+        at the end (fairseq does not save when --max-epoch ends training: --save-interval = the last epoch)."""
         hp, lla = self.hp, self.lla
-        phases = []
-        for batch, last in ((lla.lexicon_batch_size, lla.lexicon_epochs), (lla.batch_size, lla.max_epoch)):
-            cmd = ["--batch-size", str(batch), "--max-epoch", str(last)]
-            lexicon_phase = last == lla.lexicon_epochs
-            if lla.checkpoint == "best" and lexicon_phase:
-                # the Lexicon Unit with the lowest validation BCE is kept (checkpoint_best.pt; select_lexicon_unit)
-                cmd += ["--validate-interval", "1", "--save-interval", "1", "--best-checkpoint-metric",
-                        LEXICON_UNIT_METRIC]
-            elif lla.checkpoint == "best":
-                # every epoch validated (the criterion's greedy exact match); the one to keep is picked afterwards
-                # from the log (select_lla_epoch), so only the last epoch is saved here
-                metric, options = self.task.lla_selection
-                cmd += ["--validate-interval", "1", "--save-interval", str(last), "--best-checkpoint-metric",
-                        metric, "--maximize-best-checkpoint-metric", *options]
-            elif hp.validate_every is None or lexicon_phase:
-                cmd += ["--disable-validation", "--save-interval", str(last)]
+        cmd = ["--task", "lla_translation", "--lexicon-unit-batch-size", str(lla.lexicon_batch_size),
+               "--batch-size", str(lla.batch_size), "--max-epoch", str(lla.max_epoch)]
+        patience = self.lla_patience()
+        if lla.checkpoint == "best":
+            metric, options = self.task.lla_selection
+            cmd += ["--lexicon-unit-selection", "valid_bce", "--validate-interval", "1", "--save-interval", "1",
+                    "--best-checkpoint-metric", SELECTION_METRIC, "--maximize-best-checkpoint-metric",
+                    "--lla-selection-metric", metric, *options]
+        else:
+            cmd += ["--lexicon-unit-selection", "last"]
+            if hp.validate_every is None:
+                cmd += ["--disable-validation", "--save-interval", str(lla.max_epoch)]
             else:
                 cmd += ["--validate-interval", "1", "--save-interval", "1"]
-            if self.args.patience and hp.validate_every is not None and not lexicon_phase:
-                cmd += ["--patience", str(self.args.patience)]  # the paper: no early stopping
-            # Adam at a constant rate, no clipping; no --max-update: the schedule is in epochs
-            phases.append(self.fairseq_train(model, seed, out, ["--lr", f"{lla.lr:g}", "--lr-scheduler", "fixed",
-                                                                "--clip-norm", "0"], [], [], after=cmd))
-        return phases[0], phases[1]
+                if patience:
+                    # early stopping on the validation loss of the epochs after N only (as the second of the two
+                    # calls did): lla_selection is -inf in epochs 1..N and -loss where the loss improves after
+                    cmd += ["--best-checkpoint-metric", SELECTION_METRIC, "--maximize-best-checkpoint-metric",
+                            "--lla-selection-metric", "loss", "--lla-selection-minimize"]
+        if patience:
+            cmd += ["--patience", str(patience)]  # the paper: no early stopping
+        # Adam at a constant rate, no clipping; no --max-update: the schedule is in epochs
+        return self.fairseq_train(model, seed, out, ["--lr", f"{lla.lr:g}", "--lr-scheduler", "fixed",
+                                                     "--clip-norm", "0"], [], [], after=cmd)
 
-    def select_lexicon_unit(self, out: str) -> dict:
-        """Thrush's Lexicon Unit: the one with the lowest validation BCE over the Lexicon Unit epochs (fairseq's
-        checkpoint_best.pt of the first call; among equal logged values, fairseq keeps the later epoch). Its
-        parameters replace those in checkpoint_last.pt, which the second call resumes (the other modules are
-        untrained then, and the epoch count stays the paper's: the second call starts at epoch N + 1)."""
-        import torch
+    def lla_patience(self) -> Optional[int]:
+        """--patience where given and the task validates. fairseq counts every validation, those of the Lexicon
+        Unit epochs too (their lla_selection is -inf): with fewer than N it would stop before epoch N+1."""
+        patience = self.args.patience
+        if not patience or self.hp.validate_every is None:
+            return None
+        if patience < self.lla.lexicon_epochs:
+            raise RecipeError(f"--patience {patience} with the lla rows: fairseq counts the validations of the "
+                              f"Lexicon Unit epochs 1-{self.lla.lexicon_epochs} too, so training would stop before "
+                              f"the other modules start; give --patience {self.lla.lexicon_epochs} or more, or 0 "
+                              f"(docs/lla.md)")
+        return patience
 
-        metric, last_epoch = LEXICON_UNIT_METRIC, self.lla.lexicon_epochs
-        best_path, last_path = f"{out}/checkpoint_best.pt", f"{out}/checkpoint_last.pt"
-        if os.path.isfile(f"{out}/lexicon_unit_selection.json") and not os.path.isfile(best_path):
-            return read_json(f"{out}/lexicon_unit_selection.json")  # done before an interruption
-        curve = {e: v for e, v in validation_metric(f"{out}/train.log", metric).items() if e <= last_epoch}
-        if not curve:
-            raise RecipeError(f"{out}/train.log has no validation {metric} lines (Lexicon Unit selection)")
-        best = torch.load(best_path, map_location="cpu", weights_only=False)
-        epoch = best["extra_state"]["train_iterator"]["epoch"] - 1  # saved at an epoch's end: the next one
-        if curve.get(epoch) != min(curve.values()):
-            raise RecipeError(f"{best_path} is epoch {epoch}, whose validation {metric} is not the lowest logged "
-                              f"({min(curve.values())}; see {out}/train.log)")
-        state = torch.load(last_path, map_location="cpu", weights_only=False)
-        unit = {k: v for k, v in best["model"].items() if k.startswith(LEXICON_UNIT_PREFIX)}
-        if not unit or set(unit) != {k for k in state["model"] if k.startswith(LEXICON_UNIT_PREFIX)}:
-            raise RecipeError(f"{best_path} and {last_path} do not hold the same {LEXICON_UNIT_PREFIX}* parameters")
-        state["model"].update(unit)
-        # the second call selects on another metric: the Lexicon Unit's best BCE must not seed its comparison
-        state["extra_state"].pop("best", None)
-        torch.save(state, last_path + ".tmp")
-        os.replace(last_path + ".tmp", last_path)
-        os.remove(best_path)
-        selection = {"metric": metric, "epoch": epoch, metric: curve[epoch], "last_epoch": last_epoch,
-                     "curve": curve}
-        write_json(f"{out}/lexicon_unit_selection.json", selection)
-        return selection
+    def lla_resumable(self, out: str) -> bool:
+        """Whether an unfinished lla run in OUT can resume from its checkpoint_last.pt. lla_translation refuses to
+        resume in epochs 1..N+1 with the Lexicon Unit selection (fairseq keeps no task state in a checkpoint: the
+        units of the earlier epochs are gone), so such a run starts again. The epoch is the last one fairseq logged
+        as saved (a checkpoint written just before an interruption, not yet logged, is a later epoch: never a
+        wrong resume)."""
+        if self.lla.checkpoint != "best":
+            return True
+        saved = 0
+        try:
+            with open(f"{out}/train.log", errors="replace") as f:
+                for line in f:
+                    m = _SAVED_LINE.search(line)
+                    if m:
+                        saved = int(m.group(1))
+        except OSError:
+            return False
+        return saved > self.lla.lexicon_epochs  # resumes at epoch saved + 1 > N + 1
 
-    def select_lla_epoch(self, model: str, seed: int, out: str, command: List[str], index: str) -> dict:
-        """Thrush's model selection: the first epoch with the best validation score (Task.lla_selection; the log
-        of the second call), then the second call again from the Lexicon Unit checkpoint, stopped at that epoch
-        (fairseq seeds every update, so it retraces the same epochs: checked against the logged score)."""
+    def lla_selection(self, out: str) -> dict:
+        """What lla_translation selected, from OUT/train.log: the epoch of checkpoint_best.pt (the last epoch whose
+        lla_selection is finite: the first epoch with the best validation score after N) with the score curve of
+        the epochs after N, and the Lexicon Unit (the task's log line at epoch N+1) with its validation BCE curve of
+        epochs 1..N. Written to OUT/selection.json by the caller."""
+        log, n = f"{out}/train.log", self.lla.lexicon_epochs
         metric = self.task.lla_selection[0]
-        curve = {e: v for e, v in validation_metric(f"{out}/train.log", metric).items()
-                 if e > self.lla.lexicon_epochs}  # (the Lexicon Unit epochs are validated too)
-        if not curve:
-            raise RecipeError(f"{out}/train.log has no validation {metric} lines (lla checkpoint selection)")
-        best = max(curve.values())
-        epoch = min(e for e, v in curve.items() if v == best)
-        selection = {"metric": metric, "epoch": epoch, metric: best, "last_epoch": max(curve), "curve": curve}
-        if epoch < max(curve):
-            say(f"{index}    {model} seed {seed}: best validation {metric} {best:g} first at epoch {epoch}; "
-                f"retraining to it from the Lexicon Unit checkpoint")
-            cmd = list(command)
-            cmd[cmd.index("--max-epoch") + 1] = str(epoch)
-            cmd[cmd.index("--save-interval") + 1] = str(epoch)
-            cmd += ["--restore-file", f"{out}/checkpoint_lexicon_unit.pt"]
-            os.remove(f"{out}/checkpoint_last.pt")
-            run_logged(cmd, f"{out}/train_selected.log", what=f"fairseq-train to epoch {epoch} ({model}, seed {seed})")
-            again = validation_metric(f"{out}/train_selected.log", metric).get(epoch)
-            if again != best:
-                raise RecipeError(f"retraining {model} seed {seed} to epoch {epoch} gave validation {metric} "
-                                  f"{again}, not the {best} of the first run (see {out}/train_selected.log)")
-        if os.path.isfile(f"{out}/lexicon_unit_selection.json"):
-            selection["lexicon_unit"] = read_json(f"{out}/lexicon_unit_selection.json")
-        write_json(f"{out}/selection.json", selection)
+        curve = {e: v for e, v in validation_metric(log, metric).items() if e > n}
+        selected = {e: v for e, v in validation_metric(log, SELECTION_METRIC).items() if e > n and math.isfinite(v)}
+        if not curve or not selected:
+            raise RecipeError(f"{log} has no validation {metric} / {SELECTION_METRIC} after epoch {n} "
+                              f"(lla checkpoint selection)")
+        epoch = max(selected)
+        if curve.get(epoch) is None:
+            raise RecipeError(f"{log}: no validation {metric} at epoch {epoch}, the last with a finite "
+                              f"{SELECTION_METRIC}")
+        updates: Dict[int, int] = {int(s["epoch"]): int(float(s["valid_num_updates"])) for tag, s in read_records(log)
+                                   if tag == "valid" and "epoch" in s and "valid_num_updates" in s}
+        selection = {"metric": metric, "epoch": epoch, metric: curve[epoch], "last_epoch": max(curve),
+                     "updates": updates.get(epoch), "curve": curve}
+        unit_curve = {e: v for e, v in validation_metric(log, LEXICON_UNIT_METRIC).items() if e <= n}
+        used = None
+        with open(log, errors="replace") as f:
+            for line in f:
+                m = _UNIT_LINE.search(line)
+                if m:
+                    used = (int(m.group(1)), float(m.group(2)))
+        if used is None or not unit_curve:
+            raise RecipeError(f"{log} has no Lexicon Unit selection (lla_translation's line 'the Lexicon Unit of "
+                              f"epoch k ... is used from now on' at epoch {n + 1}, and validation "
+                              f"{LEXICON_UNIT_METRIC} in epochs 1-{n})")
+        unit_epoch, bce = used
+        if unit_curve.get(unit_epoch) != min(unit_curve.values()):
+            raise RecipeError(f"{log}: the Lexicon Unit of epoch {unit_epoch} was used, whose validation "
+                              f"{LEXICON_UNIT_METRIC} is not the lowest logged ({min(unit_curve.values())})")
+        selection["lexicon_unit"] = {"metric": LEXICON_UNIT_METRIC, "epoch": unit_epoch, LEXICON_UNIT_METRIC: bce,
+                                     "last_epoch": n, "curve": unit_curve}
         return selection

@@ -173,7 +173,7 @@ class Recipe(LlaSteps):
 
     def fairseq_train(self, model: str, seed: int, out: str, optimisation: Sequence[str], batching: Sequence[str],
                       schedule: Sequence[str], criterion: Sequence[str] = (), after: Sequence[str] = ()) -> List[str]:
-        """The one fairseq-train command of every row (LSTM, Transformer, both LLA phases): the model and its data,
+        """The one fairseq-train command of every row (LSTM, Transformer, LLA): the model and its data,
         lexical_cross_entropy with `criterion` options, Adam with the row's `optimisation` options, `batching`, the
         length of training (`schedule`), checkpoints and logs in OUT, then `after` (validation, saving) and
         --train-args."""
@@ -186,7 +186,7 @@ class Recipe(LlaSteps):
     def train_command(self, model: str, seed: int, out: str) -> List[str]:
         """An LSTM row (HParams: appendix C.1's inverse-sqrt schedule) or a Transformer row (TransformerSettings:
         fairseq's transformer_iwslt_de_en recipe); validation, patience and the evaluated checkpoint are the task's
-        for both. The lla rows have two commands (LlaSteps.lla_train_commands)."""
+        for both. The lla rows have their own (LlaSteps.lla_train_command)."""
         if MODELS[model].transformer:
             ts = self.ts
             criterion = (["--label-smoothing", f"{ts.label_smoothing:g}"]
@@ -223,14 +223,17 @@ class Recipe(LlaSteps):
             cmd += ["--patience", str(patience)]
         return cmd
 
-    def checkpoint_path(self, out: str) -> str:
+    def checkpoint_path(self, out: str, model: Optional[str] = None) -> str:
+        """The evaluated checkpoint: HParams.checkpoint's; the lla rows' is --lla-checkpoint's."""
+        if model is not None and MODELS[model].lla:
+            return f"{out}/{self.lla_checkpoint_name()}"
         return f"{out}/checkpoint_{self.hp.checkpoint}.pt"
 
     def generate_command(self, out: str, model: Optional[str] = None) -> List[str]:
         hp = self.hp
         return [tool("fairseq-generate"), self.bin_for(model) if model else self.bin,
                 "--user-dir", USER_DIR,
-                "--path", self.checkpoint_path(out), "--gen-subset", "test", "--beam", str(hp.beam),
+                "--path", self.checkpoint_path(out, model), "--gen-subset", "test", "--beam", str(hp.beam),
                 "--batch-size", str(hp.gen_batch_size), "--max-len-a", "0", "--max-len-b", str(hp.max_len_b),
                 "--num-workers", "0", *shlex.split(self.args.generate_args)]
 
@@ -255,9 +258,8 @@ class Recipe(LlaSteps):
                 **{k: norm(v) for k, v in commands.items()}}
 
     def commands(self, model: str, seed: int, out: str, prep: Prepared) -> Dict[str, List[str]]:
-        if MODELS[model].lla:  # two training calls; Thrush's precision, recall and token accuracy as well
-            lexicon, rest = self.lla_train_commands(model, seed, out)
-            return {"train_lexicon": lexicon, "train": rest, "generate": self.generate_command(out),
+        if MODELS[model].lla:  # one training call (lla_translation); Thrush's precision, recall and token accuracy
+            return {"train": self.lla_train_command(model, seed, out), "generate": self.generate_command(out, model),
                     "score": self.score_command(out, [*prep.score_args, "--thrush"])}
         return {"train": self.train_command(model, seed, out), "generate": self.generate_command(out, model),
                 "score": self.score_command(out, prep.score_args)}
@@ -273,7 +275,8 @@ class Recipe(LlaSteps):
     def damage_command(self, model: str, seed: int, out: str) -> List[str]:
         hp = self.hp
         return [sys.executable, os.path.join(ROOT, "tools", "damage.py"), self.bin, "--path",
-                self.checkpoint_path(out), "--damage", ",".join(self.damage_conditions(model)), "--seed", str(seed),
+                self.checkpoint_path(out, model), "--damage", ",".join(self.damage_conditions(model)), "--seed",
+                str(seed),
                 "--gen-subset", "test", "--beam", str(hp.beam), "--max-len-a", "0", "--max-len-b", str(hp.max_len_b),
                 "--batch-size", str(hp.gen_batch_size),
                 *[a for e in self.damage_examples() for a in ("--example", e)], "--json"]
@@ -293,8 +296,8 @@ class Recipe(LlaSteps):
         path = f"{out}/damage.json"
         if os.path.isfile(path) and not self.args.force and read_json(path).get("command") == show(cmd):
             return
-        if not os.path.isfile(self.checkpoint_path(out)):
-            say(f"{index} {model} seed {seed}: no {self.checkpoint_path(out)} to damage (removed by "
+        if not os.path.isfile(self.checkpoint_path(out, model)):
+            say(f"{index} {model} seed {seed}: no {self.checkpoint_path(out, model)} to damage (removed by "
                 f"--keep-checkpoints none?); skipped")
             return
         secs = run_logged(cmd, path + ".tmp", f"{out}/damage.log", what=f"damage.py ({model}, seed {seed})")
@@ -348,16 +351,24 @@ class Recipe(LlaSteps):
             return score
         trained = None  # an earlier invocation's finished training, reused when only decoding/scoring is missing
         resuming = False
+        ckpt = self.checkpoint_path(out, model)
         if os.path.isdir(out):
             old = read_json(config_path).get("fingerprint") if os.path.isfile(config_path) else None
             same = old == fp and not self.args.force
-            if same and os.path.isfile(f"{out}/train.done") and os.path.isfile(self.checkpoint_path(out)):
+            # an lla run stopped within the Lexicon Unit epochs cannot resume (LlaSteps.lla_resumable)
+            resumable = os.path.isfile(f"{out}/checkpoint_last.pt") and (not MODELS[model].lla
+                                                                         or self.lla_resumable(out))
+            if same and os.path.isfile(f"{out}/train.done") and os.path.isfile(ckpt):
                 trained = read_json(f"{out}/train.done")
-                say(f"{index} {model} seed {seed}: training finished before, decoding {self.checkpoint_path(out)}")
-            elif same and os.path.isfile(f"{out}/checkpoint_last.pt"):
+                say(f"{index} {model} seed {seed}: training finished before, decoding {ckpt}")
+            elif same and resumable:
                 resuming = True
                 say(f"{index} {model} seed {seed}: resuming training from {out}/checkpoint_last.pt")
-            elif same:  # stopped before its first checkpoint: start again, keeping the attempt's logs (x.log.N)
+            elif same:  # stopped before its first checkpoint (or an lla run before epoch N + 1): start again,
+                # keeping the attempt's logs (x.log.N)
+                what = ("an lla run stopped within the Lexicon Unit epochs: their selection is not in "
+                        f"{out}/checkpoint_last.pt" if os.path.isfile(f"{out}/checkpoint_last.pt")
+                        else "no checkpoint of the unfinished run to resume")
                 kept = []
                 for name in sorted(os.listdir(out)):
                     path = os.path.join(out, name)
@@ -373,7 +384,7 @@ class Recipe(LlaSteps):
                         shutil.rmtree(path)
                     else:
                         os.remove(path)
-                say(f"{index} {model} seed {seed}: no checkpoint of the unfinished run to resume; starting again "
+                say(f"{index} {model} seed {seed}: {what}; starting again "
                     f"(its logs kept: {', '.join(kept) or 'none'})")
             else:
                 shutil.rmtree(out)
@@ -385,46 +396,37 @@ class Recipe(LlaSteps):
             "patience": self.task.patience_for(model, self.hp) if self.hp.validate_every else None,
             "lexicon": self.lexicon_path(MODELS[model].lexicon) if MODELS[model].lexicon in LEXICON_METHODS
             else MODELS[model].lexicon,
-            "checkpoint": self.checkpoint_path(out), "fingerprint": fp,
+            "checkpoint": ckpt, "fingerprint": fp,
             "commands": {k: show(v) for k, v in commands.items()},
         }
         write_json(config_path, config)
         start = time.time()
         if trained is None:
             t_train = 0.0
-            if "train_lexicon" in commands:
+            if MODELS[model].lla:
                 say(f"{index} {model} seed {seed}: training, {self.lla.describe()} ...")
-                t_train = run_logged(commands["train_lexicon"], f"{out}/train.log", append=resuming,
-                                     what=f"fairseq-train, Lexicon Unit epochs ({model}, seed {seed})",
-                                     progress=f"{index}    {model} seed {seed}: ")
-                resuming = True  # the second call appends to the log and resumes checkpoint_last.pt
-                if not os.path.isfile(f"{out}/checkpoint_lexicon_unit.pt"):  # (a resumed run copied it already)
-                    if self.lla.checkpoint == "best":
-                        unit = self.select_lexicon_unit(out)
-                        say(f"{index}    {model} seed {seed}: Lexicon Unit of epoch {unit['epoch']} (lowest "
-                            f"validation BCE, {unit[LEXICON_UNIT_METRIC]:g})")
-                    shutil.copyfile(f"{out}/checkpoint_last.pt", f"{out}/checkpoint_lexicon_unit.pt")
             else:
                 say(f"{index} {model} seed {seed}: training ({self.hp.max_update} updates max) ...")
-            t_train += run_logged(commands["train"], f"{out}/train.log", what=f"fairseq-train ({model}, seed {seed})",
-                                  append=resuming, progress=f"{index}    {model} seed {seed}: ")
-            selection = None
-            if "train_lexicon" in commands and self.lla.checkpoint == "best":
-                t0 = time.time()
-                selection = self.select_lla_epoch(model, seed, out, commands["train"], index)
-                t_train += time.time() - t0
+            t_train = run_logged(commands["train"], f"{out}/train.log", what=f"fairseq-train ({model}, seed {seed})",
+                                 append=resuming, progress=f"{index}    {model} seed {seed}: ")
             stopped = fairseq_log.training_summary(f"{out}/train.log")
-            if selection:
-                # the update count above is the first run's (to the last epoch); the evaluated model is the
-                # retraining's, which stopped earlier
+            if MODELS[model].lla and self.lla.checkpoint == "best":
+                # what lla_translation selected, from its log: the update count above is the whole run's (to the
+                # last epoch or the early stop), the evaluated model is checkpoint_best.pt's
+                selection = self.lla_selection(out)
+                write_json(f"{out}/selection.json", selection)
+                unit = selection["lexicon_unit"]
+                say(f"{index}    {model} seed {seed}: Lexicon Unit of epoch {unit['epoch']} (lowest validation BCE, "
+                    f"{unit[LEXICON_UNIT_METRIC]:g}); best validation {selection['metric']} "
+                    f"{selection[selection['metric']]:g} first at epoch {selection['epoch']}")
                 where = f"epoch {selection['epoch']}"
                 if selection["epoch"] < selection["last_epoch"]:
-                    stopped["selected_updates"] = fairseq_log.training_summary(f"{out}/train_selected.log")["updates"]
+                    stopped["selected_updates"] = selection["updates"]
                     where += f" (update {stopped['selected_updates']})"
                 stopped["text"] += f"; {where} of {selection['last_epoch']} evaluated"
                 stopped["selected_epoch"] = selection["epoch"]
-            if not os.path.isfile(self.checkpoint_path(out)):
-                raise RecipeError(f"{self.checkpoint_path(out)} was not written (see {out}/train.log)")
+            if not os.path.isfile(ckpt):
+                raise RecipeError(f"{ckpt} was not written (see {out}/train.log)")
             write_json(f"{out}/train.done", {"train_s": round(t_train, 1), "training": stopped})
         else:
             t_train, stopped = trained["train_s"], trained["training"]
@@ -444,17 +446,17 @@ class Recipe(LlaSteps):
             self.run_damage(model, seed, out, index)
             run = read_json(f"{out}/run.json")
             write_json(f"{out}/run.json", {**run, "damage_s": round(time.time() - t0, 1)})
-        self.clean_checkpoints(out)
+        self.clean_checkpoints(out, model)
         say(f"{index} seed {seed}  {model}  {self.task.result_line(score)}  "
             f"(train {hms(t_train)}{', ' + stopped['text'] if stopped['text'] else ''}; "
             f"decode {hms(t_gen)}; total {hms(total)})")
         return score
 
-    def clean_checkpoints(self, out: str) -> None:
+    def clean_checkpoints(self, out: str, model: Optional[str] = None) -> None:
         keep = self.args.keep_checkpoints
         if keep == "all":
             return
-        used = os.path.basename(self.checkpoint_path(out))
+        used = os.path.basename(self.checkpoint_path(out, model))
         for name in os.listdir(out):
             if name.endswith(".pt") and (keep == "none" or name != used):
                 os.remove(os.path.join(out, name))
@@ -502,7 +504,8 @@ class Recipe(LlaSteps):
                 f"clip {ts.clip_norm:g}, {batch} x {ts.update_freq}, {ts.max_update} updates, {evaluation}{tag}")
         if self.lla_models:
             say(f"== {', '.join(self.lla_models)} (Thrush 2020, --arch {self.arch(MODELS['lla'])}): "
-                f"{self.lla.describe()} (as checkpoint_last.pt); beam {hp.beam}; "
+                f"{self.lla.describe()} (one fairseq-train call, --task lla_translation; evaluated: "
+                f"{self.lla_checkpoint_name()}); beam {hp.beam}; "
                 f"scored with exact match and Thrush's precision/recall/token accuracy"
                 + ("; --damage " + self.damage if self.damage is not None else ""))
         say(f"== models: {', '.join(self.models)}; seeds: {', '.join(map(str, self.seeds))}")
