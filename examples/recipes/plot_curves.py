@@ -49,11 +49,11 @@ def main(argv=None):
                     ax.plot(*zip(*xy), style, marker="o", ms=3, color=colours[label], label=f"{label} ({what})")
         ax.set_xscale("log", base=2)
         ax.set_title(panel)
-        ax.set_xlabel("training updates (batch 64)")
+        ax.set_xlabel("training updates")
+        ax.legend(fontsize=6, loc="best")
         ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("exact match")
-    axes[0][-1].legend(fontsize=7, loc="lower right")
     if args.title:
         fig.suptitle(args.title)
     fig.tight_layout()
