@@ -77,9 +77,10 @@ def fake_data(tmp_path_factory):
 
 def normalise(text, tmp):
     """Paths of this machine -> $TMP, $REPO, $BIN (the environment's bin/: python, fairseq-*)."""
-    text = text.replace(str(tmp), "$TMP").replace(REPO, "$REPO")
-    return re.sub(r"(?<![\w$])/\S*?/bin/(python[\d.]*|fairseq-[a-z-]+)\b",
+    # the bin/ directory first: it may lie inside the checkout (a CI clone's .venv) or under tmp
+    text = re.sub(r"(?<![\w$])/\S*?/bin/(python[\d.]*|fairseq-[a-z-]+)\b",
                   lambda m: "$BIN/" + ("python" if m.group(1).startswith("python") else m.group(1)), text)
+    return text.replace(str(tmp), "$TMP").replace(REPO, "$REPO")
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
