@@ -105,7 +105,6 @@ def load_ensemble(paths: Sequence[str], data: str, device: str = "cpu", source_l
     (whose dictionaries they were trained with)."""
     models, _cfg, task = load_checkpoints(paths, data, UncertaintyError, source_lang, target_lang, device)
     return models, task
-    return out, task
 
 
 # -- scoring ---------------------------------------------------------------------------------------------------
