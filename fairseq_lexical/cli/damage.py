@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
+from fairseq_lexical.cli import missing_model_input
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,11 +56,9 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.beam < 1 or args.batch_size < 1:
         p.error("--beam and --batch-size must be >= 1")
-    if not os.path.isfile(args.path):
-        print(f"damage.py: error: checkpoint not found: {args.path}", file=sys.stderr)
-        return 2
-    if not os.path.isdir(args.data):
-        print(f"damage.py: error: data directory not found: {args.data}", file=sys.stderr)
+    missing = missing_model_input(args.path, args.data)
+    if missing:
+        print(f"damage.py: error: {missing}", file=sys.stderr)
         return 2
 
     from fairseq_lexical.analysis import damage as dmg

@@ -21,6 +21,8 @@ import argparse
 import os
 import sys
 
+from fairseq_lexical.cli import missing_model_input
+
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -57,12 +59,9 @@ def main(argv=None) -> int:
         p.error("--target (teacher forcing) and --decode exclude each other")
     if args.beam < 1:
         p.error("--beam must be >= 1")
-    # Checked before the (slow) fairseq import, so that these mistakes are answered at once.
-    if not os.path.isfile(args.path):
-        print(f"plot_gates.py: error: checkpoint not found: {args.path}", file=sys.stderr)
-        return 2
-    if not os.path.isdir(args.data):
-        print(f"plot_gates.py: error: data directory not found: {args.data}", file=sys.stderr)
+    missing = missing_model_input(args.path, args.data)
+    if missing:
+        print(f"plot_gates.py: error: {missing}", file=sys.stderr)
         return 2
     from lexical_offline.textio import refuse_overwriting_inputs
 
