@@ -23,14 +23,11 @@ import sys
 import time
 
 from lexical_offline.metrics.generate_output import parse_generate_output
+from lexical_offline.metrics.scores import exact_match
 from lexical_offline.textio import write_json
 
 from .fairseq_log import read_records, updates_of
-
-
-def venv_tool(name: str) -> str:
-    path = os.path.join(os.path.dirname(sys.executable), name)
-    return path if os.path.exists(path) else name
+from .process import tool
 
 
 def checkpoints(run_dir: str):
@@ -50,9 +47,9 @@ def validation_losses(log_path: str):
             if tag == "valid" and "valid_loss" in stats and updates_of(tag, stats) is not None}
 
 
-def exact_match(generate_path: str) -> float:
+def generate_exact_match(generate_path: str) -> float:
     parsed = parse_generate_output(generate_path)
-    return sum(h.split() == r.split() for h, r in zip(parsed.hypotheses, parsed.references)) / len(parsed)
+    return exact_match(parsed.hypotheses, parsed.references)
 
 
 def decoded(curve_dir: str):
@@ -102,14 +99,14 @@ def main(argv=None):
                     skipped.append(f"{name} at {updates}")
                     continue
                 start = time.time()
-                cmd = [venv_tool("fairseq-generate"), args.bin, "--user-dir", user_dir, "--path", path,
+                cmd = [tool("fairseq-generate"), args.bin, "--user-dir", user_dir, "--path", path,
                        "--gen-subset", subset, "--beam", str(beam), "--batch-size", str(args.batch_size),
                        "--max-len-a", "0", "--max-len-b", str(args.max_len_b), "--num-workers", "0"]
                 with open(out + ".tmp", "w", encoding="utf-8") as f:
                     subprocess.run(cmd, stdout=f, stderr=subprocess.DEVNULL, check=True)
                 os.replace(out + ".tmp", out)
                 point[f"{name}_decode_s"] = round(time.time() - start, 1)
-            point[f"{name}_exact_match"] = exact_match(out)
+            point[f"{name}_exact_match"] = generate_exact_match(out)
         print(json.dumps(point), flush=True)
         points.append(point)
     if skipped:
