@@ -1,9 +1,9 @@
 """Every recipe's --dry-run output (the commands it would run) against golden files in tests/data/recipe_dry_run/.
 
 The recipes' code may move and change shape; the commands it builds must not, except on purpose. The cases cover
-each task, each model family (LSTM, lexical, copy, Transformer, R-Dangle, LLA), the paper and --cpu-small
-settings, the tasks' own options and examples/custom. Machine-specific paths are replaced by $REPO, $TMP and
-$BIN before comparing. After an intended change of the commands, rewrite the golden files with
+each task, each model family (LSTM, lexical, copy, Transformer, R-Dangle, LLA), the paper, --cpu-small and
+--cpu-medium settings, the tasks' own options and examples/custom. Machine-specific paths are replaced by $REPO,
+$TMP and $BIN before comparing. After an intended change of the commands, rewrite the golden files with
     RECIPE_DRY_RUN_UPDATE=1 python -m pytest tests/test_recipe_dry_run.py
 and check that their diff shows only that change."""
 import os
@@ -35,10 +35,13 @@ CASES = {
                                                  "--cpu-small", "--checkpoint", "best", "--patience", "0"]),
     "scan_transformers_cpu_small": ("scan", ["--data", "DATA/scan", "--split", "around_right", "--models",
                                              TRANSFORMERS, "--cpu-small"]),
+    "scan_jump_cpu_medium": ("scan", ["--data", "DATA/scan", "--models", "lstm,simple,lex_transformer",
+                                      "--cpu-medium"]),
     "scan_valid_options": ("scan", ["--data", "DATA/scan", "--models", "lstm,simple", "--valid-fraction", "0.2",
                                     "--valid-seed", "4", "--token-avg", "--update-freq", "2", "--batch-size", "16"]),
     "cogs_paper": ("cogs", ["--data", "DATA/cogs"]),
     "cogs_transformers_paper": ("cogs", ["--data", "DATA/cogs", "--models", TRANSFORMERS]),
+    "cogs_cpu_medium": ("cogs", ["--data", "DATA/cogs", "--models", "lstm,copy,simple", "--cpu-medium"]),
     "cogs_transformer_overrides": ("cogs", ["--data", "DATA/cogs", "--models", "transformer,pgn", "--max-tokens", "0",
                                             "--batch-size", "32", "--max-update", "500", "--sentence-avg"]),
     "cogs_gen_2020_lla": ("cogs", ["--data", "DATA/cogs", "--gen", "gen_2020.tsv", "--models", "lla,simple",

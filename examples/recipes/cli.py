@@ -23,7 +23,7 @@ def build_parser(task: Task) -> argparse.ArgumentParser:
         epilog=(f"Models: {', '.join(f'{k} ({v.label})' for k, v in MODELS.items())}.\n"
                 f"'paper' = the rows of the paper's {task.paper_table} for this task: {paper_list}; 'all' = every "
                 f"model but lla and lla_noadv (Thrush 2020) and the Transformer rows ({', '.join(TRANSFORMER_MODELS)}): "
-                f"name them.\nThe paper's defaults are appendix C.1's settings; --cpu-small is a CPU-sized variant, "
+                f"name them.\nThe paper's defaults are appendix C.1's settings; --cpu-small and --cpu-medium are CPU-sized variants, "
                 f"labelled as such in the output, config.json and summary.json."),
     )
     g = parser.add_argument_group("data and output")
@@ -45,9 +45,15 @@ def build_parser(task: Task) -> argparse.ArgumentParser:
     g.add_argument("--keep-checkpoints", choices=("used", "all", "none"), default="used",
                    help="after scoring keep the evaluated checkpoint (default), every checkpoint, or none")
     g = parser.add_argument_group("settings (defaults: the paper's, appendix C.1)")
-    g.add_argument("--cpu-small", action="store_true",
-                   help="CPU-sized settings, not the paper's: 2 x 128 LSTM and, except on Colors, batch 64, "
-                        "2000 updates, 400 warm-up updates, validation every 250 updates")
+    size = g.add_mutually_exclusive_group()
+    size.add_argument("--cpu-small", dest="preset", action="store_const", const="cpu-small",
+                      help="CPU-sized settings, not the paper's: 2 x 128 LSTM and, except on Colors, batch 64, "
+                           "2000 updates, 400 warm-up updates, validation every 250 updates")
+    size.add_argument("--cpu-medium", dest="preset", action="store_const", const="cpu-medium",
+                      help="--cpu-small's models and batch trained as long as the CPU learning curves ask (SCAN "
+                           "and COGS: 12000 updates, no early stopping, greedy decoding); one run fits in 90 "
+                           "minutes on one CPU thread (examples/RESULTS.md)")
+    parser.set_defaults(preset="paper")
     g.add_argument("--max-update", type=int, help="training updates")
     g.add_argument("--lr", type=float, help="peak learning rate of the inverse-sqrt (Noam) schedule")
     g.add_argument("--warmup-updates", type=int)

@@ -19,7 +19,7 @@ def write_report(recipe, seconds: float) -> None:
     paper = recipe.task.paper(recipe.args)
     title = recipe.task.title or f"SCAN {recipe.args.split} test exact match"
     say("")
-    tag = " [CPU-SMALL: not the paper's settings]" if recipe.args.cpu_small else ""
+    tag = "" if recipe.args.preset == "paper" else f" [{recipe.args.preset.upper()}: not the paper's settings]"
     say(f"== {title}, mean +/- std over {len(recipe.seeds)} seed(s){tag} "
         f"(paper: {recipe.task.paper_table}, {recipe.task.paper_seeds} seeds)")
     columns = tuple(recipe.task.columns)

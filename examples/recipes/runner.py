@@ -22,7 +22,8 @@ from recipes.catalogue import (
 from recipes.console import RecipeError, hms, say, show
 from recipes.lla import LEXICON_UNIT_METRIC, LlaSteps
 from recipes.process import run_logged, run_sharded, tool
-from recipes.settings import effective_hparams, lla_settings, parse_seeds, transformer_settings
+from recipes.settings import (PRESET_LABELS, cpu_sized, effective_hparams, lla_settings, parse_seeds,
+                              transformer_settings)
 from recipes.tasks import Prepared, Task
 from recipes.textio import count_entries, read_json, sha1_files, write_json
 
@@ -56,9 +57,8 @@ class Recipe(LlaSteps):
         if self.damage is not None and not any(MODELS[m].lla for m in self.models):
             raise RecipeError("--damage applies to the lla models (lla, lla_noadv); none is in --models")
         self.seeds = parse_seeds(args)
-        self.settings = "cpu-small" if args.cpu_small else "paper"
-        self.settings_label = ("CPU-SMALL settings (not the paper's: smaller model / shorter training)"
-                               if args.cpu_small else "the paper's settings (appendix C.1)")
+        self.settings = args.preset
+        self.settings_label = PRESET_LABELS[args.preset]
         if args.lexicon and not os.path.isfile(args.lexicon):
             raise RecipeError(f"--lexicon {args.lexicon}: file not found")
         if not os.path.isdir(args.data):
@@ -143,7 +143,7 @@ class Recipe(LlaSteps):
 
     # -- one (model, seed) ---------------------------------------------------------------------------------------
     def arch(self, spec: ModelSpec) -> str:
-        if self.args.cpu_small:
+        if cpu_sized(self.args):
             return spec.small_arch or spec.arch + "_small"
         return spec.arch
 
@@ -160,7 +160,7 @@ class Recipe(LlaSteps):
                 out += ["--lexicon-top-k", str(self.hp.lexicon_top_k)]
         elif spec.lexicon is not None:
             out += ["--lexicon", spec.lexicon]
-        out += list(spec.small_extra if self.args.cpu_small and spec.transformer else spec.extra)
+        out += list(spec.small_extra if cpu_sized(self.args) and spec.transformer else spec.extra)
         if spec.transformer:  # no extra p_write dropout: the R-Dangle paper's models have none
             pass
         elif spec.lla:
@@ -496,7 +496,7 @@ class Recipe(LlaSteps):
             ts = self.ts
             batch = " + ".join(x for x in (f"--max-tokens {ts.max_tokens}" if ts.max_tokens else "",
                                            f"--batch-size {ts.batch_size}" if ts.batch_size else "") if x)
-            tag = (" [CPU-SMALL: _tiny archs, not the paper's sizes]" if self.args.cpu_small else
+            tag = (f" [{self.args.preset.upper()}: _tiny archs, not the paper's sizes]" if cpu_sized(self.args) else
                    " [sizes: transformer_iwslt_de_en as the R-Dangle paper; optimiser: fairseq's iwslt recipe, "
                    "max_update our choice (the paper gives none)]")
             say(f"== {', '.join(self.transformer_models)}: Adam {ts.adam_betas}, lr {ts.lr:g} (inverse sqrt, "

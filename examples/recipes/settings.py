@@ -54,6 +54,28 @@ CPU_SMALL_COMMON = replace(
     max_update=2000, validate_every=250, log_interval=50,
 )
 
+# SCAN and COGS decode greedily (beam 1) by default, as the authors' main.py tests ("test evaluation (greedy)"; its
+# beam call is commented out). fairseq's beam search would also lose here: it ends a sentence once `beam` hypotheses
+# have ended, and on these small output vocabularies those are often junk while the best one is still in the beam
+# (examples/RESULTS.md, "CPU learning curves": beam 5 loses up to 0.5 of exact match that greedy keeps).
+AUTHORS_TEST_BEAM = 1
+
+# --cpu-medium (not the paper's): --cpu-small's model and batch, trained as long as the learning curves of
+# examples/RESULTS.md ask ("CPU learning curves"): no early stopping (the held-out loss reaches 0 long before
+# generalisation does), validation for the log only. Tasks may set another length (max_update).
+CPU_MEDIUM_COMMON = replace(CPU_SMALL_COMMON, max_update=12000, patience=None)
+
+PRESETS = {"paper": PAPER_COMMON, "cpu-small": CPU_SMALL_COMMON, "cpu-medium": CPU_MEDIUM_COMMON}
+PRESET_LABELS = {
+    "paper": "the paper's settings (appendix C.1)",
+    "cpu-small": "CPU-SMALL settings (not the paper's: smaller model / shorter training)",
+    "cpu-medium": "CPU-MEDIUM settings (not the paper's: smaller model / batch, longer training)",
+}
+
+
+def cpu_sized(args) -> bool:
+    """True under --cpu-small or --cpu-medium: the _small / _tiny archs instead of the paper's sizes."""
+    return args.preset != "paper"
 
 
 @dataclass
@@ -130,7 +152,9 @@ def lla_settings(args) -> LlaSettings:
 
 def transformer_settings(args) -> TransformerSettings:
     """TransformerSettings (or the CPU-small ones) with the command line's explicit overrides."""
-    ts = TRANSFORMER_CPU_SMALL if args.cpu_small else TRANSFORMER_PAPER
+    ts = TRANSFORMER_CPU_SMALL if cpu_sized(args) else TRANSFORMER_PAPER
+    if args.preset == "cpu-medium":
+        ts = replace(ts, max_update=CPU_MEDIUM_COMMON.max_update)
     overrides = {"max_update": args.max_update, "lr": args.lr, "warmup": args.warmup_updates,
                  "batch_size": args.batch_size, "update_freq": args.update_freq, "sentence_avg": args.sentence_avg,
                  "adam_betas": args.adam_betas}

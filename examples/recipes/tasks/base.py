@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from recipes.console import RecipeError
-from recipes.settings import CPU_SMALL_COMMON, PAPER_COMMON, HParams
+from recipes.settings import PRESETS, HParams
 
 
 @dataclass
@@ -51,7 +51,7 @@ class Task:
         return os.path.join(os.environ.get("TMPDIR", "/tmp"), f"fairseq_lexical_{self.name}")
 
     def hparams(self, args) -> HParams:
-        return CPU_SMALL_COMMON if args.cpu_small else PAPER_COMMON
+        return PRESETS[args.preset]
 
     def patience_for(self, model: str, hp: HParams) -> Optional[int]:
         return hp.patience

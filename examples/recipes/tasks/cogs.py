@@ -5,6 +5,7 @@ from dataclasses import replace
 from lexical_offline.metrics.aggregate import format_mean_std
 
 from recipes.reports import table
+from recipes.settings import AUTHORS_TEST_BEAM
 from recipes.tasks.base import Prepared, Task, em, find_file
 from recipes.textio import read_corpus
 
@@ -24,7 +25,7 @@ class Cogs(Task):
 
     def hparams(self, args):
         # COGS outputs reach 480 tokens (recursion cases of gen): fairseq-generate's default limit is 200.
-        return replace(super().hparams(args), max_len_b=512)
+        return replace(super().hparams(args), max_len_b=512, beam=AUTHORS_TEST_BEAM)
 
     def locate(self, data):
         subdirs = ("", "data")

@@ -3,7 +3,7 @@ import os
 from dataclasses import replace
 
 from recipes import ROOT
-from recipes.settings import PAPER_COMMON
+from recipes.settings import PAPER_COMMON, cpu_sized
 from recipes.tasks.base import Prepared, Task, em, find_file
 from recipes.textio import read_corpus
 
@@ -27,7 +27,7 @@ class Colors(Task):
         hp = replace(PAPER_COMMON, lr=0.0047, warmup=89, clip_norm=0.5, batch_size=5, update_freq=1, max_update=560,
                      validate_every=None, patience=None, write_dropout=0.5, write_dropout_models="all",
                      sentence_avg=False, adam_betas=None, gen_batch_size=32)
-        if args.cpu_small:
+        if cpu_sized(args):  # --cpu-medium adds nothing to --cpu-small on Colors: it trains to the end
             hp = replace(hp, hidden=128)
         return hp
 

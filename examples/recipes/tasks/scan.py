@@ -5,6 +5,7 @@ import random
 from dataclasses import replace
 
 from recipes.console import RecipeError
+from recipes.settings import AUTHORS_TEST_BEAM
 from recipes.tasks.base import Prepared, Task, em, find_file
 from recipes.textio import read_corpus
 
@@ -38,7 +39,7 @@ class Scan(Task):
     def hparams(self, args):
         # Appendix C.1: "For SCAN and Colors, we applied additional dropout (p=0.5) in the last layer of p_write";
         # the authors' SCAN scripts apply it to the lexical models only (the plain LSTM has no p_write).
-        return replace(super().hparams(args), write_dropout=0.5, write_dropout_models="lexical")
+        return replace(super().hparams(args), write_dropout=0.5, write_dropout_models="lexical", beam=AUTHORS_TEST_BEAM)
 
     def patience_for(self, model, hp):
         # The authors' SCAN scripts: tolerance 20 for Simple, PMI and Bayesian, 10 for the LSTM and IBM runs.
