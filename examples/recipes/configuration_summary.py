@@ -99,8 +99,7 @@ def summarise(runs: List[dict], metric: str, paper: Optional[List[float]] = None
         "configuration": {"hparams": first.get("hparams"), "patience": first.get("patience"),
                           "commands": first.get("fingerprint", {})},
         "machine": {"host": runs[0]["run"].get("host"), "cpus": os.cpu_count(), "platform": platform.platform(),
-                    "python": platform.python_version(), "threads_per_run": os.environ.get("OMP_NUM_THREADS"),
-                    "device": runs[0]["run"].get("training", {}).get("device")},
+                    "python": platform.python_version(), "device": runs[0]["run"].get("training", {}).get("device")},
     }
     if paper:
         summary["paper"] = {"mean": paper[0], "std": paper[1] if len(paper) > 1 else None}
