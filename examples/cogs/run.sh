@@ -4,7 +4,7 @@
 # category. See examples/cogs/README.md.
 #
 #   bash examples/cogs/run.sh --data DIR [--seeds N] [--models ...] [--gen gen.tsv] [--work DIR] [--max-update N]
-#                             [--cpu-small] [--force]
+#                             [--cpu-small|--cpu-medium] [--force]
 #
 # --data: najoungkim/COGS's data/ (train.tsv, dev.tsv, gen.tsv) or the checkout holding it.
 #

@@ -3,7 +3,7 @@
 # lexicon (Akyurek & Andreas 2021, section 5.2, Table 2, appendix C.1), exact match. See examples/scan/README.md.
 #
 #   bash examples/scan/run.sh --data DIR [--split jump|around_right] [--seeds N] [--models ...] [--work DIR]
-#                             [--max-update N] [--cpu-small] [--force]
+#                             [--max-update N] [--cpu-small|--cpu-medium] [--force]
 #
 # --data: a brendenlake/SCAN checkout (add_prim_split/, template_split/) or a directory with the task files.
 #
