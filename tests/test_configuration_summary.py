@@ -15,8 +15,9 @@ def write_run(root, seed, em, train_s, arch_extra="", every=2000, settings="cpu-
     run.mkdir(parents=True)
     config = {"task": "scan", "model": "simple", "label": "LSTM + Lex.: Simple", "seed": seed,
               "settings": settings, "settings_label": "CPU-MEDIUM", "hparams": {"max_update": 12000, "beam": 1},
-              "patience": None, "fingerprint": {"train": TRAIN.format(seed=seed, every=every) + arch_extra,
-                                                "generate": f"fairseq-generate --path $WORK/simple/seed{seed}/x.pt {gen}"}}
+              "patience": None,
+              "fingerprint": {"train": TRAIN.format(seed=seed, every=every) + arch_extra,
+                              "generate": f"fairseq-generate --path $WORK/simple/seed{seed}/x.pt {gen}"}}
     (run / "config.json").write_text(json.dumps(config))
     (run / "score.json").write_text(json.dumps({"n": 4, "exact_match": em}))
     (run / "run.json").write_text(json.dumps({"train_s": train_s, "generate_s": 30.0, "host": "vm",

@@ -23,8 +23,8 @@ def build_parser(task: Task) -> argparse.ArgumentParser:
         epilog=(f"Models: {', '.join(f'{k} ({v.label})' for k, v in MODELS.items())}.\n"
                 f"'paper' = the rows of the paper's {task.paper_table} for this task: {paper_list}; 'all' = every "
                 f"model but lla and lla_noadv (Thrush 2020) and the Transformer rows ({', '.join(TRANSFORMER_MODELS)}): "
-                f"name them.\nThe paper's defaults are appendix C.1's settings; --cpu-small and --cpu-medium are CPU-sized variants, "
-                f"labelled as such in the output, config.json and summary.json."),
+                f"name them.\nThe paper's defaults are appendix C.1's settings; --cpu-small and --cpu-medium are "
+                f"CPU-sized variants, labelled as such in the output, config.json and summary.json."),
     )
     g = parser.add_argument_group("data and output")
     default_data = task.default_data()

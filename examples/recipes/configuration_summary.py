@@ -16,7 +16,7 @@ import os
 import platform
 import re
 import sys
-from typing import Dict, List, Optional
+from typing import List, Optional
 
 from lexical_offline.metrics.aggregate import flatten_scores, mean_std
 from lexical_offline.textio import read_json, write_json
