@@ -13,6 +13,20 @@ def toy_batch(task, pairs):
     return ds.collater([ds[i] for i in range(len(pairs))])
 
 
+def trained_parameters(model, task, pairs, epoch=None):
+    """Names of the parameters that get a gradient from the criterion's loss on ``pairs`` in ``epoch`` (None: no
+    epoch told to the task, as in-process use)."""
+    from fairseq_lexical.criterions.lexical_cross_entropy import LexicalCrossEntropyCriterion
+
+    if epoch is not None:
+        task.begin_epoch(epoch, model)  # what fairseq's trainer calls
+    model.train()
+    model.zero_grad(set_to_none=True)
+    loss, _, _ = LexicalCrossEntropyCriterion(task)(model, toy_batch(task, pairs))
+    loss.backward()
+    return {n for n, p in model.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0}
+
+
 def assert_incremental_matches_teacher_forcing(model, sample, atol=1e-5):
     model.eval()
     net = sample["net_input"]

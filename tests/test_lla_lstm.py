@@ -14,6 +14,7 @@ from model_checks import (
     assert_incremental_matches_teacher_forcing,
     assert_padding_does_not_change_scores,
     toy_batch,
+    trained_parameters,
 )
 
 PAIRS = [("a1 twice and a2", "B1 B1 B2"), ("a3", "B3"), ("a4 and a5 twice", "B4 B5 B5"), ("a6 and a1", "B6 B1")]
@@ -212,38 +213,25 @@ def test_criterion_adds_and_logs_the_auxiliary_losses(toy_data):
 # -- the schedule -------------------------------------------------------------------------------------------------
 
 
-def trained_parameters(model, task, epoch):
-    """Names of the parameters that get a gradient from the criterion's loss in ``epoch``."""
-    from fairseq_lexical.criterions.lexical_cross_entropy import LexicalCrossEntropyCriterion
-
-    if epoch is not None:
-        task.begin_epoch(epoch, model)  # what fairseq's trainer calls; the model hooks it
-    model.train()
-    model.zero_grad(set_to_none=True)
-    loss, _, _ = LexicalCrossEntropyCriterion(task)(model, toy_batch(task, PAIRS))
-    loss.backward()
-    return {n for n, p in model.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0}
-
-
 def test_schedule_lexicon_unit_alone_then_the_other_modules(toy_data):
     model, task, _ = make(toy_data, "--lexicon-unit-epochs", "2")
     everything = {n for n, _ in model.named_parameters()}
     lexicon = lexicon_names(model)
-    assert trained_parameters(model, task, None) == everything  # no epoch known (in-process use): no freezing
-    assert trained_parameters(model, task, 1) == lexicon
+    assert trained_parameters(model, task, PAIRS, None) == everything  # no epoch known (in-process use): no freezing
+    assert trained_parameters(model, task, PAIRS, 1) == lexicon
     assert model.epoch == 1 and "lexicon unit only" in model.phase
-    assert trained_parameters(model, task, 2) == lexicon
-    assert trained_parameters(model, task, 3) == everything - lexicon  # the paper freezes the Lexicon Unit
+    assert trained_parameters(model, task, PAIRS, 2) == lexicon
+    assert trained_parameters(model, task, PAIRS, 3) == everything - lexicon  # the paper freezes the Lexicon Unit
     assert "frozen" in model.phase
 
 
 def test_schedule_joint_options(toy_data):
     model, task, _ = make(toy_data, "--lexicon-unit-epochs", "1", "--lexicon-unit-joint")
     everything = {n for n, _ in model.named_parameters()}
-    assert trained_parameters(model, task, 1) == lexicon_names(model)
-    assert trained_parameters(model, task, 2) == everything
+    assert trained_parameters(model, task, PAIRS, 1) == lexicon_names(model)
+    assert trained_parameters(model, task, PAIRS, 2) == everything
     model, task, _ = make(toy_data, "--lexicon-unit-epochs", "0", "--lexicon-unit-joint")
-    assert trained_parameters(model, task, 1) == everything
+    assert trained_parameters(model, task, PAIRS, 1) == everything
     with pytest.raises(ValueError, match="never train the Lexicon Unit"):
         make(toy_data, "--lexicon-unit-epochs", "0")
 

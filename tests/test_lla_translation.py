@@ -8,7 +8,7 @@ import torch
 
 import fairseq_lexical  # noqa: F401  (registers the task, the models and the criterion)
 from conftest import REPO, build_model, run_cli
-from model_checks import toy_batch
+from model_checks import trained_parameters
 
 USER_DIR = os.path.join(REPO, "fairseq_lexical")
 PAIRS = [("a1 twice and a2", "B1 B1 B2"), ("a3", "B3"), ("a4 and a5 twice", "B4 B5 B5"), ("a6 and a1", "B6 B1")]
@@ -71,24 +71,13 @@ def test_without_a_lexicon_unit_batch_size_one_iterator_serves_every_epoch(toy_d
 # -- the schedule -------------------------------------------------------------------------------------------------
 
 
-def trained_parameters(model, task, epoch):
-    from fairseq_lexical.criterions.lexical_cross_entropy import LexicalCrossEntropyCriterion
-
-    task.begin_epoch(epoch, model)
-    model.train()
-    model.zero_grad(set_to_none=True)
-    loss, _, _ = LexicalCrossEntropyCriterion(task)(model, toy_batch(task, PAIRS))
-    loss.backward()
-    return {n for n, p in model.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0}
-
-
 def test_the_task_tells_the_model_the_epoch_lexicon_unit_alone_then_frozen(toy_data):
     model, task, _ = make(toy_data, "--lexicon-unit-epochs", "2", "--lexicon-unit-selection", "last")
     assert "begin_epoch" not in vars(task)  # the task's own method, not a wrapped one
     everything = {n for n, _ in model.named_parameters()}
-    assert trained_parameters(model, task, 1) == lexicon_names(model)
-    assert trained_parameters(model, task, 2) == lexicon_names(model)
-    assert trained_parameters(model, task, 3) == everything - lexicon_names(model)
+    assert trained_parameters(model, task, PAIRS, 1) == lexicon_names(model)
+    assert trained_parameters(model, task, PAIRS, 2) == lexicon_names(model)
+    assert trained_parameters(model, task, PAIRS, 3) == everything - lexicon_names(model)
     assert model.epoch == 3 and "frozen" in model.phase
 
 
