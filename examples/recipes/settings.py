@@ -104,6 +104,9 @@ class TransformerSettings:
 TRANSFORMER_PAPER = TransformerSettings()
 TRANSFORMER_CPU_SMALL = replace(TRANSFORMER_PAPER, lr=1e-3, warmup=400, max_tokens=None, batch_size=64,
                                 max_update=2000)
+# --cpu-medium: the same trained as long as the LSTM rows
+TRANSFORMER_PRESETS = {"paper": TRANSFORMER_PAPER, "cpu-small": TRANSFORMER_CPU_SMALL,
+                       "cpu-medium": replace(TRANSFORMER_CPU_SMALL, max_update=CPU_MEDIUM_COMMON.max_update)}
 
 
 @dataclass
@@ -152,9 +155,7 @@ def lla_settings(args) -> LlaSettings:
 
 def transformer_settings(args) -> TransformerSettings:
     """TransformerSettings (or the CPU-small ones) with the command line's explicit overrides."""
-    ts = TRANSFORMER_CPU_SMALL if cpu_sized(args) else TRANSFORMER_PAPER
-    if args.preset == "cpu-medium":
-        ts = replace(ts, max_update=CPU_MEDIUM_COMMON.max_update)
+    ts = TRANSFORMER_PRESETS[args.preset]
     overrides = {"max_update": args.max_update, "lr": args.lr, "warmup": args.warmup_updates,
                  "batch_size": args.batch_size, "update_freq": args.update_freq, "sentence_avg": args.sentence_avg,
                  "adam_betas": args.adam_betas}
