@@ -103,7 +103,8 @@ def test_installed_package_registers_everything_without_user_dir(tmp_path):
     code = (
         "import fairseq_lexical, os; from fairseq.models import ARCH_MODEL_REGISTRY;"
         "from fairseq.criterions import CRITERION_REGISTRY;"
-        "assert {'lex_lstm', 'lex_lstm_small', 'lstm_plain', 'lstm_plain_small'} <= set(ARCH_MODEL_REGISTRY);"
+        "assert {'lex_lstm', 'lex_lstm_small', 'lex_lstm_medium', 'lstm_plain', 'lstm_plain_small',"
+        " 'lstm_plain_medium'} <= set(ARCH_MODEL_REGISTRY);"
         "assert 'lexical_cross_entropy' in CRITERION_REGISTRY; print(os.path.dirname(fairseq_lexical.__file__))"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)

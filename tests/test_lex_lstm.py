@@ -114,6 +114,20 @@ def test_identity_and_uniform_lexicons_build(toy_data):
     assert model.decoder.lexical_head.dense  # a trainable uniform lexicon is stored densely
 
 
+@pytest.mark.parametrize("arch,units,lexical", [("lex_lstm_small", 128, True), ("lex_lstm_medium", 256, True),
+                                                 ("lstm_plain_small", 128, False), ("lstm_plain_medium", 256, False)])
+def test_cpu_sized_archs_have_their_units_everywhere(toy_data, arch, units, lexical):
+    """The recipes' CPU presets pick these archs by hidden size (examples/recipes/settings.py): embeddings, both
+    LSTMs and the output all of that size, and a command-line size still wins."""
+    lexicon = ["--lexicon", toy_data / "lexicon.tsv"] if lexical else []
+    model, _, args = build_model(toy_data / "bin", "--arch", arch, *lexicon)
+    assert model.encoder.embed_tokens.embedding_dim == model.decoder.embed_tokens.embedding_dim == units
+    assert model.encoder.hidden_size == model.decoder.hidden_size == units
+    assert args.decoder_out_embed_dim == units and (model.decoder.lexical_head is not None) == lexical
+    _, _, narrower = build_model(toy_data / "bin", "--arch", arch, *lexicon, "--encoder-hidden-size", "32")
+    assert narrower.encoder_hidden_size == 32 and narrower.decoder_hidden_size == units
+
+
 def test_embedding_init_normal_is_torch_default_scale(toy_data):
     torch.manual_seed(2)
     uniform, _, _ = build_model(toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", toy_data / "lexicon.tsv")

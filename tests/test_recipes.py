@@ -485,6 +485,28 @@ def test_decode_jobs_must_be_positive(tmp_path):
     assert proc.returncode == 2 and "--decode-jobs must be >= 1, got 0" in proc.stderr
 
 
+def test_cpu_presets_refuse_a_hidden_size_without_an_arch():
+    """A task's CPU hidden size picks the LSTM arch (lex_lstm_small: 128, lex_lstm_medium: 256); another size is
+    a clear error, not a KeyError or a silently different model."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from recipes.console import RecipeError
+    from recipes.settings import PRESETS, effective_hparams
+
+    overrides = dict.fromkeys(("max_update", "lr", "warmup_updates", "batch_size", "update_freq", "beam",
+                               "checkpoint", "sentence_avg", "adam_betas", "decoder", "patience", "lexicon_top_k"))
+    args = SimpleNamespace(preset="cpu-small", decode_jobs=1, **overrides)
+    task = SimpleNamespace(name="toy", hparams=lambda a: replace(PRESETS[a.preset], hidden=64))
+    with pytest.raises(RecipeError, match="toy: no CPU-sized LSTM arch has 64 units"):
+        effective_hparams(task, args)
+    task.hparams = lambda a: replace(PRESETS[a.preset], hidden=256)
+    assert effective_hparams(task, args).hidden == 256
+    args.preset = "paper"  # the paper's arch has its own size, whatever the label
+    task.hparams = lambda a: replace(PRESETS[a.preset], hidden=64)
+    assert effective_hparams(task, args).hidden == 64
+
+
 def test_lla_selection_is_read_from_the_lla_translation_log(tmp_path):
     """Thrush: "to compute the Lexicon Unit to use, we measure its loss (BCE) on the validation set", and the model
     of the first epoch with the best validation score. lla_translation does both in its one call; the recipe reads

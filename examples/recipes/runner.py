@@ -22,8 +22,8 @@ from recipes.catalogue import (
 from recipes.console import RecipeError, hms, say, show
 from recipes.lla import LEXICON_UNIT_METRIC, LlaSteps
 from recipes.process import run_logged, run_sharded, tool
-from recipes.settings import (PRESET_LABELS, cpu_sized, effective_hparams, lla_settings, parse_seeds,
-                              transformer_settings)
+from recipes.settings import (CPU_LSTM_ARCH_SIZES, PRESET_LABELS, cpu_sized, effective_hparams, lla_settings,
+                              parse_seeds, transformer_settings)
 from recipes.tasks import Prepared, Task
 from recipes.textio import count_entries, read_json, sha1_files, write_json
 
@@ -143,9 +143,11 @@ class Recipe(LlaSteps):
 
     # -- one (model, seed) ---------------------------------------------------------------------------------------
     def arch(self, spec: ModelSpec) -> str:
-        if cpu_sized(self.args):
+        if not cpu_sized(self.args):
+            return spec.arch
+        if spec.small_arch or spec.lla:  # the Transformer and LLA rows have one CPU size
             return spec.small_arch or spec.arch + "_small"
-        return spec.arch
+        return f"{spec.arch}_{CPU_LSTM_ARCH_SIZES[self.hp.hidden]}"
 
     def label(self, model: str) -> str:
         spec = MODELS[model]

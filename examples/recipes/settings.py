@@ -16,7 +16,7 @@ def noam_peak_lr(d_model: int, warmup: int, factor: float = 1.0) -> float:
 
 @dataclass
 class HParams:
-    hidden: int                      # LSTM hidden size = embedding size (informational; the arch sets it)
+    hidden: int                      # LSTM hidden size = embedding size; on a CPU preset it picks the arch
     lr: float                        # peak learning rate of inverse_sqrt (= the Noam peak)
     warmup: int
     clip_norm: float
@@ -64,6 +64,10 @@ AUTHORS_TEST_BEAM = 1
 # examples/RESULTS.md ask ("CPU learning curves"): no early stopping (the held-out loss reaches 0 long before
 # generalisation does), validation for the log only. Tasks may set another length (max_update).
 CPU_MEDIUM_COMMON = replace(CPU_SMALL_COMMON, max_update=12000, patience=None)
+
+# The CPU presets' LSTM archs by hidden size: lex_lstm_small / lstm_plain_small, lex_lstm_medium / lstm_plain_medium
+# (the paper's arch, lex_lstm, has 512 units).
+CPU_LSTM_ARCH_SIZES = {128: "small", 256: "medium"}
 
 PRESETS = {"paper": PAPER_COMMON, "cpu-small": CPU_SMALL_COMMON, "cpu-medium": CPU_MEDIUM_COMMON}
 PRESET_LABELS = {
@@ -183,6 +187,9 @@ def effective_hparams(task, args) -> HParams:
     for name in ("max_update", "batch_size", "update_freq", "beam"):
         if getattr(hp, name) < 1:
             raise RecipeError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(hp, name)}")
+    if cpu_sized(args) and hp.hidden not in CPU_LSTM_ARCH_SIZES:
+        raise RecipeError(f"{task.name}: no CPU-sized LSTM arch has {hp.hidden} units (there are "
+                          f"{', '.join(map(str, CPU_LSTM_ARCH_SIZES))})")
     if hp.checkpoint == "best" and hp.validate_every is None:
         raise RecipeError(f"--checkpoint best needs a validation set; {task.name} has none")
     if args.decode_jobs < 1:

@@ -303,15 +303,24 @@ def lex_lstm_base(args):
     lstm_base_architecture(args)
 
 
+def _lex_lstm_sized(args, units: int):
+    """Embeddings, both LSTMs and the output all of `units` (what the command line does not set)."""
+    for name in ("encoder_embed_dim", "decoder_embed_dim", "encoder_hidden_size", "decoder_hidden_size",
+                 "decoder_out_embed_dim"):
+        setattr(args, name, getattr(args, name, units))
+    lex_lstm_base(args)
+
+
 @register_model_architecture("lex_lstm", "lex_lstm_small")
 def lex_lstm_small(args):
     """A CPU-sized variant: 2 layers of 128 units, 128 embeddings, dropout 0.4."""
-    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 128)
-    args.decoder_embed_dim = getattr(args, "decoder_embed_dim", 128)
-    args.encoder_hidden_size = getattr(args, "encoder_hidden_size", 128)
-    args.decoder_hidden_size = getattr(args, "decoder_hidden_size", 128)
-    args.decoder_out_embed_dim = getattr(args, "decoder_out_embed_dim", 128)
-    lex_lstm_base(args)
+    _lex_lstm_sized(args, 128)
+
+
+@register_model_architecture("lex_lstm", "lex_lstm_medium")
+def lex_lstm_medium(args):
+    """2 layers of 256 units, 256 embeddings, dropout 0.4: the SCAN rows of the recipes' --cpu-medium."""
+    _lex_lstm_sized(args, 256)
 
 
 @register_model_architecture("lex_lstm", "lstm_plain")
@@ -325,3 +334,9 @@ def lstm_plain(args):
 def lstm_plain_small(args):
     args.lexicon = getattr(args, "lexicon", "none")
     lex_lstm_small(args)
+
+
+@register_model_architecture("lex_lstm", "lstm_plain_medium")
+def lstm_plain_medium(args):
+    args.lexicon = getattr(args, "lexicon", "none")
+    lex_lstm_medium(args)
