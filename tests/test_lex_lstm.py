@@ -1,8 +1,10 @@
 """`lex_lstm`: decoding equals teacher forcing, the gate at 1 is the plain LSTM, the lexicon lives in the checkpoint."""
+import json
+
 import pytest
 import torch
 
-from conftest import build_model
+from conftest import REPO, build_model
 from model_checks import (
     assert_beam_scores_match_teacher_forcing,
     assert_incremental_matches_teacher_forcing,
@@ -278,3 +280,50 @@ def test_resuming_with_another_lexicon_file_stops_unless_reset_lexicon(toy_data,
     assert torch.equal(state["decoder.lexical_head.lexicon_targets"], head.lexicon_targets)
     assert torch.equal(state["decoder.lexical_head.lexicon_fingerprint"], head.lexicon_fingerprint)
     train(other, 8)  # from now on the checkpoint holds other.tsv's lexicon
+
+
+def test_output_growth_tool_measures_the_fed_back_output(toy_data, tmp_path):
+    """tools/output_growth.py on a hand-set recurrence: W = 2 I on the o_t-1 block and 0 elsewhere, so
+    o_t = 2 o_t-1 + b with o_0 = 0, i.e. max|o_t| = max|b| (2^t - 1) and a growth of (2^T - 1)^(1/(T-1)) per step;
+    and the command line on a checkpoint of that model."""
+    from conftest import run_cli, tool_module
+
+    tool = tool_module("output_growth")
+    torch.manual_seed(6)
+    model, task, args = build_model(toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", "none",
+                                    "--decoder-output", "combined")
+    proj = model.decoder.attention.output_proj
+    embed, hidden = args.decoder_embed_dim, args.decoder_hidden_size
+    with torch.no_grad():
+        proj.weight.zero_()
+        proj.weight[:, embed:embed + hidden] = 2 * torch.eye(hidden)
+        proj.bias.copy_(torch.linspace(-0.5, 0.25, hidden))
+    norms = tool.output_norms(model, [toy_batch(task, PAIRS)], task.target_dictionary.pad())  # by the pairs' index
+    for i, (_, target) in enumerate(PAIRS):
+        length = len(target.split()) + 1  # and </s>
+        torch.testing.assert_close(torch.tensor(norms[i]), 0.5 * (2.0 ** torch.arange(1, length + 1) - 1))
+    summary = tool.summarise(norms, top=1, every=2)
+    assert summary["max"] == 0.5 * (2 ** 4 - 1) and summary["worst"][0]["length"] == 4
+    assert summary["worst"][0]["growth_per_step"] == pytest.approx(15 ** (1 / 3))
+
+    path = tmp_path / "checkpoint.pt"
+    save_checkpoint(path, args, model)
+    out = run_cli("python", REPO + "/tools/output_growth.py", toy_data / "bin", "--path", path, "--subset", "valid",
+                  "--json", tmp_path / "growth.json")
+    numbers = json.loads((tmp_path / "growth.json").read_text())
+    assert numbers["sentences"] == 20 and "max_t |o_t| median" in out.stdout
+    plain, _, plain_args = build_model(toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", "none")
+    save_checkpoint(path, plain_args, plain)
+    refused = run_cli("python", REPO + "/tools/output_growth.py", toy_data / "bin", "--path", path, check=False)
+    assert refused.returncode == 2 and "not a lex_lstm with --decoder-output combined" in refused.stderr
+
+
+def save_checkpoint(path, args, model):
+    """A checkpoint fairseq's loaders read, as fairseq-train writes it (config, model, an optimizer history)."""
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.to_container(convert_namespace_to_omegaconf(args), resolve=True, enum_to_str=True)
+    torch.save({"cfg": cfg, "model": model.state_dict(), "extra_state": {},
+                "optimizer_history": [{"criterion_name": "lexical_cross_entropy", "optimizer_name": "adam",
+                                       "lr_scheduler_state": {}, "num_updates": 0}]}, path)
