@@ -495,7 +495,8 @@ def test_cpu_presets_refuse_a_hidden_size_without_an_arch():
     from recipes.settings import PRESETS, effective_hparams
 
     overrides = dict.fromkeys(("max_update", "lr", "warmup_updates", "batch_size", "update_freq", "beam",
-                               "checkpoint", "sentence_avg", "adam_betas", "decoder", "patience", "lexicon_top_k"))
+                               "checkpoint", "sentence_avg", "adam_betas", "decoder", "patience", "lexicon_top_k",
+                               "hidden"))
     args = SimpleNamespace(preset="cpu-small", decode_jobs=1, **overrides)
     task = SimpleNamespace(name="toy", hparams=lambda a: replace(PRESETS[a.preset], hidden=64))
     with pytest.raises(RecipeError, match="toy: no CPU-sized LSTM arch has 64 units"):
@@ -505,6 +506,21 @@ def test_cpu_presets_refuse_a_hidden_size_without_an_arch():
     args.preset = "paper"  # the paper's arch has its own size, whatever the label
     task.hparams = lambda a: replace(PRESETS[a.preset], hidden=64)
     assert effective_hparams(task, args).hidden == 64
+
+
+def test_hidden_picks_the_cpu_arch_and_scales_the_lr(tmp_path, tiny_scan):
+    """--hidden 256: the _medium archs, and the lr of the Noam schedule for d = 256 (d^-0.5: 0.0044 -> 0.003125)
+    unless --lr; refused with the paper's settings, whose arch has its own size."""
+    work = ("--work", tmp_path / "work")
+    out = dry_run("scan", tiny_scan, *work, "--cpu-medium", "--hidden", "256", "--models", "lstm,simple")
+    assert "== lstm, simple: 256-unit 2-layer LSTM, batch 64 x 1, lr 0.00313 (inverse sqrt, 400 warm-up)" in out
+    assert "--arch lstm_plain_medium" in out and "--arch lex_lstm_medium" in out and "--lr 0.003125 " in out
+    out = dry_run("scan", tiny_scan, *work, "--cpu-small", "--hidden", "256", "--lr", "0.001", "--models", "simple")
+    assert "--arch lex_lstm_medium" in out and "--lr 0.001 " in out
+    refused = run_recipe("scan", "--data", tiny_scan, *work, "--dry-run", "--hidden", "256")
+    assert refused.returncode == 2 and "--hidden picks a CPU-sized LSTM arch" in refused.stderr
+    refused = run_recipe("scan", "--data", tiny_scan, *work, "--dry-run", "--cpu-medium", "--hidden", "64")
+    assert refused.returncode == 2 and "invalid choice: 64" in refused.stderr
 
 
 def test_lla_selection_is_read_from_the_lla_translation_log(tmp_path):

@@ -9,7 +9,7 @@ from recipes import process
 from recipes.catalogue import MODELS, TRANSFORMER_MODELS
 from recipes.console import exit_status_of
 from recipes.runner import Recipe
-from recipes.settings import LlaSettings
+from recipes.settings import CPU_LSTM_ARCH_SIZES, LlaSettings
 from recipes.tasks import TASKS, Task
 
 
@@ -54,6 +54,9 @@ def build_parser(task: Task) -> argparse.ArgumentParser:
                            "and COGS: 12000 updates, no early stopping, greedy decoding); one run fits in 90 "
                            "minutes on one CPU thread (examples/RESULTS.md)")
     parser.set_defaults(preset="paper")
+    g.add_argument("--hidden", type=int, choices=sorted(CPU_LSTM_ARCH_SIZES),
+                   help="with --cpu-small / --cpu-medium: the LSTM rows' size, 128 (the _small archs, default) or "
+                        "256 (the _medium archs), and the lr scaled by the Noam schedule's d^-0.5 unless --lr")
     g.add_argument("--max-update", type=int, help="training updates")
     g.add_argument("--lr", type=float, help="peak learning rate of the inverse-sqrt (Noam) schedule")
     g.add_argument("--warmup-updates", type=int)

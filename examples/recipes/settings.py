@@ -184,6 +184,13 @@ def effective_hparams(task, args) -> HParams:
         hp = replace(hp, patience=args.patience or None)
     if args.lexicon_top_k is not None:
         hp = replace(hp, lexicon_top_k=args.lexicon_top_k or None)
+    if args.hidden is not None:
+        if not cpu_sized(args):
+            raise RecipeError("--hidden picks a CPU-sized LSTM arch (with --cpu-small or --cpu-medium); the paper's "
+                              "has 512 units (other sizes: --train-args)")
+        # the lr follows the size as in the Noam schedule (d^-0.5) unless given
+        lr = args.lr if args.lr is not None else hp.lr * (args.hidden / hp.hidden) ** -0.5
+        hp = replace(hp, hidden=args.hidden, lr=lr)
     for name in ("max_update", "batch_size", "update_freq", "beam"):
         if getattr(hp, name) < 1:
             raise RecipeError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(hp, name)}")
