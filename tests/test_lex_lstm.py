@@ -316,6 +316,9 @@ def test_output_growth_tool_measures_the_fed_back_output(toy_data, tmp_path):
     save_checkpoint(path, plain_args, plain)
     refused = run_cli("python", REPO + "/tools/output_growth.py", toy_data / "bin", "--path", path, check=False)
     assert refused.returncode == 2 and "not a lex_lstm with --decoder-output combined" in refused.stderr
+    refused = run_cli("python", REPO + "/tools/output_growth.py", toy_data / "bin", "--path", path, "--json", path,
+                      check=False)
+    assert refused.returncode == 2 and "is the checkpoint given with --path" in refused.stderr
 
 
 def save_checkpoint(path, args, model):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Dict, Iterable, List
 
@@ -64,6 +65,12 @@ def main(argv=None) -> int:
     p.add_argument("--every", type=int, default=8, help="show every N-th target position (default: 8)")
     p.add_argument("--json", help="also write the numbers to this file")
     args = p.parse_args(argv)
+    if min(args.batch_size, args.top, args.every) < 1:
+        p.error("--batch-size, --top and --every must be >= 1")
+    if not os.path.isfile(args.path):
+        p.error(f"--path {args.path}: no such checkpoint")
+    if args.json and os.path.abspath(args.json) == os.path.abspath(args.path):
+        p.error(f"--json {args.json} is the checkpoint given with --path: write the numbers elsewhere")
 
     from fairseq import checkpoint_utils
 
@@ -77,8 +84,8 @@ def main(argv=None) -> int:
     dataset = task.dataset(args.subset)
     batches = task.get_batch_iterator(dataset, max_sentences=args.batch_size).next_epoch_itr(shuffle=False)
     summary = summarise(output_norms(model, batches, task.target_dictionary.pad()), args.top, args.every)
-    print(f"{args.path} on {args.subset}: {summary['sentences']} sentences; max_t |o_t| median {summary['median_max']:.3g}, "
-          f"90th percentile {summary['p90_max']:.3g}, max {summary['max']:.3g}")
+    print(f"{args.path} on {args.subset}: {summary['sentences']} sentences; max_t |o_t| median "
+          f"{summary['median_max']:.3g}, 90th percentile {summary['p90_max']:.3g}, max {summary['max']:.3g}")
     for w in summary["worst"]:
         growth = f"{w['growth_per_step']:.3g}" if w["growth_per_step"] is not None else "-"
         print(f"  sample {w['id']} (length {w['length']}): max {w['max']:.3g}, growth per step {growth}, "

@@ -319,7 +319,7 @@ def lex_lstm_small(args):
 
 @register_model_architecture("lex_lstm", "lex_lstm_medium")
 def lex_lstm_medium(args):
-    """2 layers of 256 units, 256 embeddings, dropout 0.4: the SCAN rows of the recipes' --cpu-medium."""
+    """2 layers of 256 units, 256 embeddings, dropout 0.4 (the recipes' --hidden 256)."""
     _lex_lstm_sized(args, 256)
 
 
