@@ -22,6 +22,10 @@ from typing import Dict, Iterable, List
 import torch
 
 
+class InputError(Exception):
+    """A checkpoint or data-bin directory that cannot be used (named in the message)."""
+
+
 def output_norms(model, batches: Iterable[dict], pad: int) -> Dict[int, List[float]]:
     """{sample id: [max_i |o_t[i]| for t = 1..T]} (T: the target's length, </s> included), teacher-forced."""
     model.eval()
@@ -67,17 +71,15 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if min(args.batch_size, args.top, args.every) < 1:
         p.error("--batch-size, --top and --every must be >= 1")
-    if not os.path.isfile(args.path):
-        p.error(f"--path {args.path}: no such checkpoint")
     if args.json and os.path.abspath(args.json) == os.path.abspath(args.path):
         p.error(f"--json {args.json} is the checkpoint given with --path: write the numbers elsewhere")
 
-    from fairseq import checkpoint_utils
+    from fairseq_lexical.analysis.checkpoints import load_checkpoints
 
-    import fairseq_lexical  # noqa: F401  (the models, and the checkpoint loading allow-list)
-
-    models, _, task = checkpoint_utils.load_model_ensemble_and_task([args.path], arg_overrides={"data": args.data})
-    model = models[0]
+    try:
+        (model,), _, task = load_checkpoints([args.path], args.data, InputError)
+    except InputError as e:  # a missing file, a data-bin that does not fit the checkpoint
+        p.error(str(e))
     if not getattr(model.decoder, "combined_output", False):
         p.error(f"--path {args.path}: not a lex_lstm with --decoder-output combined (its output is tanh-bounded)")
     task.load_dataset(args.subset)
