@@ -4,7 +4,7 @@ import json
 import pytest
 import torch
 
-from conftest import REPO, build_model
+from conftest import REPO, build_model, run_cli, save_checkpoint, tool_module
 from model_checks import (
     assert_beam_scores_match_teacher_forcing,
     assert_incremental_matches_teacher_forcing,
@@ -250,8 +250,6 @@ def test_resuming_with_another_lexicon_file_stops_unless_reset_lexicon(toy_data,
     import os
     import re
 
-    from conftest import REPO, run_cli
-
     other = tmp_path / "other.tsv"
     other.write_text("a1\tB2\t1\na2\tB1\t1\n")
 
@@ -286,8 +284,6 @@ def test_output_growth_tool_measures_the_fed_back_output(toy_data, tmp_path):
     """tools/output_growth.py on a hand-set recurrence: W = 2 I on the o_t-1 block and 0 elsewhere, so
     o_t = 2 o_t-1 + b with o_0 = 0, i.e. max|o_t| = max|b| (2^t - 1) and a growth of (2^T - 1)^(1/(T-1)) per step;
     and the command line on a checkpoint of that model."""
-    from conftest import run_cli, tool_module
-
     tool = tool_module("output_growth")
     torch.manual_seed(6)
     model, task, args = build_model(toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", "none",
@@ -319,14 +315,3 @@ def test_output_growth_tool_measures_the_fed_back_output(toy_data, tmp_path):
     refused = run_cli("python", REPO + "/tools/output_growth.py", toy_data / "bin", "--path", path, "--json", path,
                       check=False)
     assert refused.returncode == 2 and "is the checkpoint given with --path" in refused.stderr
-
-
-def save_checkpoint(path, args, model):
-    """A checkpoint fairseq's loaders read, as fairseq-train writes it (config, model, an optimizer history)."""
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-    from omegaconf import OmegaConf
-
-    cfg = OmegaConf.to_container(convert_namespace_to_omegaconf(args), resolve=True, enum_to_str=True)
-    torch.save({"cfg": cfg, "model": model.state_dict(), "extra_state": {},
-                "optimizer_history": [{"criterion_name": "lexical_cross_entropy", "optimizer_name": "adam",
-                                       "lr_scheduler_state": {}, "num_updates": 0}]}, path)

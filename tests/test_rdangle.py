@@ -10,7 +10,7 @@ import re
 import pytest
 import torch
 
-from conftest import REPO, build_model, run_cli, tool_module
+from conftest import REPO, build_model, run_cli, save_checkpoint, tool_module
 from model_checks import (
     assert_beam_scores_match_teacher_forcing,
     assert_incremental_matches_teacher_forcing,
@@ -510,21 +510,15 @@ def test_an_old_relative_checkpoint_loads_with_its_saved_settings_and_scores(toy
     """Through fairseq's own loading: the checkpoint's arguments lack relative_form, the model is Shaw's and
     scores as the saved model did."""
     from fairseq import checkpoint_utils, tasks
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     from fairseq.models import ARCH_MODEL_REGISTRY
-    from omegaconf import OmegaConf
 
     data = toy_data / "bin"
     args = _old_args(data, "--relative-positions", "2", "--dropout", "0")
     task = tasks.setup_task(args)
     torch.manual_seed(7)
     model = ARCH_MODEL_REGISTRY[args.arch].build_model(args, task).eval()
-    cfg = OmegaConf.to_container(convert_namespace_to_omegaconf(args), resolve=True, enum_to_str=True)  # as fairseq
-    del cfg["model"].relative_form  # (the conversion fills in parser defaults) what the old code saved
     path = tmp_path / "old.pt"
-    torch.save({"cfg": cfg, "model": model.state_dict(),
-                "optimizer_history": [{"criterion_name": "x", "optimizer_name": "x", "lr_scheduler_state": {},
-                                       "num_updates": 0}], "extra_state": {"train_iterator": {"epoch": 1}}}, path)
+    save_checkpoint(path, args, model, without=("relative_form",))  # what the old code saved
     (loaded,), _ = checkpoint_utils.load_model_ensemble([str(path)], task=task)
     assert loaded.decoder.stack.layers[0].self_attn.form == "shaw"
     loaded.eval()
