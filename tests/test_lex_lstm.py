@@ -308,6 +308,9 @@ def test_output_growth_tool_measures_the_fed_back_output(toy_data, tmp_path):
                   "--json", tmp_path / "growth.json")
     numbers = json.loads((tmp_path / "growth.json").read_text())
     assert numbers["sentences"] == 20 and "max_t |o_t| median" in out.stdout
+    refused = run_cli("python", REPO + "/tools/output_growth.py", toy_data / "bin", "--path", path, "--subset",
+                      "tset", check=False)
+    assert refused.returncode == 2 and "cannot load subset 'tset'" in refused.stderr
     plain, _, plain_args = build_model(toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", "none")
     save_checkpoint(path, plain_args, plain)
     refused = run_cli("python", REPO + "/tools/output_growth.py", toy_data / "bin", "--path", path, check=False)

@@ -74,16 +74,16 @@ def main(argv=None) -> int:
     if args.json and os.path.abspath(args.json) == os.path.abspath(args.path):
         p.error(f"--json {args.json} is the checkpoint given with --path: write the numbers elsewhere")
 
-    from fairseq_lexical.analysis.checkpoints import load_checkpoints
+    from fairseq_lexical.analysis.checkpoints import load_checkpoints, load_subset
 
     try:
         (model,), _, task = load_checkpoints([args.path], args.data, InputError)
-    except InputError as e:  # a missing file, a data-bin that does not fit the checkpoint
+        if not getattr(model.decoder, "combined_output", False):
+            raise InputError(f"--path {args.path}: not a lex_lstm with --decoder-output combined (its output is "
+                             "tanh-bounded)")
+        dataset = load_subset(task, args.subset, InputError)
+    except InputError as e:  # a missing file or split, a data-bin that does not fit the checkpoint
         p.error(str(e))
-    if not getattr(model.decoder, "combined_output", False):
-        p.error(f"--path {args.path}: not a lex_lstm with --decoder-output combined (its output is tanh-bounded)")
-    task.load_dataset(args.subset)
-    dataset = task.dataset(args.subset)
     batches = task.get_batch_iterator(dataset, max_sentences=args.batch_size).next_epoch_itr(shuffle=False)
     summary = summarise(output_norms(model, batches, task.target_dictionary.pad()), args.top, args.every)
     print(f"{args.path} on {args.subset}: {summary['sentences']} sentences; max_t |o_t| median "

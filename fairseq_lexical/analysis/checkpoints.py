@@ -1,4 +1,5 @@
-"""Loading fairseq checkpoints for the analysis tools (plot_gates, damage, select_compositional's uncertainty)."""
+"""Loading fairseq checkpoints and binarised splits for the analysis tools (plot_gates, damage, output_growth,
+select_compositional's uncertainty)."""
 from __future__ import annotations
 
 import os
@@ -50,3 +51,12 @@ def load_checkpoints(paths: Sequence[str], data: str, error: Type[Exception], so
         model.to(device).float()
         model.eval()
     return models, cfg, task
+
+
+def load_subset(task, subset: str, error: Type[Exception]):
+    """The task's binarised split ``subset``; a missing split is raised as ``error`` naming it."""
+    try:
+        task.load_dataset(subset)
+    except FileNotFoundError as e:
+        raise error(f"cannot load subset {subset!r}: {e}") from None
+    return task.dataset(subset)

@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .checkpoints import load_checkpoints
+from .checkpoints import load_checkpoints, load_subset
 
 NO_DAMAGE = "none"
 
@@ -183,11 +183,7 @@ def generate(model, task, subset: str, beam: int = 5, max_len_a: float = 0.0, ma
     from fairseq import utils
     from fairseq.sequence_generator import SequenceGenerator
 
-    try:
-        task.load_dataset(subset)
-    except FileNotFoundError as e:
-        raise DamageError(f"cannot load subset {subset!r}: {e}") from None
-    dataset = task.dataset(subset)
+    dataset = load_subset(task, subset, DamageError)
     itr = task.get_batch_iterator(
         dataset=dataset, max_sentences=batch_size,
         max_positions=utils.resolve_max_positions(task.max_positions(), model.max_positions()),

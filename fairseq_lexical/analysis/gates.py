@@ -24,7 +24,7 @@ import numpy as np
 
 from lexical_offline import textio
 
-from .checkpoints import load_checkpoints
+from .checkpoints import load_checkpoints, load_subset
 
 logger = logging.getLogger(__name__)
 
@@ -111,11 +111,7 @@ def encode_tokens(text: str, dictionary, side: str, allow_unk: bool = False) -> 
 
 def dataset_sample(task, subset: str, sample_id: int):
     """(source ids, target ids or None) of sentence ``sample_id`` of a binarised split (fairseq's sample id)."""
-    try:
-        task.load_dataset(subset)
-    except FileNotFoundError as e:
-        raise GateAnalysisError(f"cannot load subset {subset!r}: {e}") from None
-    ds = task.dataset(subset)
+    ds = load_subset(task, subset, GateAnalysisError)
     n = len(ds)
     if not 0 <= sample_id < n:
         raise GateAnalysisError(
