@@ -317,4 +317,8 @@ def test_output_growth_tool_measures_the_fed_back_output(toy_data, tmp_path):
     assert refused.returncode == 2 and "not a lex_lstm with --decoder-output combined" in refused.stderr
     refused = run_cli("python", REPO + "/tools/output_growth.py", toy_data / "bin", "--path", path, "--json", path,
                       check=False)
-    assert refused.returncode == 2 and "is the checkpoint given with --path" in refused.stderr
+    assert refused.returncode == 2 and "is the same file as the input --path" in refused.stderr
+    (tmp_path / "link.pt").symlink_to(path)  # another spelling of the checkpoint
+    refused = run_cli("python", REPO + "/tools/output_growth.py", toy_data / "bin", "--path", path, "--json",
+                      tmp_path / "link.pt", check=False)
+    assert refused.returncode == 2 and "is the same file as the input --path" in refused.stderr

@@ -14,8 +14,6 @@ the same numbers.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 from typing import Dict, Iterable, List
 
@@ -71,8 +69,13 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if min(args.batch_size, args.top, args.every) < 1:
         p.error("--batch-size, --top and --every must be >= 1")
-    if args.json and os.path.abspath(args.json) == os.path.abspath(args.path):
-        p.error(f"--json {args.json} is the checkpoint given with --path: write the numbers elsewhere")
+
+    from lexical_offline.textio import OutputOverwritesInputError, refuse_overwriting_inputs, write_json
+
+    try:
+        refuse_overwriting_inputs({"--json": args.json}, {"--path": args.path})
+    except OutputOverwritesInputError as e:
+        p.error(str(e))
 
     from fairseq_lexical.analysis.checkpoints import load_checkpoints, load_subset
 
@@ -93,8 +96,7 @@ def main(argv=None) -> int:
         print(f"  sample {w['id']} (length {w['length']}): max {w['max']:.3g}, growth per step {growth}, "
               f"every {args.every}: " + " ".join(f"{v:.3g}" for v in w["every"]))
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"checkpoint": args.path, "subset": args.subset, **summary}, f, indent=1)
+        write_json(args.json, {"checkpoint": args.path, "subset": args.subset, **summary})
     return 0
 
 
