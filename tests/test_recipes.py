@@ -414,6 +414,48 @@ def test_scan_recipe_two_models_two_seeds(tmp_path, tiny_scan):
     assert proc.returncode == 2 and "other settings" in proc.stderr and "--force" in proc.stderr
 
 
+@pytest.mark.slow
+def test_jobs_run_the_pairs_as_concurrent_recipes(tmp_path, tiny_scan):
+    """--jobs 3: every (model, seed) a child recipe after one preparation, which the children leave as it is (no
+    data file rewritten); a failed pair is named with its log after the report over the others."""
+    work = tmp_path / "work"
+    common = ("--data", tiny_scan, "--work", work, "--cpu-small", "--max-update", "20", "--progress-every", "1")
+    args = (*common, "--models", "lstm,simple", "--seeds", "2", "--jobs", "3")
+    out = ok(run_recipe("scan", *args))
+    pairs = [(model, seed) for seed in (1, 2) for model in ("lstm", "simple")]
+    for k, (model, seed) in enumerate(pairs, 1):
+        log = work / "jobs" / f"{model}_seed{seed}.log"
+        assert f"[{k}/4] {model} seed {seed}: started (log {log})" in out
+        assert re.search(rf"\[{k}/4\] {model} seed {seed}: ended \(exit 0, [^)]*\): seed {seed}  {model}  exact match",
+                         out), out
+        assert "exact match" in log.read_text()
+        assert json.loads((work / model / f"seed{seed}" / "score.json").read_text())["n"] == 10
+    assert "== jobs: 3 running" in out and "1 waiting" in out
+    summary = json.loads((work / "summary.json").read_text())
+    assert {m: summary["models"][m]["seeds"] for m in summary["models"]} == {"lstm": [1, 2], "simple": [1, 2]}
+    assert "missing" not in summary
+    config = json.loads((work / "config.json").read_text())  # the parent's, not a child's
+    assert list(config["models"]) == ["lstm", "simple"] and config["seeds"] == [1, 2]
+    data = sorted((work / "data").iterdir())
+    prepared = (work / "bin" / "prepared.json").stat().st_mtime_ns
+    assert len(data) == 8 and all(p.stat().st_mtime_ns <= prepared for p in data)  # not rewritten by the children
+
+    stats = [(p.stat().st_ino, p.stat().st_mtime_ns) for p in data]
+    again = ok(run_recipe("scan", *args))
+    assert again.count("(done before: skipped)") == 4
+    assert [(p.stat().st_ino, p.stat().st_mtime_ns) for p in data] == stats
+
+    (work / "simple" / "seed3").write_text("")  # its run directory cannot be made: that child fails
+    proc = run_recipe("scan", *common, "--models", "simple", "--seed-list", "1,3", "--jobs", "2")
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "1 of 2 (model, seed) pairs failed" in proc.stderr
+    assert f"simple seed 3 (exit 1): {work}/jobs/simple_seed3.log" in proc.stderr
+    assert "[2/2] simple seed 3: FAILED (exit 1, " in proc.stdout
+    assert "not in the table (no score.json): simple seed 3" in proc.stdout
+    summary = json.loads((work / "summary.json").read_text())
+    assert summary["missing"] == ["simple seed 3"] and summary["models"]["simple"]["seeds"] == [1]
+
+
 def test_validation_exact_match_reads_the_fairseq_log(tmp_path):
     from recipes.fairseq_log import validation_metric
 
@@ -466,6 +508,106 @@ def test_decode_jobs_split_generation_and_concatenate_the_shards(tmp_path, monke
     with pytest.raises(RecipeError, match=r"(?s)shard 1 of 2, failed \(exit 3\).*--distributed-rank 1"):
         run_sharded([sys.executable, script], 2, str(out), str(log))
     assert time.time() - start < 30
+
+
+def test_run_concurrently_limits_logs_and_reports_each_exit_status(tmp_path, monkeypatch):
+    from recipes import process
+
+    monkeypatch.setattr(process, "PROGRESS_EVERY", 0.2)
+    code = "import sys, time; time.sleep(0.5); print('job', sys.argv[1]); sys.exit(int(sys.argv[1]))"
+    statuses = (0, 3, 0, 0)
+    commands = [[sys.executable, "-c", code, status] for status in statuses]
+    logs = [str(tmp_path / f"{i}.log") for i in range(len(commands))]
+    running, most, ended, progress = set(), [0], [], []
+
+    def on_start(i):
+        running.add(i)
+        most[0] = max(most[0], len(running))
+
+    def on_end(i, status):
+        running.remove(i)
+        ended.append((i, status))
+
+    def on_progress(running, done, waiting):
+        progress.append((running, done, waiting))
+
+    codes = process.run_concurrently(commands, logs, 2, on_start=on_start, on_end=on_end, on_progress=on_progress)
+    assert codes == list(statuses) and sorted(ended) == list(enumerate(statuses)) and most[0] == 2
+    assert [open(log).read() for log in logs] == [f"job {status}\n" for status in statuses]
+    assert progress[0] == ([0, 1], [], [2, 3])
+
+
+JOB_WITH_A_CHILD = """
+import os, subprocess, sys, time
+child = subprocess.Popen(["sleep", "60"])
+with open(sys.argv[1] + ".tmp", "w") as f:
+    f.write(str(child.pid))
+os.replace(sys.argv[1] + ".tmp", sys.argv[1])
+time.sleep(60)
+"""
+
+
+def running(pid):
+    """Whether the process runs (a zombie that this container's init leaves unreaped has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+
+
+def test_an_interrupted_run_concurrently_stops_the_jobs_with_their_children(tmp_path, monkeypatch):
+    """Ctrl-C or SIGTERM on a --jobs recipe: each running child recipe is stopped with its process group, so
+    that its fairseq-train goes too."""
+    import time
+
+    from recipes import process
+
+    monkeypatch.setattr(process, "PROGRESS_EVERY", 0.2)
+    script = tmp_path / "job.py"
+    script.write_text(JOB_WITH_A_CHILD)
+    pid_files = [tmp_path / f"child{i}.pid" for i in range(3)]
+
+    def interrupt_once_started(running, done, waiting):
+        if all(p.exists() for p in pid_files[:2]):
+            raise KeyboardInterrupt
+
+    start = time.time()
+    with pytest.raises(KeyboardInterrupt):
+        process.run_concurrently([[sys.executable, script, p] for p in pid_files],
+                                 [str(tmp_path / f"{i}.log") for i in range(3)], 2, on_progress=interrupt_once_started)
+    assert time.time() - start < 30 and not pid_files[2].exists()  # the third never started
+    for pid in (int(p.read_text()) for p in pid_files[:2]):
+        deadline = time.time() + 10
+        while running(pid) and time.time() < deadline:
+            time.sleep(0.1)
+        assert not running(pid), f"the job's child (pid {pid}) still runs"
+
+
+def test_prepared_data_files_are_rewritten_only_when_they_change(tmp_path):
+    from lexical_offline.textio import write_parallel as write_every_time
+
+    from recipes.textio import write_parallel
+
+    pairs = [("jump twice", "I_JUMP I_JUMP"), ("walk", "I_WALK")]
+    write_every_time(str(tmp_path / "old"), pairs)
+    write_parallel(str(tmp_path / "new"), pairs)
+    files = [tmp_path / "new.src", tmp_path / "new.tgt"]
+    assert [f.read_bytes() for f in files] == [(tmp_path / "old.src").read_bytes(), (tmp_path / "old.tgt").read_bytes()]
+    stats = [(f.stat().st_ino, f.stat().st_mtime_ns) for f in files]
+    write_parallel(str(tmp_path / "new"), pairs)
+    assert [(f.stat().st_ino, f.stat().st_mtime_ns) for f in files] == stats
+    write_parallel(str(tmp_path / "new"), pairs + [("run", "I_RUN")])
+    assert files[1].read_text() == "I_JUMP I_JUMP\nI_WALK\nI_RUN\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.src", "new.tgt", "old.src", "old.tgt"]
+
+
+def test_jobs_must_be_positive_and_a_dry_run_says_how_many_pairs_run_at_once(tmp_path):
+    proc = run_recipe("colors", "--work", tmp_path, "--jobs", "0", "--dry-run")
+    assert proc.returncode == 2 and "--jobs must be >= 1, got 0" in proc.stderr
+    out = dry_run("colors", None, "--work", tmp_path, "--seeds", "2", "--jobs", "3")
+    assert "[4/4] simple seed 2:" in out
+    assert "== --jobs 3: up to 3 of these 4 (model, seed) pairs would run at a time" in out
 
 
 def test_importing_the_recipe_module_is_offline_and_leaves_the_environment_alone():

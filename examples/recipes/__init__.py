@@ -13,6 +13,7 @@ Layout of WORK:
     bin/                             fairseq-preprocess output (+ prepared.json: what it was made from)
     lexicons/<method>.tsv            learned lexicons (+ .log)
     <model>/seed<N>/                 config.json, train.log, generate.txt, generate.log, score.json, run.json
+    jobs/<model>_seed<N>.log         with --jobs N > 1: the output of that pair's own recipe process
     summary.json                     mean +/- std over the seeds of this invocation, per model and metric
 
 A (model, seed) whose score.json exists is skipped (unless --force); its config.json must then match the current

@@ -39,9 +39,16 @@ def build_parser(task: Task) -> argparse.ArgumentParser:
     g.add_argument("--force", action="store_true", help="re-run (model, seed) pairs that have a score.json, and "
                                                          "rebuild the lexicons")
     g.add_argument("--dry-run", action="store_true", help="check the data and print the commands, run nothing")
+    g.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="after the preparation run up to N (model, seed) pairs at once, each as its own recipe "
+                        "process (python -m recipes ... --models M --seed-list S --jobs 1) logging to "
+                        "WORK/jobs/<model>_seed<N>.log, with cores/N threads unless OMP_NUM_THREADS is set; a failed "
+                        "pair does not stop the others (default 1: one after the other, in this process)")
+    # a --jobs child: the parent prepared the work directory, writes its config.json and the report
+    g.add_argument("--as-job", action="store_true", help=argparse.SUPPRESS)
     g.add_argument("--progress-every", type=float, default=process.PROGRESS_EVERY, metavar="SECONDS",
-                   help=f"how often to print a training run's update count and validation loss (default "
-                        f"{process.PROGRESS_EVERY:.0f})")
+                   help=f"how often to print a training run's update count and validation loss, and with --jobs "
+                        f"how many pairs run, are done and wait (default {process.PROGRESS_EVERY:.0f})")
     g.add_argument("--keep-checkpoints", choices=("used", "all", "none"), default="used",
                    help="after scoring keep the evaluated checkpoint (default), every checkpoint, or none")
     g = parser.add_argument_group("settings (defaults: the paper's, appendix C.1)")
@@ -111,7 +118,6 @@ def build_parser(task: Task) -> argparse.ArgumentParser:
     return parser
 
 
-
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in TASKS:
@@ -122,6 +128,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser(task)
     args = parser.parse_args(argv[1:])
     task.args = args  # the task's own options (--split, --gen) and whether --patience was given
+    args.recipe_argv = argv  # TASK and its options, repeated by the --jobs children with their own pair
     process.PROGRESS_EVERY = max(1.0, args.progress_every)
     return exit_status_of(lambda: Recipe(task, args).run())
 

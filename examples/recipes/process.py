@@ -1,13 +1,15 @@
 """Running the programs of a recipe: logs to files, the tail of a failed one's log, progress lines of training,
-fairseq-generate split over processes; an interrupted recipe stops the processes it started."""
+fairseq-generate split over processes, commands run concurrently (--jobs); an interrupted recipe stops the processes
+it started."""
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
-from typing import Dict, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 from recipes import fairseq_log
 from recipes.console import RecipeError, hms, say, show
@@ -18,8 +20,12 @@ def tool(name: str) -> str:
     return os.path.join(os.path.dirname(sys.executable), name)
 
 
-def child_env() -> Dict[str, str]:
+def child_env(jobs: int = 1) -> Dict[str, str]:
+    """The environment of a started program; one of `jobs` running at once gets cores / jobs threads unless
+    OMP_NUM_THREADS is set (a thread per core each would oversubscribe the cores)."""
     env = dict(os.environ, PYTHONWARNINGS="ignore")
+    if jobs > 1 and "OMP_NUM_THREADS" not in env:
+        env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // jobs))
     return env
 
 
@@ -75,9 +81,7 @@ def run_sharded(cmd: Sequence[str], jobs: int, stdout_path: str, stderr_path: st
     if jobs <= 1:
         return run_logged(cmd, stdout_path, stderr_path, what=what)
     start = time.time()
-    env = child_env()
-    if "OMP_NUM_THREADS" not in env:  # jobs processes with a thread per core each would oversubscribe the cores
-        env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // jobs))
+    env = child_env(jobs)
     shards = [(f"{stdout_path}.shard{i}", f"{stderr_path}.shard{i}") for i in range(jobs)]
     shard_cmds = [[*map(str, cmd), "--distributed-world-size", str(jobs), "--distributed-rank", str(i)]
                   for i in range(jobs)]
@@ -112,3 +116,60 @@ def run_sharded(cmd: Sequence[str], jobs: int, stdout_path: str, stderr_path: st
             os.remove(err_path)
     return time.time() - start
 
+
+def run_concurrently(commands: Sequence[Sequence[str]], logs: Sequence[str], jobs: int,
+                     env: Optional[Dict[str, str]] = None, on_start: Optional[Callable[[int], None]] = None,
+                     on_end: Optional[Callable[[int, int], None]] = None,
+                     on_progress: Optional[Callable[[List[int], List[int], List[int]], None]] = None) -> List[int]:
+    """Run the commands in order, at most `jobs` at once, each with stdout and stderr to its log; a failed one does
+    not stop the others. Returns their exit statuses (negative: killed by that signal). Calls on_start(i) and
+    on_end(i, status) and, every PROGRESS_EVERY seconds, on_progress(running, done, waiting) with command indexes.
+    Each command runs in a process group of its own: interrupted (Ctrl-C, SIGTERM), the running ones are stopped
+    with the programs they started (a recipe's fairseq-train)."""
+    waiting = list(range(len(commands)))
+    running: Dict[int, subprocess.Popen] = {}
+    codes: List[Optional[int]] = [None] * len(commands)
+    next_report = time.time() + PROGRESS_EVERY
+    try:
+        while waiting or running:
+            while waiting and len(running) < jobs:
+                i = waiting.pop(0)
+                with open(logs[i], "w") as log:
+                    running[i] = subprocess.Popen([str(c) for c in commands[i]], stdout=log, stderr=subprocess.STDOUT,
+                                                  env=env, start_new_session=True)
+                if on_start:
+                    on_start(i)
+            time.sleep(min(0.5, PROGRESS_EVERY))
+            for i, proc in list(running.items()):
+                if proc.poll() is not None:
+                    del running[i]
+                    codes[i] = proc.returncode
+                    if on_end:
+                        on_end(i, proc.returncode)
+            if on_progress and time.time() >= next_report and (waiting or running):
+                next_report = time.time() + PROGRESS_EVERY
+                on_progress(sorted(running), [i for i, c in enumerate(codes) if c is not None], list(waiting))
+    finally:
+        stop_process_groups(running.values())
+    return codes
+
+
+def stop_process_groups(procs, grace: float = 30.0) -> None:
+    """SIGTERM to the process group of each running proc (started with start_new_session), SIGKILL to those still
+    there after `grace` seconds."""
+    procs = [p for p in procs if p.poll() is None]
+    for proc in procs:
+        signal_group(proc, signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            signal_group(proc, signal.SIGKILL)
+            proc.wait()
+
+
+def signal_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:  # the group has ended meanwhile
+        pass

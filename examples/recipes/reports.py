@@ -15,6 +15,9 @@ from recipes.textio import read_json, write_json
 def write_report(recipe, seconds: float) -> None:
     """The main table (and the task's and the lla rows' extra ones), printed, and WORK/summary.json."""
     summary = aggregate_dir(recipe.work, models=recipe.models, seeds=recipe.seeds)
+    # pairs without a score (a failed --jobs child) are left out of the means, and said so
+    missing = [f"{m} seed {seed}" for m in recipe.models for seed in recipe.seeds
+               if not os.path.isfile(f"{recipe.work}/{m}/seed{seed}/score.json")]
     labels = {m: recipe.label(m) for m in recipe.models}
     paper = recipe.task.paper(recipe.args)
     title = recipe.task.title or f"SCAN {recipe.args.split} test exact match"
@@ -26,6 +29,8 @@ def write_report(recipe, seconds: float) -> None:
     if recipe.lla_models:
         columns += (("precision", "precision"), ("recall", "recall"), ("token_accuracy", "token acc."))
     say(format_summary(summary, columns, labels=labels, paper=paper))
+    if missing:
+        say(f"   not in the table (no score.json): {', '.join(missing)}")
     lla_text, damage_summary = lla_report(recipe, summary, labels)
     if lla_text:
         say("")
@@ -42,6 +47,7 @@ def write_report(recipe, seconds: float) -> None:
         "std": "population standard deviation (ddof=0); std_sample: ddof=1",
         "paper": {m: {k: list(v) for k, v in d.items()} for m, d in paper.items() if m in recipe.models},
         "models": {m: dict(label=labels[m], **summary[m]) for m in summary},
+        **({"missing": missing} if missing else {}),
         **({"lla": {**asdict(recipe.lla), "paper_schedule": recipe.lla.is_paper(),
                     "thrush_paper": {m: recipe.task.thrush_paper.get(m) for m in recipe.lla_models},
                     "thrush_damage_paper": recipe.task.thrush_damage_paper,

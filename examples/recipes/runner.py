@@ -13,21 +13,20 @@ import time
 from dataclasses import asdict
 from typing import Dict, List, Optional, Sequence
 
-from lexical_offline.textio import write_parallel
-
 from recipes import ROOT, fairseq_log, reports
 from recipes.catalogue import (
     AUTHORS_DECODER, AUTHORS_GATE, JOINED_DICT_MODELS, LEXICON_METHODS, MODELS, ModelSpec, parse_models,
 )
-from recipes.console import RecipeError, hms, say, show
+from recipes.console import PROG, RecipeError, hms, say, show
 from recipes.lla import LEXICON_UNIT_METRIC, LlaSteps
-from recipes.process import run_logged, run_sharded, tool
+from recipes.process import child_env, run_concurrently, run_logged, run_sharded, tool
 from recipes.settings import (CPU_LSTM_ARCH_SIZES, PRESET_LABELS, cpu_sized, effective_hparams, lla_settings,
                               parse_seeds, transformer_settings)
 from recipes.tasks import Prepared, Task
-from recipes.textio import count_entries, read_json, sha1_files, write_json
+from recipes.textio import count_entries, read_json, sha1_files, write_json, write_parallel
 
 USER_DIR = os.path.join(ROOT, "fairseq_lexical")  # fairseq's --user-dir
+EXAMPLES = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # where the package recipes lies
 LOG_FORMAT = "--log-format json"  # progress records read by fairseq_log
 
 # Runs without validation (Colors) would save their first checkpoint at the end: an interrupted one could not resume.
@@ -35,6 +34,18 @@ LOG_FORMAT = "--log-format json"  # progress records read by fairseq_log
 RESUME_SAVE_EVERY = 100
 RESUME_SAVE = ("--disable-validation", "--save-interval", "100000", "--save-interval-updates", str(RESUME_SAVE_EVERY),
                "--keep-interval-updates", "1")
+
+
+RESULT_LINE = re.compile(r"\[\d+/\d+\] (seed \d+  .*)")  # run_one's result (or skip) line of a pair
+
+
+def job_outcome(log: str) -> str:
+    """What a --jobs child's log ends with: its error message, else its last result line, else its last line."""
+    with open(log, errors="replace") as f:
+        lines = [line.rstrip() for line in f if line.strip()]
+    errors = [line for line in lines if line.startswith(PROG + ": ")]
+    results = [m.group(1) for line in lines if (m := RESULT_LINE.fullmatch(line))]
+    return (errors or results or lines or ["(empty log)"])[-1]
 
 
 class Recipe(LlaSteps):
@@ -54,8 +65,13 @@ class Recipe(LlaSteps):
         self.bin_joined = self.work + "/bin_joined"  # --joined-dictionary, for pgn
         self.damage = args.damage
         self.lla_models = [m for m in self.models if MODELS[m].lla]
-        if self.damage is not None and not any(MODELS[m].lla for m in self.models):
+        # a --jobs child runs one model of the parent's, which has checked this
+        if self.damage is not None and not self.lla_models and not args.as_job:
             raise RecipeError("--damage applies to the lla models (lla, lla_noadv); none is in --models")
+        if args.jobs < 1:
+            raise RecipeError(f"--jobs must be >= 1, got {args.jobs}")
+        if args.jobs > 1 and not getattr(args, "recipe_argv", None):
+            raise RecipeError("--jobs needs the recipe's command line (python -m recipes TASK ...)")
         self.seeds = parse_seeds(args)
         self.settings = args.preset
         self.settings_label = PRESET_LABELS[args.preset]
@@ -133,7 +149,9 @@ class Recipe(LlaSteps):
                 continue
             cmd = self.lexicon_command(method)
             key = {"data_sha1": self.data_sha1, "command": show(cmd[1:])}
-            if os.path.isfile(path) and stamps.get(method) == key and not self.args.force:
+            # a --jobs child's --force re-runs its pair only: the parent has rebuilt the lexicons its siblings use
+            force = self.args.force and not self.args.as_job
+            if os.path.isfile(path) and stamps.get(method) == key and not force:
                 say(f"== lexicon ({desc}): {count_entries(path)} entries in {path} (up to date)")
                 continue
             secs = run_logged(cmd, f"{self.lexdir}/{method}.log", what=f"build_lexicon.py --method {method}")
@@ -527,20 +545,73 @@ class Recipe(LlaSteps):
                 for model in self.models:
                     k += 1
                     self.run_one(model, seed, Prepared([], None, [], [], {}, score_args=prep_args), f"[{k}/{total}]")
+            if self.args.jobs > 1:
+                say(f"== --jobs {self.args.jobs}: up to {min(self.args.jobs, total)} of these {total} (model, seed) "
+                    f"pairs would run at a time, each as its own recipe process (log: "
+                    f"{self.work}/jobs/<model>_seed<N>.log)")
             return 0
         os.makedirs(self.work, exist_ok=True)
-        write_json(self.work + "/config.json", self.config())
+        if not self.args.as_job:  # the parent's config.json holds the whole invocation
+            write_json(self.work + "/config.json", self.config())
         prep = self.prepare()
         self.build_lexicons()
         self.check_finished_runs(prep)
-        total = len(self.seeds) * len(self.models)
-        k = 0
-        for seed in self.seeds:
-            for model in self.models:
-                k += 1
-                self.run_one(model, seed, prep, f"[{k}/{total}]")
-        self.report(time.time() - t0)
+        if self.args.jobs > 1:
+            failed = self.run_jobs()
+        else:
+            failed = []
+            total = len(self.seeds) * len(self.models)
+            k = 0
+            for seed in self.seeds:
+                for model in self.models:
+                    k += 1
+                    self.run_one(model, seed, prep, f"[{k}/{total}]")
+        if not self.args.as_job:  # the parent reports over every pair
+            self.report(time.time() - t0)
+        if failed:
+            raise RecipeError(f"{len(failed)} of {len(self.seeds) * len(self.models)} (model, seed) pairs failed "
+                              "(the table above is over the others):\n  " + "\n  ".join(failed))
         return 0
+
+    def job_command(self, model: str, seed: int) -> List[str]:
+        """The recipe's own command line for one (model, seed): argparse keeps the last of a repeated option."""
+        return [sys.executable, "-m", "recipes", *self.args.recipe_argv, "--work", self.work, "--models", model,
+                "--seed-list", str(seed), "--jobs", "1", "--as-job"]
+
+    def run_jobs(self) -> List[str]:
+        """Every (model, seed) as a child recipe process, --jobs at once (process.run_concurrently); finished pairs
+        too (the child skips them, or damages them with --damage). Returns the failed ones, with their logs."""
+        pairs = [(model, seed) for seed in self.seeds for model in self.models]
+        jobs_dir = self.work + "/jobs"  # not in the run directory: the child may delete and recreate that
+        os.makedirs(jobs_dir, exist_ok=True)
+        logs = [f"{jobs_dir}/{model}_seed{seed}.log" for model, seed in pairs]
+        env = child_env(self.args.jobs)
+        # the children import this very package (and lexical_offline from the checkout) whatever started us
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (EXAMPLES, ROOT, env.get("PYTHONPATH")) if p)
+        started: Dict[int, float] = {}
+        failed: List[str] = []
+        name = [f"[{k}/{len(pairs)}] {model} seed {seed}" for k, (model, seed) in enumerate(pairs, 1)]
+        threads = f", OMP_NUM_THREADS={env['OMP_NUM_THREADS']}" if "OMP_NUM_THREADS" in env else ""
+        say(f"== {len(pairs)} (model, seed) pairs, {self.args.jobs} at a time{threads}; their logs: {jobs_dir}/")
+
+        def on_start(i: int) -> None:
+            started[i] = time.time()
+            say(f"{name[i]}: started (log {logs[i]})")
+
+        def on_end(i: int, code: int) -> None:
+            status = f"exit {code}" if code >= 0 else f"killed by signal {-code}"
+            if code != 0:
+                failed.append(f"{pairs[i][0]} seed {pairs[i][1]} ({status}): {logs[i]}")
+            say(f"{name[i]}: {'ended' if code == 0 else 'FAILED'} ({status}, {hms(time.time() - started[i])}): "
+                f"{job_outcome(logs[i])}")
+
+        def on_progress(running: List[int], done: List[int], waiting: List[int]) -> None:
+            say(f"== jobs: {len(running)} running ({', '.join(f'{pairs[i][0]} seed {pairs[i][1]}' for i in running)}), "
+                f"{len(done)} done ({len(failed)} failed), {len(waiting)} waiting")
+
+        run_concurrently([self.job_command(m, s) for m, s in pairs], logs, self.args.jobs, env=env,
+                         on_start=on_start, on_end=on_end, on_progress=on_progress)
+        return failed
 
     def report(self, seconds: float) -> None:
         """The tables over seeds, printed, and WORK/summary.json (examples/custom prints its own report)."""
