@@ -26,6 +26,22 @@ needs_safe_loading = pytest.mark.skipif(not _torch_at_least(2, 6),
                                         reason="torch < 2.6 does not load checkpoints with weights_only=True by default")
 
 
+def _cuda_available():
+    import torch
+
+    return torch.cuda.is_available()
+
+
+needs_cuda = pytest.mark.skipif(not _cuda_available(), reason="no CUDA device")
+
+
+@pytest.fixture(params=["cpu", pytest.param("cuda", marks=needs_cuda)], ids=["cpu", "cuda"])
+def device(request):
+    """The device a model-level check or a numeric test runs on: the CPU always, CUDA where there is one
+    (`-k cuda` selects those variants)."""
+    return request.param
+
+
 def examples_env(**extra):
     """os.environ for a program of examples/ started as a script (examples/custom/run.py, ...): examples/ (the
     recipes package, examples/recipes) and this checkout first on PYTHONPATH, as the examples' run.sh set them.

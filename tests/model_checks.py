@@ -1,8 +1,31 @@
-"""Checks every model of the plugin must pass; the model test modules call them."""
+"""Checks every model of the plugin must pass; the model test modules call them.
+
+The checks take a ``device`` (conftest's fixture): they move the model there for the check and back to where it was
+afterwards, so that a model shared by a module's tests stays on the CPU for the tests that follow."""
+import contextlib
+
 import torch
 
 
-def toy_batch(task, pairs):
+def on_device(sample, device):
+    """A collated sample (nested dicts of tensors) with every tensor on ``device``."""
+    from fairseq.utils import apply_to_sample
+
+    return apply_to_sample(lambda t: t.to(device), sample)
+
+
+@contextlib.contextmanager
+def moved_to(model, device):
+    """``model`` on ``device`` inside the block, back on its own device after it."""
+    home = next(model.parameters()).device
+    model.to(device)
+    try:
+        yield model
+    finally:
+        model.to(home)
+
+
+def toy_batch(task, pairs, device="cpu"):
     """A left-padded source batch and right-padded target batch from string pairs, as fairseq collates them."""
     from fairseq.data import LanguagePairDataset
 
@@ -10,7 +33,7 @@ def toy_batch(task, pairs):
     src = [sd.encode_line(s, add_if_not_exist=False).long() for s, _ in pairs]
     tgt = [td.encode_line(t, add_if_not_exist=False).long() for _, t in pairs]
     ds = LanguagePairDataset(src, [len(x) for x in src], sd, tgt, [len(x) for x in tgt], td)
-    return ds.collater([ds[i] for i in range(len(pairs))])
+    return on_device(ds.collater([ds[i] for i in range(len(pairs))]), device)
 
 
 def trained_parameters(model, task, pairs, epoch=None):
@@ -27,10 +50,11 @@ def trained_parameters(model, task, pairs, epoch=None):
     return {n for n, p in model.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0}
 
 
-def assert_incremental_matches_teacher_forcing(model, sample, atol=1e-5):
+def assert_incremental_matches_teacher_forcing(model, sample, atol=1e-5, device="cpu"):
     model.eval()
+    sample = on_device(sample, device)
     net = sample["net_input"]
-    with torch.no_grad():
+    with moved_to(model, device), torch.no_grad():
         forced = model.get_normalized_probs(model(**net), log_probs=True)
         encoder_out = model.encoder(net["src_tokens"], src_lengths=net["src_lengths"])
         state = {}
@@ -45,14 +69,15 @@ def assert_incremental_matches_teacher_forcing(model, sample, atol=1e-5):
             torch.testing.assert_close(step_lp[rows], forced[rows, t], atol=atol, rtol=0)
 
 
-def assert_beam_scores_match_teacher_forcing(model, task, sample, beam=5, atol=1e-5):
+def assert_beam_scores_match_teacher_forcing(model, task, sample, beam=5, atol=1e-5, device="cpu"):
     """Beam search (with its reordering of cached states) scores each hypothesis as teacher forcing does."""
     from fairseq.sequence_generator import SequenceGenerator
 
     model.eval()
-    gen = SequenceGenerator([model], task.target_dictionary, beam_size=beam, max_len_b=20)
+    sample = on_device(sample, device)
     net = sample["net_input"]
-    with torch.no_grad():
+    with moved_to(model, device), torch.no_grad():
+        gen = SequenceGenerator([model], task.target_dictionary, beam_size=beam, max_len_b=20)
         hypos = gen.forward(sample)
         checked = 0
         for i, nbest in enumerate(hypos):
@@ -62,19 +87,21 @@ def assert_beam_scores_match_teacher_forcing(model, task, sample, beam=5, atol=1
                 src = net["src_tokens"][i : i + 1]
                 keep = src.ne(task.source_dictionary.pad())
                 src = src[keep].unsqueeze(0)
-                lp = model.get_normalized_probs(model(src, torch.tensor([src.size(1)]), prev), log_probs=True)
+                lengths = torch.tensor([src.size(1)], device=src.device)
+                lp = model.get_normalized_probs(model(src, lengths, prev), log_probs=True)
                 forced = lp[0].gather(-1, tokens[0].unsqueeze(-1)).squeeze(-1)
                 torch.testing.assert_close(hypo["positional_scores"], forced, atol=atol, rtol=0)
                 checked += 1
     assert checked == beam * len(hypos)
 
 
-def assert_padding_does_not_change_scores(model, task, pairs, atol=1e-5):
+def assert_padding_does_not_change_scores(model, task, pairs, atol=1e-5, device="cpu"):
     """Each sentence scores the same alone as inside a padded batch (catches misaligned source positions)."""
     model.eval()
-    batch = toy_batch(task, pairs)
-    with torch.no_grad():
+    batch = toy_batch(task, pairs, device)
+    with moved_to(model, device), torch.no_grad():
         together = model.get_normalized_probs(model(**batch["net_input"]), log_probs=True)
         for row, sample_id in enumerate(batch["id"].tolist()):
-            alone = model.get_normalized_probs(model(**toy_batch(task, [pairs[sample_id]])["net_input"]), log_probs=True)
+            alone = toy_batch(task, [pairs[sample_id]], device)
+            alone = model.get_normalized_probs(model(**alone["net_input"]), log_probs=True)
             torch.testing.assert_close(together[row, : alone.size(1)], alone[0], atol=atol, rtol=0)

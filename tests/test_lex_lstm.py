@@ -25,23 +25,23 @@ def lex_model(toy_data):
 
 
 @pytest.mark.parametrize("gate_features", ["hidden,context,input", "hidden", "output"])
-def test_incremental_decoding_reproduces_teacher_forced_scores(toy_data, gate_features):
+def test_incremental_decoding_reproduces_teacher_forced_scores(toy_data, gate_features, device):
     torch.manual_seed(1)
     model, task, _ = build_model(
         toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", toy_data / "lexicon.tsv",
         "--gate-features", gate_features,
     )
-    assert_incremental_matches_teacher_forcing(model, toy_batch(task, PAIRS))
+    assert_incremental_matches_teacher_forcing(model, toy_batch(task, PAIRS), device=device)
 
 
-def test_padding_does_not_change_scores(lex_model):
+def test_padding_does_not_change_scores(lex_model, device):
     model, task, _ = lex_model
-    assert_padding_does_not_change_scores(model, task, PAIRS)
+    assert_padding_does_not_change_scores(model, task, PAIRS, device=device)
 
 
-def test_beam_search_scores_equal_teacher_forcing(lex_model):
+def test_beam_search_scores_equal_teacher_forcing(lex_model, device):
     model, task, _ = lex_model
-    assert_beam_scores_match_teacher_forcing(model, task, toy_batch(task, PAIRS), beam=5)
+    assert_beam_scores_match_teacher_forcing(model, task, toy_batch(task, PAIRS), beam=5, device=device)
 
 
 def test_gate_fixed_at_one_equals_the_plain_decoder(toy_data, lex_model):
@@ -142,25 +142,25 @@ def test_embedding_init_normal_is_torch_default_scale(toy_data):
             assert embed.weight[embed.padding_idx].abs().sum().item() == 0
 
 
-def test_copy_token_gate_decodes_like_teacher_forcing(toy_data):
+def test_copy_token_gate_decodes_like_teacher_forcing(toy_data, device):
     torch.manual_seed(3)
     model, task, _ = build_model(
         toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", toy_data / "lexicon.tsv",
         "--gate-form", "copy-token", "--gate-features", "output", "--dropout", "0",
     )
-    assert_incremental_matches_teacher_forcing(model, toy_batch(task, PAIRS))
-    assert_beam_scores_match_teacher_forcing(model, task, toy_batch(task, PAIRS), beam=5)
+    assert_incremental_matches_teacher_forcing(model, toy_batch(task, PAIRS), device=device)
+    assert_beam_scores_match_teacher_forcing(model, task, toy_batch(task, PAIRS), beam=5, device=device)
 
 
 @pytest.mark.parametrize("gate", [("sigmoid", "hidden"), ("copy-token", "output")])
-def test_combined_decoder_output_decodes_like_teacher_forcing(toy_data, gate):
+def test_combined_decoder_output_decodes_like_teacher_forcing(toy_data, gate, device):
     torch.manual_seed(4)
     model, task, _ = build_model(
         toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", toy_data / "lexicon.tsv",
         "--decoder-output", "combined", "--gate-form", gate[0], "--gate-features", gate[1], "--write-dropout", "0.5",
     )
-    assert_incremental_matches_teacher_forcing(model, toy_batch(task, PAIRS))
-    assert_beam_scores_match_teacher_forcing(model, task, toy_batch(task, PAIRS), beam=5)
+    assert_incremental_matches_teacher_forcing(model, toy_batch(task, PAIRS), device=device)
+    assert_beam_scores_match_teacher_forcing(model, task, toy_batch(task, PAIRS), beam=5, device=device)
 
 
 def test_combined_decoder_output_is_the_linear_map_of_its_four_inputs(toy_data):

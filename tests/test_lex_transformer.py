@@ -56,21 +56,21 @@ def lex_model(toy_data):
      ["--decoder-normalize-before", "--encoder-normalize-before"]],
     ids=["default", "hidden-gate", "layer0-head0", "pre-norm"],
 )
-def test_incremental_decoding_reproduces_teacher_forced_scores(toy_data, extra):
+def test_incremental_decoding_reproduces_teacher_forced_scores(toy_data, extra, device):
     model, task, _ = tiny(toy_data / "bin", "--lexicon", toy_data / "lexicon.tsv", *extra, seed=1)
-    assert_incremental_matches_teacher_forcing(model, toy_batch(task, SAME_TGT_LEN), atol=1e-5)
+    assert_incremental_matches_teacher_forcing(model, toy_batch(task, SAME_TGT_LEN), atol=1e-5, device=device)
     # targets of different lengths: the check skips positions past each target's end
-    assert_incremental_matches_teacher_forcing(model, toy_batch(task, PAIRS), atol=1e-5)
+    assert_incremental_matches_teacher_forcing(model, toy_batch(task, PAIRS), atol=1e-5, device=device)
 
 
-def test_beam_search_scores_equal_teacher_forcing(lex_model):
+def test_beam_search_scores_equal_teacher_forcing(lex_model, device):
     model, task, _ = lex_model
-    assert_beam_scores_match_teacher_forcing(model, task, toy_batch(task, PAIRS), beam=5, atol=1e-5)
+    assert_beam_scores_match_teacher_forcing(model, task, toy_batch(task, PAIRS), beam=5, atol=1e-5, device=device)
 
 
-def test_padding_does_not_change_scores(lex_model):
+def test_padding_does_not_change_scores(lex_model, device):
     model, task, _ = lex_model
-    assert_padding_does_not_change_scores(model, task, PAIRS, atol=1e-5)
+    assert_padding_does_not_change_scores(model, task, PAIRS, atol=1e-5, device=device)
 
 
 def test_extra_output_has_the_attention_and_the_gate(lex_model):
@@ -292,7 +292,7 @@ def test_lexicon_none_is_fairseq_transformer_parameter_for_parameter(toy_data):
 
 
 # -- joined dictionary, pgn_transformer ----------------------------------------------------------------------------
-def test_share_all_embeddings_with_the_identity_lexicon(joined_data):
+def test_share_all_embeddings_with_the_identity_lexicon(joined_data, device):
     model, task, _ = tiny(joined_data, "--lexicon", "identity", "--share-all-embeddings")
     assert task.source_dictionary == task.target_dictionary
     assert model.encoder.embed_tokens.weight is model.decoder.embed_tokens.weight
@@ -301,9 +301,9 @@ def test_share_all_embeddings_with_the_identity_lexicon(joined_data):
     ordinary = torch.arange(4, len(task.source_dictionary))
     assert torch.equal(head.lexicon_targets[ordinary, 0], ordinary)  # every word copies to itself
     batch = toy_batch(task, JOINED_PAIRS)
-    assert_incremental_matches_teacher_forcing(model, batch, atol=1e-5)
-    assert_beam_scores_match_teacher_forcing(model, task, batch, beam=5, atol=1e-5)
-    assert_padding_does_not_change_scores(model, task, JOINED_PAIRS, atol=1e-5)
+    assert_incremental_matches_teacher_forcing(model, batch, atol=1e-5, device=device)
+    assert_beam_scores_match_teacher_forcing(model, task, batch, beam=5, atol=1e-5, device=device)
+    assert_padding_does_not_change_scores(model, task, JOINED_PAIRS, atol=1e-5, device=device)
 
 
 def test_pgn_transformer_has_the_papers_sizes_and_the_identity_lexicon(joined_data):

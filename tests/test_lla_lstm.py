@@ -256,14 +256,14 @@ def test_architectures_and_stored_lexicon(toy_data):
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
-def test_incremental_and_beam_decoding_reproduce_teacher_forcing(toy_data, variant):
+def test_incremental_and_beam_decoding_reproduce_teacher_forcing(toy_data, variant, device):
     model, task, _ = make(toy_data, *VARIANTS[variant], seed=1)
     with torch.no_grad():  # make l informative, as after training, so that beams differ
         model.encoder.lexicon_unit.weight.mul_(3.0)
     batch = toy_batch(task, PAIRS)
-    assert_incremental_matches_teacher_forcing(model, batch)
-    assert_beam_scores_match_teacher_forcing(model, task, batch, beam=5)
-    assert_padding_does_not_change_scores(model, task, PAIRS)
+    assert_incremental_matches_teacher_forcing(model, batch, device=device)
+    assert_beam_scores_match_teacher_forcing(model, task, batch, beam=5, device=device)
+    assert_padding_does_not_change_scores(model, task, PAIRS, device=device)
 
 
 # -- through the command-line programs ---------------------------------------------------------------------------

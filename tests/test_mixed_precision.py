@@ -1,6 +1,6 @@
 """Half precision (--fp16, --bf16, --amp): the attention the head reads is fp32 with an fp32 gradient, and the authors'
-combined LSTM output o_t is computed in fp32 (not clamped at fp16's 256). Half-precision models run on the CPU here:
-what is tested is the dtype contract, and hand cases whose fp16 arithmetic would overflow."""
+combined LSTM output o_t is computed in fp32 (not clamped at fp16's 256). Half-precision models run on the CPU (and on
+CUDA where there is one): what is tested is the dtype contract, and hand cases whose fp16 arithmetic would overflow."""
 import math
 
 import pytest
@@ -17,7 +17,7 @@ PAIRS = [("a1 twice and a2", "B1 B1 B2"), ("a3", "B3"), ("a4 and a5 twice", "B4 
 HALF = [torch.float16, torch.bfloat16]
 
 
-def attention_seen_by_the_head(model, monkeypatch):
+def attention_seen_by_the_head(model, monkeypatch, device="cpu"):
     """Run the model in training mode on PAIRS; return (log-probs, the attention tensors handed to the head)."""
     head = model.decoder.lexical_head
     seen = []
@@ -30,15 +30,15 @@ def attention_seen_by_the_head(model, monkeypatch):
     monkeypatch.setattr(head, "forward", spy)
     task = model.task_for_test
     model.train()
-    lprobs, _ = model(**toy_batch(task, PAIRS)["net_input"])
+    lprobs, _ = model(**toy_batch(task, PAIRS, device)["net_input"])
     return lprobs, seen
 
 
-def half_model(toy_data, dtype, *extra):
+def half_model(toy_data, dtype, *extra, device="cpu"):
     torch.manual_seed(0)
     model, task, _ = build_model(toy_data / "bin", "--lexicon", toy_data / "lexicon.tsv", "--dropout", "0", *extra)
     model.task_for_test = task
-    return model.to(dtype)
+    return model.to(device=device, dtype=dtype)
 
 
 # -- the attention that feeds p_lex (eq. 9) ------------------------------------------------------------------------
@@ -48,40 +48,41 @@ def half_model(toy_data, dtype, *extra):
                                   ["--arch", "lex_transformer_tiny"],
                                   ["--arch", "lex_transformer_tiny", "--alignment-layer", "0", "--alignment-heads", "1"]],
                          ids=["lstm", "lstm-combined", "transformer", "transformer-layer0-head0"])
-def test_the_head_reads_fp32_attention_in_a_half_precision_model(toy_data, monkeypatch, dtype, arch):
-    model = half_model(toy_data, dtype, *arch)
-    lprobs, seen = attention_seen_by_the_head(model, monkeypatch)
+def test_the_head_reads_fp32_attention_in_a_half_precision_model(toy_data, monkeypatch, dtype, arch, device):
+    model = half_model(toy_data, dtype, *arch, device=device)
+    lprobs, seen = attention_seen_by_the_head(model, monkeypatch, device)
     (attn,) = seen
     assert attn.dtype == torch.float32 and attn.requires_grad
     assert lprobs.dtype == torch.float32 and torch.isfinite(lprobs).all()
     # a distribution over the source (padding excluded), as eq. 9 needs
-    torch.testing.assert_close(attn.sum(-1), torch.ones(attn.shape[:2]), atol=1e-5, rtol=0)
+    torch.testing.assert_close(attn.sum(-1), torch.ones(attn.shape[:2], device=device), atol=1e-5, rtol=0)
     lprobs.sum().backward()
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
 
 
-def test_lstm_attention_gradient_is_finite_where_fp16_would_overflow():
+def test_lstm_attention_gradient_is_finite_where_fp16_would_overflow(device):
     """p(y) = 5e-4 with p_gate = 0.5 and loss scale 128: d(128 log p(y)) / d alpha_j = 128 (1 - g) L / p(y) =
     1.28e5, past fp16's 65504. The attention layer runs in fp16 (weights, states); alpha and its gradient stay fp32
     up to the scores, whose gradient is bounded (alpha_j times the above is <= 128)."""
-    layer = RecordingAttentionLayer(1, 1, 1).half()
+    layer = RecordingAttentionLayer(1, 1, 1).half().to(device)
     with torch.no_grad():
         layer.input_proj.weight.fill_(1.0)
-    query = torch.ones(1, 1, dtype=torch.float16, requires_grad=True)
+    query = torch.ones(1, 1, dtype=torch.float16, device=device, requires_grad=True)
     # scores 0 and log(999): alpha = (0.001, 0.999)
-    source = torch.tensor([[[0.0]], [[math.log(999.0)]]], dtype=torch.float16, requires_grad=True)
+    source = torch.tensor([[[0.0]], [[math.log(999.0)]]], dtype=torch.float16, device=device, requires_grad=True)
     layer.start_recording()
     _, attn = layer(query, source, None)
     alpha = attn.t().unsqueeze(1)  # B x T x S
     specials = ["<s>", "<pad>", "</s>", "<unk>"]
     table = build_lexicon_table([("dax", "RED", 1.0), ("lug", "BLUE", 1.0)], specials + ["dax", "lug"],
                                 specials + ["RED", "BLUE"], 4)
-    head = LexicalTranslationHead(table, gate_input_dim=1).half()
+    head = LexicalTranslationHead(table, gate_input_dim=1).half().to(device)
     with torch.no_grad():
         head.gate.weight.zero_()
         head.gate.bias.zero_()  # p_gate = 0.5
-    write_logits = torch.tensor([[[0.0, 0.0, 0.0, 0.0, -30.0, 0.0]]], dtype=torch.float16)  # p_write(RED) ~ 2e-14
-    log_probs, _ = head(write_logits, torch.zeros(1, 1, 1, dtype=torch.float16), alpha, torch.tensor([[4, 5]]))
+    half = dict(dtype=torch.float16, device=device)
+    write_logits = torch.tensor([[[0.0, 0.0, 0.0, 0.0, -30.0, 0.0]]], **half)  # p_write(RED) ~ 2e-14
+    log_probs, _ = head(write_logits, torch.zeros(1, 1, 1, **half), alpha, torch.tensor([[4, 5]], device=device))
     red = 4
     assert log_probs[0, 0, red].exp().item() == pytest.approx(5e-4, rel=1e-2)
     (128 * -log_probs[0, 0, red]).backward()
@@ -92,16 +93,16 @@ def test_lstm_attention_gradient_is_finite_where_fp16_would_overflow():
 
 # -- the combined decoder output (--decoder-output combined) --------------------------------------------------------
 @pytest.mark.parametrize("dtype", HALF, ids=["fp16", "bf16"])
-def test_combined_output_is_computed_in_fp32_and_not_clamped_at_256(toy_data, dtype):
+def test_combined_output_is_computed_in_fp32_and_not_clamped_at_256(toy_data, dtype, device):
     """Trained Colors models reach |o_t| ~ 1e4: a half-precision model must keep it (fp16's sqrt(max) is 256)."""
     models = {}
     for name, dt in (("fp32", torch.float32), ("half", dtype)):
-        model = half_model(toy_data, dt, "--arch", "lex_lstm_small", "--decoder-output", "combined")
+        model = half_model(toy_data, dt, "--arch", "lex_lstm_small", "--decoder-output", "combined", device=device)
         with torch.no_grad():
             model.decoder.attention.output_proj.bias[:8] = 1e4
         model.eval()
         models[name] = model
-    net = toy_batch(models["fp32"].task_for_test, PAIRS)["net_input"]
+    net = toy_batch(models["fp32"].task_for_test, PAIRS, device)["net_input"]
     out = {}
     for name, model in models.items():
         with torch.no_grad():
@@ -117,14 +118,14 @@ def test_combined_output_is_computed_in_fp32_and_not_clamped_at_256(toy_data, dt
     torch.testing.assert_close(o_half[..., :8], out["fp32"][0][..., :8], rtol=1e-2, atol=0)
 
 
-def test_transformer_attention_gradient_is_finite_at_a_high_fp16_loss_scale(toy_data):
+def test_transformer_attention_gradient_is_finite_at_a_high_fp16_loss_scale(toy_data, device):
     """fairseq's fp16 loss scale grows (x2 every 128 overflow-free updates by default) until a step overflows. At
     2^14, 2^14 (1 - g) L / p(y) passes 65504 as soon as p(y) < 1/8: the gradient reaching the alignment layer's
     attention must stay fp32 and finite, and so must everything upstream of it (the encoder)."""
-    model = half_model(toy_data, torch.float16, "--arch", "lex_transformer_tiny")
+    model = half_model(toy_data, torch.float16, "--arch", "lex_transformer_tiny", device=device)
     per_head = []
     model.decoder.layers[-1].register_forward_hook(lambda layer, inputs, outputs: per_head.append(outputs[1]))
-    sample = toy_batch(model.task_for_test, PAIRS)
+    sample = toy_batch(model.task_for_test, PAIRS, device)
     model.train()
     lprobs, _ = model(**sample["net_input"])
     per_head[0].retain_grad()

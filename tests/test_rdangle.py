@@ -71,11 +71,11 @@ def _case_id(o, kv, extra):
 
 
 @pytest.mark.parametrize("interval,kv_mode,extra", CASES, ids=[_case_id(*case) for case in CASES])
-def test_incremental_and_beam_scores_equal_teacher_forcing(toy_data, interval, kv_mode, extra):
+def test_incremental_and_beam_scores_equal_teacher_forcing(toy_data, interval, kv_mode, extra, device):
     extra = [str(toy_data / "lexicon.tsv") if a == "LEXICON" else a for a in extra]
     model, task, _ = tiny(toy_data / "bin", "--reencode-interval", interval, "--kv-mode", kv_mode, *extra, seed=1)
-    assert_incremental_matches_teacher_forcing(model, toy_batch(task, LONG_PAIRS), atol=1e-5)
-    assert_beam_scores_match_teacher_forcing(model, task, toy_batch(task, PAIRS), beam=5, atol=1e-5)
+    assert_incremental_matches_teacher_forcing(model, toy_batch(task, LONG_PAIRS), atol=1e-5, device=device)
+    assert_beam_scores_match_teacher_forcing(model, task, toy_batch(task, PAIRS), beam=5, atol=1e-5, device=device)
 
 
 def test_beam_hypotheses_run_past_several_reencoding_points(toy_data):
@@ -199,13 +199,13 @@ def _nll(model, net, target, pad):
     ids=["o1", "o1-one-pass", "o3-sep-chunked", "o2-relative-lexicon-chunked", "o2-shaw-lexicon-chunked",
          "o4-sep-identity-prenorm", "o3-absolute"],
 )
-def test_stacked_training_loss_and_gradients_equal_the_per_prefix_loop(toy_data, extra):
+def test_stacked_training_loss_and_gradients_equal_the_per_prefix_loop(toy_data, extra, device):
     from rdangle_reference import PerPrefixLoop
 
     extra = [str(toy_data / "lexicon.tsv") if a == "LEXICON" else a for a in extra]
     model, task, _ = tiny(toy_data / "bin", *extra, seed=4)
-    model.train()  # dropout 0: the same function, and the chunked (checkpointed) path is the one taken
-    batch = toy_batch(task, LONG_PAIRS)
+    model.to(device).train()  # dropout 0: the same function, and the chunked (checkpointed) path is the one taken
+    batch = toy_batch(task, LONG_PAIRS, device)
     pad = task.target_dictionary.pad()
     stacked = _nll(model, batch["net_input"], batch["target"], pad)
     stacked.backward()
@@ -239,12 +239,12 @@ def test_stack_plan_rows_and_chunks():
 
 # -- shapes and padding ----------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("kv_mode,form", [("shared", "dangle"), ("sep", "shaw")])
-def test_shapes_with_left_padded_sources_and_right_padded_targets(toy_data, kv_mode, form):
+def test_shapes_with_left_padded_sources_and_right_padded_targets(toy_data, kv_mode, form, device):
     model, task, _ = tiny(toy_data / "bin", "--kv-mode", kv_mode, "--reencode-interval", 2,
                           "--lexicon", toy_data / "lexicon.tsv", "--relative-positions", 2, "--relative-form", form,
                           seed=5)
-    model.eval()
-    batch = toy_batch(task, LONG_PAIRS)
+    model.to(device).eval()
+    batch = toy_batch(task, LONG_PAIRS, device)
     net = batch["net_input"]
     src, prev = net["src_tokens"], net["prev_output_tokens"]
     src_pad, tgt_real = src.eq(task.source_dictionary.pad()), batch["target"].ne(task.target_dictionary.pad())
@@ -257,11 +257,12 @@ def test_shapes_with_left_padded_sources_and_right_padded_targets(toy_data, kv_m
     (attn,) = extra["attn"]
     assert attn.shape == (bsz, tgt_len, src.size(1))
     assert extra["p_gate"].shape == (bsz, tgt_len)
-    torch.testing.assert_close(attn.sum(-1)[tgt_real], torch.ones(int(tgt_real.sum())))
+    torch.testing.assert_close(attn.sum(-1)[tgt_real], torch.ones(int(tgt_real.sum()), device=device))
     assert (attn.masked_select(src_pad.unsqueeze(1).expand_as(attn)) == 0).all()
     assert torch.isfinite(lprobs).all()
-    torch.testing.assert_close(lprobs.exp().sum(-1)[tgt_real], torch.ones(int(tgt_real.sum())), atol=1e-5, rtol=0)
-    assert_padding_does_not_change_scores(model, task, LONG_PAIRS, atol=1e-5)
+    ones = torch.ones(int(tgt_real.sum()), device=device)
+    torch.testing.assert_close(lprobs.exp().sum(-1)[tgt_real], ones, atol=1e-5, rtol=0)
+    assert_padding_does_not_change_scores(model, task, LONG_PAIRS, atol=1e-5, device=device)
 
 
 # -- relative positions (Shaw et al. 2018; appendix C) ---------------------------------------------------------------
