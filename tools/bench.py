@@ -39,6 +39,8 @@ def main(argv=None):
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--profile", metavar="PATH",
+                        help="also write torch.profiler tables of a few training steps of each model to PATH")
     gen = parser.add_argument_group("generation (transformer, rdangle)")
     gen.add_argument("--beam", type=int, default=5)
     gen.add_argument("--gen-batches", type=int, default=2, help="0 skips the generation benchmark")

@@ -7,7 +7,7 @@ interleaved step by step (alternating which goes first) so that machine noise hi
 measured without a GPU allocator:
 ``activation`` is the bytes of distinct tensors autograd saves for the backward pass during one step (what grows
 with the batch; parameters excluded), ``static`` is parameters + gradients + Adam's two moments. On a CUDA device
-the peak of ``torch.cuda.max_memory_allocated`` is reported as well.
+each model's peak of one training step (``cuda_step_peak_bytes``) is reported as well.
 
 Generation (the `transformer` comparison) is beam search in eval mode with ``SequenceGenerator``, every hypothesis
 forced to the same length (``min_len = max_len``) so that both models decode the same number of steps whatever
@@ -192,12 +192,8 @@ def compare_training(
                 f"{n} {tokens[n] / elapsed[n]:.0f} tok/s" for n in models))
     results = []
     for name, model in models.items():
-        cuda_peak = None
-        if device.startswith("cuda"):
-            torch.cuda.reset_peak_memory_stats()
-            _loss(model, batches[0]).backward()
-            cuda_peak = torch.cuda.max_memory_allocated() / 2**20
-            model.zero_grad(set_to_none=True)
+        cuda_peak = cuda_step_peak_bytes(model, optimizers[name], batches[0]) / 2**20 if device.startswith("cuda") \
+            else None
         results.append(
             BenchResult(
                 name,
@@ -208,6 +204,65 @@ def compare_training(
             )
         )
     return results
+
+
+def cuda_step_peak_bytes(model, optimizer, batch) -> int:
+    """Peak CUDA memory of one training step of ``model`` as if it were alone on the device: its weights and Adam
+    state, plus ``torch.cuda.max_memory_allocated`` above what was allocated before the step (activations,
+    gradients, temporaries). The other models of a comparison share the device, so the raw peak would count their
+    weights too."""
+    model.zero_grad(set_to_none=True)
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    _loss(model, batch).backward()
+    optimizer.step()
+    torch.cuda.synchronize()
+    step = torch.cuda.max_memory_allocated() - before
+    optimizer.zero_grad(set_to_none=True)
+    held = sum(t.numel() * t.element_size() for t in model.parameters())
+    held += sum(b.numel() * b.element_size() for b in model.buffers())
+    held += sum(v.numel() * v.element_size() for st in optimizer.state.values() for v in st.values()
+                if torch.is_tensor(v) and v.is_cuda)
+    return step + held
+
+
+def profile_training(models: Dict[str, torch.nn.Module], batch: dict, device: str, steps: int = 3,
+                     rows: int = 20) -> str:
+    """torch.profiler tables of ``steps`` training steps of each model (forward, loss, backward), sorted by
+    device time on a GPU, plus the number of host-device synchronisations (``cudaStreamSynchronize``,
+    ``cudaMemcpy*``, ``cudaDeviceSynchronize``: an ``.item()`` or a data-dependent shape in the step)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = device.startswith("cuda")
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    batch = _to(batch, device)
+    out = []
+    for name, model in models.items():
+        model.train()
+        _loss(model, batch).backward()  # warm-up outside the trace
+        model.zero_grad(set_to_none=True)
+        _sync(device)
+        with profile(activities=activities) as prof:
+            for _ in range(steps):
+                _loss(model, batch).backward()
+                model.zero_grad(set_to_none=True)
+            _sync(device)
+        averages = prof.key_averages()
+        syncs = {e.key: e.count // steps for e in averages
+                 if e.key in ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaMemcpy", "cudaMemcpyAsync")}
+        launches = sum(e.count for e in averages if e.key in ("cudaLaunchKernel", "cuLaunchKernel",
+                                                               "cudaLaunchKernelExC")) // steps
+        out.append(f"## {name}: per step {launches} kernel launches, host-device calls {syncs or 'none'}")
+        out.append(averages.table(sort_by="self_cuda_time_total" if cuda else "self_cpu_time_total",
+                                  row_limit=rows))
+    return "\n".join(out)
+
+
+def write_profile(opts: argparse.Namespace, models: Dict[str, torch.nn.Module], batch: dict) -> None:
+    """``--profile PATH``: the profiler tables of ``profile_training`` written to PATH."""
+    if getattr(opts, "profile", None):
+        write_lines(opts.profile, [profile_training(models, batch, opts.device)])
 
 
 def _to(batch, device):
@@ -325,6 +380,7 @@ def bench_lstm(opts: argparse.Namespace, progress=print) -> str:
         }
     batches = synthetic_batches(src_dict, tgt_dict, 4, opts.batch_size, opts.src_len, opts.tgt_len, opts.seed)
     results = compare_training(models, batches, opts.steps, opts.warmup, opts.device, progress)
+    write_profile(opts, models, batches[0])
     return format_results(results, baseline="lstm (fairseq)")
 
 
@@ -374,6 +430,7 @@ def bench_transformer(opts: argparse.Namespace, progress=print) -> str:
         }
     batches = synthetic_batches(vocab, vocab, 4, opts.batch_size, opts.src_len, opts.tgt_len, opts.seed)
     results = compare_training(models, batches, opts.steps, opts.warmup, opts.device, progress)
+    write_profile(opts, models, batches[0])
     if opts.gen_batches > 0:
         gen_batches = synthetic_batches(
             vocab, vocab, opts.gen_batches, opts.gen_batch_size, opts.src_len, opts.tgt_len, opts.seed + 1
@@ -460,6 +517,7 @@ def bench_rdangle(opts: argparse.Namespace, progress=print) -> str:
         models["rdangle o=1 per-prefix loop"] = attach_criterion(PerPrefixLoop(model), task, True)
     batches = synthetic_batches(vocab, vocab, 4, opts.batch_size, opts.src_len, opts.tgt_len, opts.seed)
     results = compare_training(models, batches, opts.steps, opts.warmup, opts.device, progress)
+    write_profile(opts, models, batches[0])
     if opts.gen_batches > 0:
         gen_models = {name: m for name, m in models.items() if not (opts.naive and isinstance(m, PerPrefixLoop))}
         gen_batches = synthetic_batches(
