@@ -55,6 +55,27 @@ def test_loss_is_the_nll_plus_auxiliary_losses_and_gate_ignores_padding():
     assert log["p_gate_sum"] == pytest.approx(0.25)  # the padded position's 0.9 is not counted
 
 
+@pytest.mark.parametrize("training", [True, False], ids=["train", "valid"])
+def test_logged_values_stay_tensors_so_the_step_never_waits_for_the_gpu(monkeypatch, training):
+    # fairseq sums the logging outputs and reads them once per log interval; a number read here (.item(), a
+    # masked_select's data-dependent size, a tensor in an `if`) is a host-device synchronisation every step.
+    task, model, sample = make_case()
+    model.train(training)
+    crit = LexicalCrossEntropyCriterion(task)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the criterion read a value off the device")
+
+    for name in ("item", "tolist", "__bool__", "__float__", "__int__", "nonzero", "masked_select"):
+        monkeypatch.setattr(torch.Tensor, name, refuse)
+    monkeypatch.setattr(torch, "masked_select", refuse)
+    _, _, log = crit(model, sample)
+    monkeypatch.undo()
+    logged = ["loss", "nll_loss", "p_gate_sum", "aux_adversary"] + ([] if training else ["exact_sum"])
+    assert all(torch.is_tensor(log[k]) for k in logged)
+    assert log["p_gate_sum"].item() == pytest.approx(0.25)
+
+
 def test_label_smoothing_matches_fairseq_formula():
     task, model, sample = make_case()
     eps = 0.1

@@ -322,3 +322,20 @@ def test_output_growth_tool_measures_the_fed_back_output(toy_data, tmp_path):
     refused = run_cli("python", REPO + "/tools/output_growth.py", toy_data / "bin", "--path", path, "--json",
                       tmp_path / "link.pt", check=False)
     assert refused.returncode == 2 and "is the same file as the input --path" in refused.stderr
+
+
+def test_left_to_right_padding_is_fairseqs_conversion_without_a_host_read(monkeypatch):
+    from fairseq import utils
+
+    from fairseq_lexical.models.lex_lstm import left_to_right_padding
+
+    g = torch.Generator().manual_seed(0)
+    tokens = torch.randint(4, 20, (6, 7), generator=g)
+    for row, pads in enumerate([0, 1, 3, 6, 0, 2]):
+        tokens[row, :pads] = 1
+    expected = utils.convert_padding_direction(tokens, 1, left_to_right=True)
+    monkeypatch.setattr(torch.Tensor, "__bool__", lambda self: pytest.fail("a tensor was read in an `if`"))
+    converted, unpadded = left_to_right_padding(tokens, 1), left_to_right_padding(tokens[4:5], 1)
+    monkeypatch.undo()
+    torch.testing.assert_close(converted, expected, atol=0, rtol=0)
+    torch.testing.assert_close(unpadded, tokens[4:5], atol=0, rtol=0)

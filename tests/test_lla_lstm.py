@@ -197,7 +197,7 @@ def test_criterion_adds_and_logs_the_auxiliary_losses(toy_data):
     assert log["aux_lexicon"] == pytest.approx(lexicon, rel=1e-6)
     assert log["aux_adversary"] > 0
     assert log["auxsize_lexicon"] == log["auxsize_adversary"] == len(PAIRS)
-    assert loss.item() == pytest.approx(log["nll_loss"] + log["aux_lexicon"] + log["aux_adversary"], rel=1e-5)
+    assert loss.item() == pytest.approx((log["nll_loss"] + log["aux_lexicon"] + log["aux_adversary"]).item(), rel=1e-5)
     with metrics.aggregate() as agg:
         LexicalCrossEntropyCriterion.reduce_metrics([log, log])
         values = agg.get_smoothed_values()

@@ -70,23 +70,25 @@ class LexicalCrossEntropyCriterion(FairseqCriterion):
             "nsentences": sample["target"].size(0),
             "sample_size": sample_size,
         }
+        # Logged values stay on the device, as in fairseq's own criterions: fairseq sums them and reads them once
+        # per log interval. An .item() (or masked_select) here would make the host wait for the GPU every step.
         for name, aux in (extra.get("aux_losses") or {}).items():
             loss = loss + aux
-            logging_output[f"aux_{name}"] = utils.item(aux.data)
+            logging_output[f"aux_{name}"] = aux.data
         for name, count in (extra.get("aux_sizes") or {}).items():
             logging_output[f"auxsize_{name}"] = count
         mask = target.ne(self.padding_idx)
         p_gate = extra.get("p_gate")
         if p_gate is not None:
-            logging_output["p_gate_sum"] = utils.item(p_gate.float().masked_select(mask).sum().data)
+            logging_output["p_gate_sum"] = p_gate.float().masked_fill(~mask, 0.0).sum().data
         if not model.training:
             # as fairseq's greedy search: never padding, and no EOS at the first step (its min_len = 1)
             best = lprobs.index_fill(-1, lprobs.new_tensor([self.padding_idx], dtype=torch.long), -math.inf)
             best[:, 0, self.eos_idx] = -math.inf
             hit = best.argmax(dim=-1).eq(target) | ~mask
-            logging_output["exact_sum"] = utils.item(hit.all(dim=-1).sum().data)
-        logging_output["loss"] = utils.item(loss.data)
-        logging_output["nll_loss"] = utils.item(nll_loss.data)
+            logging_output["exact_sum"] = hit.all(dim=-1).sum().data
+        logging_output["loss"] = loss.data
+        logging_output["nll_loss"] = nll_loss.data
         return loss, sample_size, logging_output
 
     @classmethod

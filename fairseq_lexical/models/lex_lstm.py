@@ -39,6 +39,14 @@ def rebuilt_as(cls, module: nn.Module, *args, **kwargs) -> nn.Module:
     return new
 
 
+def left_to_right_padding(tokens: Tensor, padding_idx: int) -> Tensor:
+    """Left-padded rows moved to right padding: fairseq's ``convert_padding_direction`` without its checks for
+    "no padding" (two ``.any()`` reads, each a host-device synchronisation); a row without padding is unchanged."""
+    num_pads = tokens.eq(padding_idx).sum(dim=1, keepdim=True)
+    positions = torch.arange(tokens.size(1), device=tokens.device).unsqueeze(0)
+    return tokens.gather(1, torch.remainder(positions + num_pads, max(tokens.size(1), 1)))
+
+
 class LexLSTMEncoder(LSTMEncoder):
     """LSTMEncoder whose output also carries the source tokens (the head's x_j), reordered with the beam."""
 
@@ -46,7 +54,7 @@ class LexLSTMEncoder(LSTMEncoder):
         out = super().forward(src_tokens, src_lengths, enforce_sorted)
         if self.left_pad:
             # The encoder states (and so the attention) are in right-padded order: align x_j with them.
-            src_tokens = utils.convert_padding_direction(src_tokens, self.padding_idx, left_to_right=True)
+            src_tokens = left_to_right_padding(src_tokens, self.padding_idx)
         return tuple(out) + (src_tokens,)
 
     def reorder_encoder_out(self, encoder_out, new_order):
