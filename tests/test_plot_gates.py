@@ -85,6 +85,25 @@ def test_beam_mode_plots_the_best_hypothesis(untrained):
     assert record.score == pytest.approx(lp.mean().item(), abs=1e-5)  # fairseq's score: mean log-prob (lenpen 1)
 
 
+def test_the_analysis_runs_where_the_model_is(untrained, device):
+    """Ids read on the CPU (a dataset, a beam search's output) go to the model's device for both modes."""
+    from fairseq_lexical.analysis import gates
+
+    model, task = untrained
+    src, _ = gates.encode_tokens(SOURCE, task.source_dictionary, "source")
+    tgt, _ = gates.encode_tokens(TARGET, task.target_dictionary, "target")
+    on_cpu = gates.analyse(model, task, src, tgt), gates.analyse(model, task, src, beam=5, max_len_b=10)
+    model.to(device)
+    try:
+        there = gates.analyse(model, task, src, tgt), gates.analyse(model, task, src, beam=5, max_len_b=10)
+    finally:
+        model.to("cpu")
+    for a, b in zip(on_cpu, there):
+        assert a.output_tokens == b.output_tokens
+        np.testing.assert_allclose(a.attention, b.attention, atol=1e-5, rtol=0)
+        np.testing.assert_allclose(a.p_gate, b.p_gate, atol=1e-5, rtol=0)
+
+
 def test_model_without_lexical_head_gives_attention_only(toy_data, tmp_path):
     from fairseq_lexical.analysis import gates
 

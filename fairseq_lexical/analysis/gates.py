@@ -132,11 +132,19 @@ def beam_decode(model, task, src_ids, beam: int = 5, max_len_a: float = 0.0, max
     gen = SequenceGenerator(
         [model], task.target_dictionary, beam_size=beam, max_len_a=max_len_a, max_len_b=max_len_b
     )
-    sample = {"net_input": {"src_tokens": src_ids.long().unsqueeze(0), "src_lengths": torch.tensor([src_ids.numel()])}}
+    device = _device_of(model)
+    sample = {"net_input": {"src_tokens": src_ids.long().unsqueeze(0).to(device),
+                            "src_lengths": torch.tensor([src_ids.numel()], device=device)}}
     with torch.no_grad():
         hypos = gen.forward(sample)
     best = hypos[0][0]
     return best["tokens"].long().cpu(), float(best["score"])
+
+
+def _device_of(model):
+    """Where the model's parameters are (the ids read from a dataset, the hub or a beam search are moved there)."""
+    param = next(iter(model.parameters()), None) if hasattr(model, "parameters") else None
+    return param.device if param is not None else "cpu"
 
 
 def _first_tensor(value):
@@ -154,12 +162,13 @@ def extract_arrays(model, src_ids, tgt_ids, eos: int) -> Tuple[np.ndarray, Optio
     """
     import torch
 
-    src = src_ids.long().unsqueeze(0)
-    tgt = tgt_ids.long().unsqueeze(0)
+    device = _device_of(model)
+    src = src_ids.long().unsqueeze(0).to(device)
+    tgt = tgt_ids.long().unsqueeze(0).to(device)
     prev = torch.cat([tgt.new_full((1, 1), eos), tgt[:, :-1]], dim=1)
     src_len, tgt_len = src.size(1), tgt.size(1)
     with torch.no_grad():
-        out = model(src_tokens=src, src_lengths=torch.tensor([src_len]), prev_output_tokens=prev)
+        out = model(src_tokens=src, src_lengths=torch.tensor([src_len], device=device), prev_output_tokens=prev)
     extra = out[1] if isinstance(out, (tuple, list)) and len(out) > 1 else None
     if not isinstance(extra, dict):
         raise GateAnalysisError("the model's forward returns no extra output (a dict with 'attn')")
