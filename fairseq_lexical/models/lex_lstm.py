@@ -71,7 +71,7 @@ def fp32_attention(source_hids: Tensor, query: Tensor, encoder_padding_mask: Opt
     """
     scores = (source_hids * query.unsqueeze(0)).sum(dim=2).float()
     if encoder_padding_mask is not None:
-        scores = scores.masked_fill(encoder_padding_mask, float("-inf"))
+        scores.masked_fill_(encoder_padding_mask, float("-inf"))  # in place, as fairseq's: one kernel less per step
     return torch.softmax(scores, dim=0)
 
 
