@@ -1,0 +1,43 @@
+"""tools/gpu_checks.sh: the GPU checks in one go. Without a GPU only its dry run and its refusal can be tested."""
+import os
+import shlex
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import REPO, examples_env
+
+SCRIPT = os.path.join(REPO, "tools", "gpu_checks.sh")
+
+
+def run(*args):
+    return subprocess.run(["bash", SCRIPT, *args], capture_output=True, text=True, timeout=300,
+                          env=examples_env(PYTHON=sys.executable))
+
+
+def test_dry_run_prints_each_step_and_the_recipe_accepts_its_options(tmp_path):
+    data = tmp_path / "scan"
+    data.mkdir()
+    for split in ("train", "test"):
+        (data / f"tasks_{split}_addprim_jump.txt").write_text("IN: jump OUT: I_JUMP\nIN: walk OUT: I_WALK\n")
+    proc = run(str(tmp_path / "out"), "--dry-run", "--data", str(data))
+    assert proc.returncode == 0, proc.stderr
+    commands = [line[2:] for line in proc.stdout.splitlines() if line.startswith("+ ")]
+    assert sum("-k cuda" in c for c in commands) == 1
+    assert sum("tools/bench.py" in c for c in commands) == 5
+    recipes = [c for c in commands if " -m recipes scan " in c]
+    assert [c.split("--work ")[1].split()[0].rsplit("_", 1)[1] for c in recipes] == ["fp32", "fp16", "amp", "bf16"]
+    assert not (tmp_path / "out").exists()  # a dry run writes nothing
+    for command in recipes:  # the options of this script are ones the recipe takes
+        check = subprocess.run(shlex.split(command) + ["--dry-run"], capture_output=True, text=True, timeout=300,
+                               env=examples_env(), cwd=REPO)
+        assert check.returncode == 0, check.stderr[-2000:]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present: the script would run")
+def test_without_a_gpu_it_stops_with_the_reason(tmp_path):
+    proc = run(str(tmp_path / "out"), "suite")
+    assert proc.returncode == 3 and "sees no CUDA device" in proc.stderr
+    assert run("--dry-run").returncode == 2 and run(str(tmp_path), "everything").returncode == 2
