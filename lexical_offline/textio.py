@@ -213,12 +213,23 @@ def read_pairs(path: str, tgt_path: Optional[str] = None, fmt: str = "tsv",
 
 
 def write_parallel(prefix: str, pairs: List[Pair], src_lang: str = "src", tgt_lang: str = "tgt") -> None:
-    """Write ``prefix.src_lang`` and ``prefix.tgt_lang`` (one sentence per line) for fairseq-preprocess."""
-    with open(f"{prefix}.{src_lang}", "w", encoding="utf-8") as fs, \
-            open(f"{prefix}.{tgt_lang}", "w", encoding="utf-8") as ft:
-        for s, t in pairs:
-            fs.write(s + "\n")
-            ft.write(t + "\n")
+    """Write ``prefix.src_lang`` and ``prefix.tgt_lang`` (one sentence per line) for fairseq-preprocess. A file that
+    already holds these lines is left untouched, and a changed one is replaced atomically: a recipe's concurrent runs
+    (--jobs) prepare again while their siblings read these files."""
+    for side, lang in enumerate((src_lang, tgt_lang)):
+        write_if_changed(f"{prefix}.{lang}", "".join(pair[side] + "\n" for pair in pairs).encode("utf-8"))
+
+
+def write_if_changed(path: str, data: bytes) -> None:
+    """``data`` to ``path`` unless the file already holds exactly it; written to a temporary file, then renamed."""
+    if os.path.isfile(path) and os.path.getsize(path) == len(data):
+        with open(path, "rb") as f:
+            if f.read() == data:
+                return
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
 
 
 # -- JSON and JSON lines ----------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from typing import Dict, List, Optional
 from lexical_offline.metrics.generate_output import read_generate_output
 
 from .console import RecipeError, exit_status_of
-from .fairseq_log import read_records
+from .fairseq_log import records
 from .textio import read_json, write_json
 
 OVERFLOW_MARKERS = ("gradient overflow detected", "AMP: overflow detected")
@@ -40,8 +40,11 @@ def read_run(run_dir: str) -> Dict[str, object]:
     log = os.path.join(run_dir, "train.log")
     if not os.path.isfile(log):
         raise RecipeError(f"{log}: not found (is {run_dir} a recipe run directory?)")
+    with open(log, errors="replace") as f:
+        lines = f.readlines()
+    skipped = sum(1 for line in lines if any(m in line for m in OVERFLOW_MARKERS))
     train_losses, epoch_losses, valid_losses, scales, updates = [], [], [], [], None
-    for tag, stats in read_records(log):
+    for tag, stats in records(lines):
         if tag == "train_inner" and "loss" in stats:
             train_losses.append(_float(stats["loss"]))
             if "loss_scale" in stats:
@@ -54,8 +57,6 @@ def read_run(run_dir: str) -> Dict[str, object]:
         elif tag == "valid" and "valid_loss" in stats:
             valid_losses.append(_float(stats["valid_loss"]))
     train_losses = train_losses or epoch_losses
-    with open(log, errors="replace") as f:
-        skipped = sum(1 for line in f if any(m in line for m in OVERFLOW_MARKERS))
     score_path = os.path.join(run_dir, "score.json")
     generate_path = os.path.join(run_dir, "generate.txt")
     return {

@@ -13,6 +13,8 @@ import time
 from dataclasses import asdict
 from typing import Dict, List, Optional, Sequence
 
+from lexical_offline.textio import write_parallel
+
 from recipes import ROOT, fairseq_log, reports
 from recipes.catalogue import (
     AUTHORS_DECODER, AUTHORS_GATE, JOINED_DICT_MODELS, LEXICON_METHODS, MODELS, ModelSpec, parse_models,
@@ -23,7 +25,7 @@ from recipes.process import child_env, run_concurrently, run_logged, run_sharded
 from recipes.settings import (CPU_LSTM_ARCH_SIZES, PRESET_LABELS, cpu_sized, effective_hparams, lla_settings,
                               parse_seeds, transformer_settings)
 from recipes.tasks import Prepared, Task
-from recipes.textio import count_entries, read_json, sha1_files, write_json, write_parallel
+from recipes.textio import count_entries, read_json, sha1_files, write_json
 
 USER_DIR = os.path.join(ROOT, "fairseq_lexical")  # fairseq's --user-dir
 EXAMPLES = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # where the package recipes lies

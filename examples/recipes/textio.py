@@ -1,7 +1,6 @@
 """The recipes' file helpers over lexical_offline.textio (the project's one set of text, TSV and JSON readers):
 a file problem becomes a RecipeError naming the file (and line); JSON is written indented by 2 and atomically (a
-killed run leaves no half-written stamp); the prepared data written only where it changed; plus lexicon entry counts
-and the input hashes of the stamps."""
+killed run leaves no half-written stamp); plus lexicon entry counts and the input hashes of the stamps."""
 from __future__ import annotations
 
 import hashlib
@@ -34,25 +33,6 @@ def read_json(path: str):
 def write_json(path: str, data) -> None:
     tmp = path + ".tmp"
     textio.write_json(tmp, data, indent=2)
-    os.replace(tmp, path)
-
-
-def write_parallel(prefix: str, pairs: Sequence[Tuple[str, str]]) -> None:
-    """PREFIX.src and PREFIX.tgt, one sentence a line (the bytes of lexical_offline.textio.write_parallel, so the
-    data hashes of earlier work directories still match). A file that already holds them is left untouched: a
-    --jobs child prepares again while its siblings train and score on these files."""
-    for side, lang in enumerate(("src", "tgt")):
-        write_if_changed(f"{prefix}.{lang}", "".join(pair[side] + "\n" for pair in pairs).encode("utf-8"))
-
-
-def write_if_changed(path: str, data: bytes) -> None:
-    if os.path.isfile(path) and os.path.getsize(path) == len(data):
-        with open(path, "rb") as f:
-            if f.read() == data:
-                return
-    tmp = f"{path}.{os.getpid()}.tmp"  # atomic: a reader never sees half a file
-    with open(tmp, "wb") as f:
-        f.write(data)
     os.replace(tmp, path)
 
 
