@@ -215,7 +215,7 @@ def test_trainable_uniform_lexicon_is_dense_and_learns():
     pytest.param("cuda", torch.bfloat16, marks=needs_cuda),
     pytest.param("cuda", torch.float16, marks=needs_cuda),
 ], ids=["cpu-bf16", "cuda-bf16", "cuda-fp16"])
-def test_bf16_autocast_keeps_the_mixture_in_fp32(device, dtype):
+def test_autocast_keeps_the_mixture_in_fp32(device, dtype):
     table = random_table(12, 20, k=3, seed=11)
     head = LexicalTranslationHead(table, gate_input_dim=6).to(device)
     attn, src, logits, feats = random_inputs(2, 3, 5, 12, 20, seed=12, device=device)
