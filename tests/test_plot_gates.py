@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from conftest import REPO, build_model, run_cli
-from model_checks import toy_batch
+from model_checks import moved_to, toy_batch
 
 TOOL = os.path.join(REPO, "tools", "plot_gates.py")
 USER_DIR = os.path.join(REPO, "fairseq_lexical")
@@ -93,11 +93,8 @@ def test_the_analysis_runs_where_the_model_is(untrained, device):
     src, _ = gates.encode_tokens(SOURCE, task.source_dictionary, "source")
     tgt, _ = gates.encode_tokens(TARGET, task.target_dictionary, "target")
     on_cpu = gates.analyse(model, task, src, tgt), gates.analyse(model, task, src, beam=5, max_len_b=10)
-    model.to(device)
-    try:
+    with moved_to(model, device):  # the fixture's model is shared: back on the CPU for the tests that follow
         there = gates.analyse(model, task, src, tgt), gates.analyse(model, task, src, beam=5, max_len_b=10)
-    finally:
-        model.to("cpu")
     for a, b in zip(on_cpu, there):
         assert a.output_tokens == b.output_tokens
         np.testing.assert_allclose(a.attention, b.attention, atol=1e-5, rtol=0)
