@@ -226,6 +226,12 @@ def write_if_changed(path: str, data: bytes) -> None:
         with open(path, "rb") as f:
             if f.read() == data:
                 return
+    write_atomically(path, data)
+
+
+def write_atomically(path: str, data: bytes) -> None:
+    """``data`` to a temporary file beside ``path``, then renamed over it: a reader (or a killed writer) sees the
+    old file or the new one, never half of it."""
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "wb") as f:
         f.write(data)
@@ -246,11 +252,14 @@ def read_json(path: str, what: str = "JSON file", error: Type[ValueError] = Text
         raise file_error(path, f"not a {what} ({e})", error=error) from None
 
 
-def write_json(path: str, obj, indent: Optional[int] = 1, ensure_ascii: bool = False) -> None:
-    """``obj`` as JSON and a final line break."""
+def write_json(path: str, obj, indent: Optional[int] = 1, ensure_ascii: bool = False, atomic: bool = False) -> None:
+    """``obj`` as JSON and a final line break; ``atomic``: through ``write_atomically``."""
+    text = json.dumps(obj, indent=indent, ensure_ascii=ensure_ascii) + "\n"
+    if atomic:
+        write_atomically(path, text.encode("utf-8"))
+        return
     with open(path, "w", encoding="utf-8") as f:
-        json.dump(obj, f, indent=indent, ensure_ascii=ensure_ascii)
-        f.write("\n")
+        f.write(text)
 
 
 def read_jsonl(path: str, error: Type[ValueError] = TextFileError) -> List[object]:

@@ -1,4 +1,6 @@
 """lexical_offline.textio: the one home of the text, TSV and JSON readers and writers."""
+import os
+
 import pytest
 
 from lexical_offline import textio
@@ -58,6 +60,10 @@ def test_json_and_json_lines(tmp_path):
     textio.write_json(path, {"w": "ü"})
     assert open(path, encoding="utf-8").read() == '{\n "w": "ü"\n}\n'
     assert textio.read_json(path) == {"w": "ü"}
+    atomic = str(tmp_path / "a.json")
+    textio.write_json(atomic, {"w": "ü"}, atomic=True)  # the same text, through a temporary file that is renamed
+    assert open(atomic, encoding="utf-8").read() == open(path, encoding="utf-8").read()
+    assert sorted(os.listdir(tmp_path)) == ["a.json", "o.json"]
     assert textio.write_jsonl(path, [{"a": 1}, [2]]) == 2
     assert textio.read_jsonl(path) == [{"a": 1}, [2]]
     with open(path, "a", encoding="utf-8") as f:

@@ -4,7 +4,6 @@ killed run leaves no half-written stamp); plus lexicon entry counts and the inpu
 from __future__ import annotations
 
 import hashlib
-import os
 from typing import List, Optional, Sequence, Tuple
 
 from lexical_offline import textio
@@ -31,9 +30,7 @@ def read_json(path: str):
 
 
 def write_json(path: str, data) -> None:
-    tmp = path + ".tmp"
-    textio.write_json(tmp, data, indent=2)
-    os.replace(tmp, path)
+    textio.write_json(path, data, indent=2, atomic=True)
 
 
 def count_entries(path: str) -> int:
