@@ -60,3 +60,10 @@ def load_subset(task, subset: str, error: Type[Exception]):
     except FileNotFoundError as e:
         raise error(f"cannot load subset {subset!r}: {e}") from None
     return task.dataset(subset)
+
+
+def model_device(model):
+    """Where the model's parameters are (ids read from a dataset, the hub or a beam search are moved there); the
+    CPU for a module without parameters."""
+    param = next(iter(model.parameters()), None) if hasattr(model, "parameters") else None
+    return param.device if param is not None else "cpu"

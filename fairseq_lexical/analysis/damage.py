@@ -18,7 +18,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .checkpoints import load_checkpoints, load_subset
+from .checkpoints import load_checkpoints, load_subset, model_device
+from .gates import beam_decode
 
 NO_DAMAGE = "none"
 
@@ -192,7 +193,7 @@ def generate(model, task, subset: str, beam: int = 5, max_len_a: float = 0.0, ma
     generator = SequenceGenerator([model], task.target_dictionary, beam_size=beam, max_len_a=max_len_a,
                                   max_len_b=max_len_b)
     src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
-    device = next(model.parameters()).device
+    device = model_device(model)
     out: Dict[int, Tuple[str, str, str]] = {}
     with torch.no_grad():
         for sample in itr:
@@ -212,9 +213,6 @@ def generate(model, task, subset: str, beam: int = 5, max_len_a: float = 0.0, ma
 
 def translate(model, task, sentence: str, beam: int = 5, max_len_a: float = 0.0, max_len_b: int = 200) -> str:
     """The best beam hypothesis for one tokenised source sentence (Table 2's example inputs)."""
-    import torch
-    from fairseq.sequence_generator import SequenceGenerator
-
     src_dict = task.source_dictionary
     words = sentence.split()
     if not words:
@@ -223,14 +221,8 @@ def translate(model, task, sentence: str, beam: int = 5, max_len_a: float = 0.0,
     if unknown:
         raise DamageError(f"example {sentence!r}: not in the source dictionary: {', '.join(unknown)}")
     ids = src_dict.encode_line(sentence, add_if_not_exist=False, append_eos=True).long()
-    device = next(model.parameters()).device
-    sample = {"net_input": {"src_tokens": ids.unsqueeze(0).to(device),
-                            "src_lengths": torch.tensor([ids.numel()], device=device)}}
-    generator = SequenceGenerator([model], task.target_dictionary, beam_size=beam, max_len_a=max_len_a,
-                                  max_len_b=max_len_b)
-    with torch.no_grad():
-        best = generator.forward(sample)[0][0]
-    return task.target_dictionary.string(best["tokens"].int().cpu())
+    tokens, _ = beam_decode(model, task, ids, beam, max_len_a, max_len_b)
+    return task.target_dictionary.string(tokens.int())
 
 
 def evaluate(hypotheses: Sequence[str], references: Sequence[str]) -> Dict[str, float]:

@@ -29,6 +29,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Sequence, Union
 
+from .checkpoints import model_device
 from .gates import GateAnalysisError, _first_tensor
 
 ORIGINS = ("lexicon", "written")
@@ -109,7 +110,7 @@ def explain_pair(model, task, src_ids, tgt_ids, *, sample_id: Optional[int] = No
 
     head = lexical_head_of(model)
     src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
-    device = next(model.parameters()).device
+    device = model_device(model)
     src = src_ids.long().to(device).unsqueeze(0)
     tgt = tgt_ids.long().to(device).unsqueeze(0)
     if tgt.size(1) == 0:

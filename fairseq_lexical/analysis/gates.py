@@ -24,7 +24,7 @@ import numpy as np
 
 from lexical_offline import textio
 
-from .checkpoints import load_checkpoints, load_subset
+from .checkpoints import load_checkpoints, load_subset, model_device
 
 logger = logging.getLogger(__name__)
 
@@ -132,19 +132,13 @@ def beam_decode(model, task, src_ids, beam: int = 5, max_len_a: float = 0.0, max
     gen = SequenceGenerator(
         [model], task.target_dictionary, beam_size=beam, max_len_a=max_len_a, max_len_b=max_len_b
     )
-    device = _device_of(model)
+    device = model_device(model)
     sample = {"net_input": {"src_tokens": src_ids.long().unsqueeze(0).to(device),
                             "src_lengths": torch.tensor([src_ids.numel()], device=device)}}
     with torch.no_grad():
         hypos = gen.forward(sample)
     best = hypos[0][0]
     return best["tokens"].long().cpu(), float(best["score"])
-
-
-def _device_of(model):
-    """Where the model's parameters are (the ids read from a dataset, the hub or a beam search are moved there)."""
-    param = next(iter(model.parameters()), None) if hasattr(model, "parameters") else None
-    return param.device if param is not None else "cpu"
 
 
 def _first_tensor(value):
@@ -162,7 +156,7 @@ def extract_arrays(model, src_ids, tgt_ids, eos: int) -> Tuple[np.ndarray, Optio
     """
     import torch
 
-    device = _device_of(model)
+    device = model_device(model)
     src = src_ids.long().unsqueeze(0).to(device)
     tgt = tgt_ids.long().unsqueeze(0).to(device)
     prev = torch.cat([tgt.new_full((1, 1), eos), tgt[:, :-1]], dim=1)
