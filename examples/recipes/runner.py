@@ -11,7 +11,7 @@ import shutil
 import sys
 import time
 from dataclasses import asdict
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from lexical_offline.textio import write_parallel
 
@@ -344,7 +344,7 @@ class Recipe(LlaSteps):
         return f"{out}: {', '.join(diff)} differ" if diff else None
 
     def check_finished_runs(self, prep: Prepared) -> None:
-        problems = [p for seed in self.seeds for model in self.models if (p := self.stale(model, seed, prep))]
+        problems = [p for model, seed in self.pairs if (p := self.stale(model, seed, prep))]
         if problems:
             raise RecipeError("finished runs with other settings (the train/generate/score commands, data or "
                               "lexicon differ):\n  " + "\n  ".join(problems)
@@ -541,13 +541,9 @@ class Recipe(LlaSteps):
             say("   lexicons: " + "; ".join(show(self.lexicon_command(m)) for m in dict.fromkeys(
                 MODELS[x].lexicon for x in self.models if MODELS[x].lexicon in LEXICON_METHODS)))
             prep_args = self.task.prepare(self.args, self.files).score_args
-            total = len(self.seeds) * len(self.models)
-            k = 0
-            for seed in self.seeds:
-                for model in self.models:
-                    k += 1
-                    self.run_one(model, seed, Prepared([], None, [], [], {}, score_args=prep_args), f"[{k}/{total}]")
+            self.run_pairs(Prepared([], None, [], [], {}, score_args=prep_args))
             if self.args.jobs > 1:
+                total = len(self.pairs)
                 say(f"== --jobs {self.args.jobs}: up to {min(self.args.jobs, total)} of these {total} (model, seed) "
                     f"pairs would run at a time, each as its own recipe process (log: "
                     f"{self.work}/jobs/<model>_seed<N>.log)")
@@ -562,18 +558,23 @@ class Recipe(LlaSteps):
             failed = self.run_jobs()
         else:
             failed = []
-            total = len(self.seeds) * len(self.models)
-            k = 0
-            for seed in self.seeds:
-                for model in self.models:
-                    k += 1
-                    self.run_one(model, seed, prep, f"[{k}/{total}]")
+            self.run_pairs(prep)
         if not self.args.as_job:  # the parent reports over every pair
             self.report(time.time() - t0)
         if failed:
-            raise RecipeError(f"{len(failed)} of {len(self.seeds) * len(self.models)} (model, seed) pairs failed "
+            raise RecipeError(f"{len(failed)} of {len(self.pairs)} (model, seed) pairs failed "
                               "(the table above is over the others):\n  " + "\n  ".join(failed))
         return 0
+
+    @property
+    def pairs(self) -> List[Tuple[str, int]]:
+        """The (model, seed) pairs of this invocation in the order they run: every model of a seed, then the next."""
+        return [(model, seed) for seed in self.seeds for model in self.models]
+
+    def run_pairs(self, prep: Prepared) -> None:
+        """Every pair in this process, one after the other."""
+        for k, (model, seed) in enumerate(self.pairs, 1):
+            self.run_one(model, seed, prep, f"[{k}/{len(self.pairs)}]")
 
     def job_command(self, model: str, seed: int) -> List[str]:
         """The recipe's own command line for one (model, seed): argparse keeps the last of a repeated option."""
@@ -583,7 +584,7 @@ class Recipe(LlaSteps):
     def run_jobs(self) -> List[str]:
         """Every (model, seed) as a child recipe process, --jobs at once (process.run_concurrently); finished pairs
         too (the child skips them, or damages them with --damage). Returns the failed ones, with their logs."""
-        pairs = [(model, seed) for seed in self.seeds for model in self.models]
+        pairs = self.pairs
         jobs_dir = self.work + "/jobs"  # not in the run directory: the child may delete and recreate that
         os.makedirs(jobs_dir, exist_ok=True)
         logs = [f"{jobs_dir}/{model}_seed{seed}.log" for model, seed in pairs]
