@@ -593,7 +593,8 @@ class Recipe(LlaSteps):
         env["PYTHONPATH"] = os.pathsep.join(p for p in (EXAMPLES, ROOT, env.get("PYTHONPATH")) if p)
         started: Dict[int, float] = {}
         failed: List[str] = []
-        name = [f"[{k}/{len(pairs)}] {model} seed {seed}" for k, (model, seed) in enumerate(pairs, 1)]
+        label = [f"{model} seed {seed}" for model, seed in pairs]
+        name = [f"[{k}/{len(pairs)}] {text}" for k, text in enumerate(label, 1)]
         threads = f", OMP_NUM_THREADS={env['OMP_NUM_THREADS']}" if "OMP_NUM_THREADS" in env else ""
         say(f"== {len(pairs)} (model, seed) pairs, {self.args.jobs} at a time{threads}; their logs: {jobs_dir}/")
 
@@ -604,12 +605,12 @@ class Recipe(LlaSteps):
         def on_end(i: int, code: int) -> None:
             status = f"exit {code}" if code >= 0 else f"killed by signal {-code}"
             if code != 0:
-                failed.append(f"{pairs[i][0]} seed {pairs[i][1]} ({status}): {logs[i]}")
+                failed.append(f"{label[i]} ({status}): {logs[i]}")
             say(f"{name[i]}: {'ended' if code == 0 else 'FAILED'} ({status}, {hms(time.time() - started[i])}): "
                 f"{job_outcome(logs[i])}")
 
         def on_progress(running: List[int], done: List[int], waiting: List[int]) -> None:
-            say(f"== jobs: {len(running)} running ({', '.join(f'{pairs[i][0]} seed {pairs[i][1]}' for i in running)}), "
+            say(f"== jobs: {len(running)} running ({', '.join(label[i] for i in running)}), "
                 f"{len(done)} done ({len(failed)} failed), {len(waiting)} waiting")
 
         run_concurrently([self.job_command(m, s) for m, s in pairs], logs, self.args.jobs, env=env,
