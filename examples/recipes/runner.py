@@ -573,8 +573,9 @@ class Recipe(LlaSteps):
 
     def run_pairs(self, prep: Prepared) -> None:
         """Every pair in this process, one after the other."""
-        for k, (model, seed) in enumerate(self.pairs, 1):
-            self.run_one(model, seed, prep, f"[{k}/{len(self.pairs)}]")
+        pairs = self.pairs
+        for k, (model, seed) in enumerate(pairs, 1):
+            self.run_one(model, seed, prep, f"[{k}/{len(pairs)}]")
 
     def job_command(self, model: str, seed: int) -> List[str]:
         """The recipe's own command line for one (model, seed): argparse keeps the last of a repeated option."""
