@@ -17,7 +17,7 @@ def write_report(recipe, seconds: float) -> None:
     summary = aggregate_dir(recipe.work, models=recipe.models, seeds=recipe.seeds)
     # pairs without a score (a failed --jobs child) are left out of the means, and said so
     missing = [f"{m} seed {seed}" for m, seed in recipe.pairs
-               if not os.path.isfile(f"{recipe.work}/{m}/seed{seed}/score.json")]
+               if not os.path.isfile(f"{recipe.run_dir(m, seed)}/score.json")]
     labels = {m: recipe.label(m) for m in recipe.models}
     paper = recipe.task.paper(recipe.args)
     title = recipe.task.title or f"SCAN {recipe.args.split} test exact match"
@@ -78,11 +78,11 @@ def lla_report(recipe, summary, labels) -> Tuple[str, Dict[str, object]]:
     rows = [["model", "seed"] + [t for _, t in metrics] + ["train s"]]
     for m in recipe.lla_models:
         for seed in recipe.seeds:
-            path = f"{recipe.work}/{m}/seed{seed}/score.json"
+            path = f"{recipe.run_dir(m, seed)}/score.json"
             if not os.path.isfile(path):
                 continue
             sc = read_json(path)
-            run = f"{recipe.work}/{m}/seed{seed}/run.json"
+            run = f"{recipe.run_dir(m, seed)}/run.json"
             secs = read_json(run).get("train_s") if os.path.isfile(run) else None
             rows.append([m, str(seed)] + [f"{pct(k) * sc[k]:.2f}" if k in sc else "n/a" for k, _ in metrics]
                         + ["-" if secs is None else f"{secs:.0f}"])
@@ -101,7 +101,7 @@ def lla_report(recipe, summary, labels) -> Tuple[str, Dict[str, object]]:
         per_cond: Dict[str, Dict[str, List[float]]] = {}
         seeds_of: Dict[str, List[int]] = {}
         for seed in recipe.seeds:
-            path = f"{recipe.work}/{m}/seed{seed}/damage.json"
+            path = f"{recipe.run_dir(m, seed)}/damage.json"
             if not os.path.isfile(path):
                 continue
             for r in read_json(path)["results"]:

@@ -334,7 +334,7 @@ class Recipe(LlaSteps):
 
     def stale(self, model: str, seed: int, prep: Prepared) -> Optional[str]:
         """Why the finished run of (model, seed) does not match the current settings, or None."""
-        out = f"{self.work}/{model}/seed{seed}"
+        out = self.run_dir(model, seed)
         if self.args.force or not os.path.isfile(f"{out}/score.json"):
             return None
         fp = self.fingerprint(model, seed, self.commands(model, seed, out, prep))
@@ -351,7 +351,7 @@ class Recipe(LlaSteps):
                               + "\nuse --force to re-run them, or another --work")
 
     def run_one(self, model: str, seed: int, prep: Prepared, index: str) -> Optional[dict]:
-        out = f"{self.work}/{model}/seed{seed}"
+        out = self.run_dir(model, seed)
         commands = self.commands(model, seed, out, prep)
         if self.args.dry_run:
             say(f"{index} {model} seed {seed}:")
@@ -570,6 +570,10 @@ class Recipe(LlaSteps):
     def pairs(self) -> List[Tuple[str, int]]:
         """The (model, seed) pairs of this invocation in the order they run: every model of a seed, then the next."""
         return [(model, seed) for seed in self.seeds for model in self.models]
+
+    def run_dir(self, model: str, seed: int) -> str:
+        """WORK/<model>/seed<N>: the pair's save directory, config.json, logs and score.json."""
+        return f"{self.work}/{model}/seed{seed}"
 
     def run_pairs(self, prep: Prepared) -> None:
         """Every pair in this process, one after the other."""
