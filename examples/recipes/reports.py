@@ -78,11 +78,12 @@ def lla_report(recipe, summary, labels) -> Tuple[str, Dict[str, object]]:
     rows = [["model", "seed"] + [t for _, t in metrics] + ["train s"]]
     for m in recipe.lla_models:
         for seed in recipe.seeds:
-            path = f"{recipe.run_dir(m, seed)}/score.json"
+            run_dir = recipe.run_dir(m, seed)
+            path = f"{run_dir}/score.json"
             if not os.path.isfile(path):
                 continue
             sc = read_json(path)
-            run = f"{recipe.run_dir(m, seed)}/run.json"
+            run = f"{run_dir}/run.json"
             secs = read_json(run).get("train_s") if os.path.isfile(run) else None
             rows.append([m, str(seed)] + [f"{pct(k) * sc[k]:.2f}" if k in sc else "n/a" for k, _ in metrics]
                         + ["-" if secs is None else f"{secs:.0f}"])
