@@ -16,7 +16,7 @@ def write_report(recipe, seconds: float) -> None:
     """The main table (and the task's and the lla rows' extra ones), printed, and WORK/summary.json."""
     summary = aggregate_dir(recipe.work, models=recipe.models, seeds=recipe.seeds)
     # pairs without a score (a failed --jobs child) are left out of the means, and said so
-    missing = [f"{m} seed {seed}" for m, seed in recipe.pairs
+    missing = [recipe.pair_name(m, seed) for m, seed in recipe.pairs
                if not os.path.isfile(f"{recipe.run_dir(m, seed)}/score.json")]
     labels = {m: recipe.label(m) for m in recipe.models}
     paper = recipe.task.paper(recipe.args)

@@ -352,9 +352,10 @@ class Recipe(LlaSteps):
 
     def run_one(self, model: str, seed: int, prep: Prepared, index: str) -> Optional[dict]:
         out = self.run_dir(model, seed)
+        who = f"{index} {self.pair_name(model, seed)}"
         commands = self.commands(model, seed, out, prep)
         if self.args.dry_run:
-            say(f"{index} {model} seed {seed}:")
+            say(f"{who}:")
             for k, cmd in commands.items():
                 say(f"   {k}: {show(cmd)}")
             if self.damage is not None and MODELS[model].lla:
@@ -382,10 +383,10 @@ class Recipe(LlaSteps):
                                                                          or self.lla_resumable(out))
             if same and os.path.isfile(f"{out}/train.done") and os.path.isfile(ckpt):
                 trained = read_json(f"{out}/train.done")
-                say(f"{index} {model} seed {seed}: training finished before, decoding {ckpt}")
+                say(f"{who}: training finished before, decoding {ckpt}")
             elif same and resumable:
                 resuming = True
-                say(f"{index} {model} seed {seed}: resuming training from {out}/checkpoint_last.pt")
+                say(f"{who}: resuming training from {out}/checkpoint_last.pt")
             elif same:  # stopped before its first checkpoint (or an lla run before epoch N + 1): start again,
                 # keeping the attempt's logs (x.log.N)
                 what = ("an lla run stopped within the Lexicon Unit epochs: their selection is not in "
@@ -406,7 +407,7 @@ class Recipe(LlaSteps):
                         shutil.rmtree(path)
                     else:
                         os.remove(path)
-                say(f"{index} {model} seed {seed}: {what}; starting again "
+                say(f"{who}: {what}; starting again "
                     f"(its logs kept: {', '.join(kept) or 'none'})")
             else:
                 shutil.rmtree(out)
@@ -426,9 +427,9 @@ class Recipe(LlaSteps):
         if trained is None:
             t_train = 0.0
             if MODELS[model].lla:
-                say(f"{index} {model} seed {seed}: training, {self.lla.describe()} ...")
+                say(f"{who}: training, {self.lla.describe()} ...")
             else:
-                say(f"{index} {model} seed {seed}: training ({self.hp.max_update} updates max) ...")
+                say(f"{who}: training ({self.hp.max_update} updates max) ...")
             t_train = run_logged(commands["train"], f"{out}/train.log", what=f"fairseq-train ({model}, seed {seed})",
                                  append=resuming, progress=f"{index}    {model} seed {seed}: ")
             stopped = fairseq_log.training_summary(f"{out}/train.log")
@@ -575,6 +576,11 @@ class Recipe(LlaSteps):
         """WORK/<model>/seed<N>: the pair's save directory, config.json, logs and score.json."""
         return f"{self.work}/{model}/seed{seed}"
 
+    @staticmethod
+    def pair_name(model: str, seed: int) -> str:
+        """'<model> seed <N>': how the logs, the failure list and the report's missing list name a pair."""
+        return f"{model} seed {seed}"
+
     def run_pairs(self, prep: Prepared) -> None:
         """Every pair in this process, one after the other."""
         pairs = self.pairs
@@ -598,7 +604,7 @@ class Recipe(LlaSteps):
         env["PYTHONPATH"] = os.pathsep.join(p for p in (EXAMPLES, ROOT, env.get("PYTHONPATH")) if p)
         started: Dict[int, float] = {}
         failed: List[str] = []
-        label = [f"{model} seed {seed}" for model, seed in pairs]
+        label = [self.pair_name(model, seed) for model, seed in pairs]
         name = [f"[{k}/{len(pairs)}] {text}" for k, text in enumerate(label, 1)]
         threads = f", OMP_NUM_THREADS={env['OMP_NUM_THREADS']}" if "OMP_NUM_THREADS" in env else ""
         say(f"== {len(pairs)} (model, seed) pairs, {self.args.jobs} at a time{threads}; their logs: {jobs_dir}/")
