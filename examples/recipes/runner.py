@@ -319,7 +319,7 @@ class Recipe(LlaSteps):
         if os.path.isfile(path) and not self.args.force and read_json(path).get("command") == show(cmd):
             return
         if not os.path.isfile(self.checkpoint_path(out, model)):
-            say(f"{index} {model} seed {seed}: no {self.checkpoint_path(out, model)} to damage (removed by "
+            say(f"{index} {self.pair_name(model, seed)}: no {self.checkpoint_path(out, model)} to damage (removed by "
                 f"--keep-checkpoints none?); skipped")
             return
         secs = run_logged(cmd, path + ".tmp", f"{out}/damage.log", what=f"damage.py ({model}, seed {seed})")
@@ -431,7 +431,7 @@ class Recipe(LlaSteps):
             else:
                 say(f"{who}: training ({self.hp.max_update} updates max) ...")
             t_train = run_logged(commands["train"], f"{out}/train.log", what=f"fairseq-train ({model}, seed {seed})",
-                                 append=resuming, progress=f"{index}    {model} seed {seed}: ")
+                                 append=resuming, progress=f"{index}    {self.pair_name(model, seed)}: ")
             stopped = fairseq_log.training_summary(f"{out}/train.log")
             if MODELS[model].lla and self.lla.checkpoint == "best":
                 # what lla_translation selected, from its log: the update count above is the whole run's (to the
@@ -439,7 +439,7 @@ class Recipe(LlaSteps):
                 selection = self.lla_selection(out)
                 write_json(f"{out}/selection.json", selection)
                 unit = selection["lexicon_unit"]
-                say(f"{index}    {model} seed {seed}: Lexicon Unit of epoch {unit['epoch']} (lowest validation BCE, "
+                say(f"{index}    {self.pair_name(model, seed)}: Lexicon Unit of epoch {unit['epoch']} (lowest validation BCE, "
                     f"{unit[LEXICON_UNIT_METRIC]:g}); best validation {selection['metric']} "
                     f"{selection[selection['metric']]:g} first at epoch {selection['epoch']}")
                 where = f"epoch {selection['epoch']}"
