@@ -352,7 +352,8 @@ class Recipe(LlaSteps):
 
     def run_one(self, model: str, seed: int, prep: Prepared, index: str) -> Optional[dict]:
         out = self.run_dir(model, seed)
-        who = f"{index} {self.pair_name(model, seed)}"
+        pair = self.pair_name(model, seed)
+        who = f"{index} {pair}"
         commands = self.commands(model, seed, out, prep)
         if self.args.dry_run:
             say(f"{who}:")
@@ -431,7 +432,7 @@ class Recipe(LlaSteps):
             else:
                 say(f"{who}: training ({self.hp.max_update} updates max) ...")
             t_train = run_logged(commands["train"], f"{out}/train.log", what=f"fairseq-train ({model}, seed {seed})",
-                                 append=resuming, progress=f"{index}    {self.pair_name(model, seed)}: ")
+                                 append=resuming, progress=f"{index}    {pair}: ")
             stopped = fairseq_log.training_summary(f"{out}/train.log")
             if MODELS[model].lla and self.lla.checkpoint == "best":
                 # what lla_translation selected, from its log: the update count above is the whole run's (to the
@@ -439,7 +440,7 @@ class Recipe(LlaSteps):
                 selection = self.lla_selection(out)
                 write_json(f"{out}/selection.json", selection)
                 unit = selection["lexicon_unit"]
-                say(f"{index}    {self.pair_name(model, seed)}: Lexicon Unit of epoch {unit['epoch']} (lowest validation BCE, "
+                say(f"{index}    {pair}: Lexicon Unit of epoch {unit['epoch']} (lowest validation BCE, "
                     f"{unit[LEXICON_UNIT_METRIC]:g}); best validation {selection['metric']} "
                     f"{selection[selection['metric']]:g} first at epoch {selection['epoch']}")
                 where = f"epoch {selection['epoch']}"
