@@ -318,9 +318,10 @@ class Recipe(LlaSteps):
         path = f"{out}/damage.json"
         if os.path.isfile(path) and not self.args.force and read_json(path).get("command") == show(cmd):
             return
-        if not os.path.isfile(self.checkpoint_path(out, model)):
-            say(f"{index} {self.pair_name(model, seed)}: no {self.checkpoint_path(out, model)} to damage (removed by "
-                f"--keep-checkpoints none?); skipped")
+        ckpt = self.checkpoint_path(out, model)
+        if not os.path.isfile(ckpt):
+            say(f"{index} {self.pair_name(model, seed)}: no {ckpt} to damage (removed by --keep-checkpoints none?); "
+                "skipped")
             return
         secs = run_logged(cmd, path + ".tmp", f"{out}/damage.log", what=f"damage.py ({model}, seed {seed})")
         result = read_json(path + ".tmp")
