@@ -70,14 +70,22 @@ def assert_incremental_matches_teacher_forcing(model, sample, atol=1e-5, device=
 
 
 def assert_beam_scores_match_teacher_forcing(model, task, sample, beam=5, atol=1e-5, device="cpu"):
-    """Beam search (with its reordering of cached states) scores each hypothesis as teacher forcing does."""
+    """Beam search (with its reordering of cached states) scores each hypothesis as teacher forcing does: fairseq's
+    search and the keep-best one (which also drops finished sentences and carries a greedy lane)."""
     from fairseq.sequence_generator import SequenceGenerator
 
+    from fairseq_lexical.sequence_generator import KeepBestSequenceGenerator
+
+    for generator in (SequenceGenerator, KeepBestSequenceGenerator):
+        _assert_beam_scores_match_teacher_forcing(generator, model, task, sample, beam, atol, device)
+
+
+def _assert_beam_scores_match_teacher_forcing(generator, model, task, sample, beam, atol, device):
     model.eval()
     sample = on_device(sample, device)
     net = sample["net_input"]
     with moved_to(model, device), torch.no_grad():
-        gen = SequenceGenerator([model], task.target_dictionary, beam_size=beam, max_len_b=20)
+        gen = generator([model], task.target_dictionary, beam_size=beam, max_len_b=20)
         hypos = gen.forward(sample)
         checked = 0
         for i, nbest in enumerate(hypos):

@@ -151,10 +151,10 @@ def test_damage_tool_scores_conditions_and_saved_checkpoint_matches_fairseq_gene
     assert results["lexicon"]["damage"]["changed"] == ["encoder.lexicon_unit.weight"]
     assert results["none"]["damage"]["changed"] == [] and "saved" not in results["none"]
     # the undamaged row is what fairseq-generate gives on the checkpoint itself, and the saved damaged checkpoint
-    # decodes in fairseq-generate exactly as in the tool
+    # decodes in fairseq-generate exactly as in the tool (both with the keep-best search)
     for name, path in (("none", ckpt), ("lexicon", work / "damaged_lexicon.pt")):
         proc = run_cli("fairseq-generate", toy_data / "bin", "--user-dir", USER_DIR, "--path", path,
-                       "--gen-subset", "test", "--beam", "5", "--batch-size", "16")
+                       "--task", "lexical_translation", "--gen-subset", "test", "--beam", "5", "--batch-size", "16")
         hyps = {}
         for line in proc.stdout.splitlines():
             if line.startswith("H-"):

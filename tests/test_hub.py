@@ -49,7 +49,8 @@ for argv in json.loads(sys.argv[1]):
 @pytest.fixture(scope="module")
 def checkpoints(toy_data, tmp_path_factory):
     """{family: checkpoint directory}: 30 updates of each on the toy task; DIR/generate-test.txt holds
-    fairseq-generate's beam-5 output on the test split."""
+    fairseq-generate's beam-5 output on the test split with --task lexical_translation, DIR/fairseq/generate-test.txt
+    with fairseq's translation task (and search)."""
     import json
     import subprocess
     import sys
@@ -62,9 +63,11 @@ def checkpoints(toy_data, tmp_path_factory):
                      "--criterion", "lexical_cross_entropy", "--optimizer", "adam", "--lr", "0.005", "--batch-size",
                      "8", "--max-update", "30", "--save-dir", str(dirs[family]), "--no-epoch-checkpoints",
                      "--disable-validation", "--num-workers", "0", "--seed", "3"])
-        jobs.append(["fairseq-generate", str(toy_data / "bin"), "--user-dir", USER_DIR, "--path",
-                     str(dirs[family] / "checkpoint_last.pt"), "--gen-subset", "test", "--beam", "5",
-                     "--max-len-b", str(MAX_LEN_B), "--batch-size", "16", "--results-path", str(dirs[family])])
+        for task, results in (("lexical_translation", dirs[family]), ("translation", dirs[family] / "fairseq")):
+            jobs.append(["fairseq-generate", str(toy_data / "bin"), "--user-dir", USER_DIR, "--path",
+                         str(dirs[family] / "checkpoint_last.pt"), "--gen-subset", "test", "--beam", "5",
+                         "--max-len-b", str(MAX_LEN_B), "--batch-size", "16", "--task", task,
+                         "--results-path", str(results)])
     proc = subprocess.run([sys.executable, "-c", _RUNNER, json.dumps(jobs)], capture_output=True, text=True,
                           timeout=600, env=dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1"))
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-5000:]
@@ -86,19 +89,26 @@ def load_hub(family, checkpoints, toy_data):
 
 @pytest.mark.parametrize("family", ["lex_lstm", "lex_transformer", "rdangle_transformer", "lla_lstm"])
 def test_translate_equals_fairseq_generate(toy_data, checkpoints, family):
+    """The hub decodes with --task lexical_translation's keep-best search (the checkpoints were trained with
+    fairseq's translation task); beam_search="fairseq" gives fairseq-generate's output with fairseq's task."""
+    from fairseq_lexical.tasks.lexical_translation import LexicalTranslationTask
+
     hub = load_hub(family, checkpoints, toy_data)
-    generated = {}
-    for line in (checkpoints[family] / "generate-test.txt").read_text().splitlines():
-        if line.startswith("H-"):
-            sample_id, score, hypothesis = line.split("\t")
-            generated[int(sample_id[2:])] = (hypothesis, float(score))
+    assert isinstance(hub.task, LexicalTranslationTask)
     sources = (toy_data / "test.src").read_text().splitlines()
-    assert sorted(generated) == list(range(len(sources)))
-    assert hub.translate(sources, beam=5, max_len_b=MAX_LEN_B) == [generated[i][0] for i in range(len(sources))]
-    best = hub.generate([hub.encode(s) for s in sources], beam=5, max_len_b=MAX_LEN_B)
-    # fairseq-generate's score is log base 2 of the hub's (natural) score
-    np.testing.assert_allclose([h[0]["score"].item() / np.log(2) for h in best],
-                               [generated[i][1] for i in range(len(sources))], atol=1e-4, rtol=0)
+    for results, options in ((checkpoints[family], {}), (checkpoints[family] / "fairseq", {"beam_search": "fairseq"})):
+        generated = {}
+        for line in (results / "generate-test.txt").read_text().splitlines():
+            if line.startswith("H-"):
+                sample_id, score, hypothesis = line.split("\t")
+                generated[int(sample_id[2:])] = (hypothesis, float(score))
+        assert sorted(generated) == list(range(len(sources)))
+        assert hub.translate(sources, beam=5, max_len_b=MAX_LEN_B, **options) == \
+            [generated[i][0] for i in range(len(sources))]
+        best = hub.generate([hub.encode(s) for s in sources], beam=5, max_len_b=MAX_LEN_B, **options)
+        # fairseq-generate's score is log base 2 of the hub's (natural) score
+        np.testing.assert_allclose([h[0]["score"].item() / np.log(2) for h in best],
+                                   [generated[i][1] for i in range(len(sources))], atol=1e-4, rtol=0)
 
 
 @pytest.mark.parametrize("family", ["lex_lstm", "lex_transformer", "rdangle_transformer"])

@@ -247,7 +247,7 @@ def test_cli_decodes_a_sample_of_the_test_split(toy_data, checkpoint, tmp_path):
                "--decode", "--beam", 5, "--json")
     assert_png(out)
     record = json.loads((tmp_path / "sample.json").read_text())
-    assert record["sample_id"] == 3 and record["mode"] == "beam" and record["target_origin"] == "best of beam 5"
+    assert record["sample_id"] == 3 and record["mode"] == "beam" and record["target_origin"] == "best of beam 5 (keep-best)"
     assert record["source_tokens"] == (toy_data / "test.src").read_text().splitlines()[3].split() + ["</s>"]
     assert record["output_tokens"][-1] == "</s>" and isinstance(record["score"], float)
     attn = np.array(record["attention"])

@@ -176,13 +176,14 @@ def damage(model, task, model_cfg, groups: Sequence[str], seed: int) -> DamageRe
 
 
 def generate(model, task, subset: str, beam: int = 5, max_len_a: float = 0.0, max_len_b: int = 200,
-             batch_size: int = 32) -> Tuple[List[str], List[str], List[str]]:
-    """(hypotheses, references, sources) of every sentence of ``subset``, in sample id order, by fairseq's beam
-    search (the best hypothesis). References are printed as fairseq-generate prints T lines (unknown words as
-    <<unk>>, so that an <unk> hypothesis never matches)."""
+             batch_size: int = 32, search: str = "keep-best") -> Tuple[List[str], List[str], List[str]]:
+    """(hypotheses, references, sources) of every sentence of ``subset``, in sample id order, by a beam search
+    (the best hypothesis; ``search``: 'keep-best' or 'fairseq', docs/search.md). References are printed as
+    fairseq-generate prints T lines (unknown words as <<unk>>, so that an <unk> hypothesis never matches)."""
     import torch
     from fairseq import utils
-    from fairseq.sequence_generator import SequenceGenerator
+
+    from ..sequence_generator import beam_search_generator
 
     dataset = load_subset(task, subset, DamageError)
     itr = task.get_batch_iterator(
@@ -190,8 +191,8 @@ def generate(model, task, subset: str, beam: int = 5, max_len_a: float = 0.0, ma
         max_positions=utils.resolve_max_positions(task.max_positions(), model.max_positions()),
         ignore_invalid_inputs=False, seed=1,
     ).next_epoch_itr(shuffle=False)
-    generator = SequenceGenerator([model], task.target_dictionary, beam_size=beam, max_len_a=max_len_a,
-                                  max_len_b=max_len_b)
+    generator = beam_search_generator([model], task.target_dictionary, beam, search, max_len_a=max_len_a,
+                                      max_len_b=max_len_b)
     src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
     device = model_device(model)
     out: Dict[int, Tuple[str, str, str]] = {}
@@ -211,7 +212,8 @@ def generate(model, task, subset: str, beam: int = 5, max_len_a: float = 0.0, ma
     return [out[i][0] for i in ids], [out[i][1] for i in ids], [out[i][2] for i in ids]
 
 
-def translate(model, task, sentence: str, beam: int = 5, max_len_a: float = 0.0, max_len_b: int = 200) -> str:
+def translate(model, task, sentence: str, beam: int = 5, max_len_a: float = 0.0, max_len_b: int = 200,
+              search: str = "keep-best") -> str:
     """The best beam hypothesis for one tokenised source sentence (Table 2's example inputs)."""
     src_dict = task.source_dictionary
     words = sentence.split()
@@ -221,7 +223,7 @@ def translate(model, task, sentence: str, beam: int = 5, max_len_a: float = 0.0,
     if unknown:
         raise DamageError(f"example {sentence!r}: not in the source dictionary: {', '.join(unknown)}")
     ids = src_dict.encode_line(sentence, add_if_not_exist=False, append_eos=True).long()
-    tokens, _ = beam_decode(model, task, ids, beam, max_len_a, max_len_b)
+    tokens, _ = beam_decode(model, task, ids, beam, max_len_a, max_len_b, search)
     return task.target_dictionary.string(tokens.int())
 
 
@@ -252,7 +254,7 @@ def save_damaged(checkpoint: str, model, path: str, report: DamageReport) -> Non
 def run_conditions(model, task, model_cfg, conditions: Sequence[Sequence[str]], seed: int, subset: Optional[str],
                    examples: Sequence[str] = (), beam: int = 5, max_len_a: float = 0.0, max_len_b: int = 200,
                    batch_size: int = 32, checkpoint: Optional[str] = None,
-                   save_damaged_path: Optional[str] = None) -> List[dict]:
+                   save_damaged_path: Optional[str] = None, search: str = "keep-best") -> List[dict]:
     """One result per condition, each starting from the undamaged weights: the report, the scores on ``subset``
     (if given) and the hypotheses for ``examples``. With ``save_damaged_path`` (``{}`` = the condition's name when
     there are several damaged conditions) each damaged model is also written as a checkpoint."""
@@ -267,10 +269,10 @@ def run_conditions(model, task, model_cfg, conditions: Sequence[Sequence[str]], 
         report = damage(model, task, model_cfg, groups, seed)
         result = {"condition": condition_name(groups), "damage": report.to_dict()}
         if subset:
-            hyps, refs, _ = generate(model, task, subset, beam, max_len_a, max_len_b, batch_size)
+            hyps, refs, _ = generate(model, task, subset, beam, max_len_a, max_len_b, batch_size, search)
             result["scores"] = evaluate(hyps, refs)
             result["hypotheses"] = hyps
-        result["examples"] = {s: translate(model, task, s, beam, max_len_a, max_len_b) for s in examples}
+        result["examples"] = {s: translate(model, task, s, beam, max_len_a, max_len_b, search) for s in examples}
         if save_damaged_path and groups:
             path = save_damaged_path.replace("{}", condition_name(groups))
             save_damaged(checkpoint, model, path, report)

@@ -48,7 +48,7 @@ class GateRecord:
     attention: np.ndarray  # T x S, each row a distribution over source positions
     p_gate: Optional[np.ndarray]  # T, or None for a model without a lexical head
     mode: str  # "teacher-forced" or "beam"
-    target_origin: str  # "--target", "reference of sample N" or "best of beam K"
+    target_origin: str  # "--target", "reference of sample N" or "best of beam K (keep-best|fairseq)"
     checkpoint: Optional[str] = None
     sample_id: Optional[int] = None
     score: Optional[float] = None  # the best hypothesis's score (beam mode)
@@ -124,14 +124,16 @@ def dataset_sample(task, subset: str, sample_id: int):
 # -- the arrays ------------------------------------------------------------------------------------------------
 
 
-def beam_decode(model, task, src_ids, beam: int = 5, max_len_a: float = 0.0, max_len_b: int = 200):
-    """(tokens of the best hypothesis, ending in </s>; its score) by fairseq's beam search."""
+def beam_decode(model, task, src_ids, beam: int = 5, max_len_a: float = 0.0, max_len_b: int = 200,
+                search: str = "keep-best"):
+    """(tokens of the best hypothesis, ending in </s>; its score) by a beam search (``search``: 'keep-best' or
+    'fairseq', docs/search.md)."""
     import torch
-    from fairseq.sequence_generator import SequenceGenerator
 
-    gen = SequenceGenerator(
-        [model], task.target_dictionary, beam_size=beam, max_len_a=max_len_a, max_len_b=max_len_b
-    )
+    from ..sequence_generator import beam_search_generator
+
+    gen = beam_search_generator([model], task.target_dictionary, beam, search, max_len_a=max_len_a,
+                                max_len_b=max_len_b)
     device = model_device(model)
     sample = {"net_input": {"src_tokens": src_ids.long().unsqueeze(0).to(device),
                             "src_lengths": torch.tensor([src_ids.numel()], device=device)}}
@@ -200,18 +202,19 @@ def analyse(
     beam: int = 5,
     max_len_a: float = 0.0,
     max_len_b: int = 200,
+    search: str = "keep-best",
     target_origin: Optional[str] = None,
     checkpoint: Optional[str] = None,
     sample_id: Optional[int] = None,
     warnings: Sequence[str] = (),
 ) -> GateRecord:
     """The record of one sentence: teacher-forced on ``tgt_ids`` if given (ids ending in </s>), else on the best
-    hypothesis of a beam search of width ``beam``."""
+    hypothesis of a beam search of width ``beam`` (``search``: 'keep-best' or 'fairseq')."""
     src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
     score = None
     if tgt_ids is None:
-        tgt_ids, score = beam_decode(model, task, src_ids, beam, max_len_a, max_len_b)
-        mode, origin = "beam", f"best of beam {beam}"
+        tgt_ids, score = beam_decode(model, task, src_ids, beam, max_len_a, max_len_b, search)
+        mode, origin = "beam", f"best of beam {beam} ({search})"
     else:
         mode, origin = "teacher-forced", target_origin or "given target"
     attention, p_gate = extract_arrays(model, src_ids, tgt_ids, tgt_dict.eos())

@@ -226,11 +226,13 @@ def ensemble_uncertainty(
     max_len_b: int = 200,
     device: str = "cpu",
     progress: bool = False,
+    search: str = "keep-best",
 ) -> UncertaintyResult:
     """Token-level RMI of each candidate under the ensemble ``models`` (see the module docstring).
 
     ``mode="reference"``: teacher-forced on ``targets`` (the candidates' given translations); ``"decode"``: on the
-    ensemble's own beam-search output (``beam`` = 1 is greedy), the ``nbest`` best hypotheses importance-weighted.
+    ensemble's own beam-search output (``beam`` = 1 is greedy; ``search`` 'keep-best' or 'fairseq',
+    docs/search.md), the ``nbest`` best hypotheses importance-weighted.
     Sources and targets are text in the models' tokenisation (e.g. BPE), words outside the dictionaries become
     <unk> (counted in ``unknown_words``). Empty sources (and empty reference targets) and sentences longer than
     the models accept are skipped with a reason.
@@ -256,6 +258,7 @@ def ensemble_uncertainty(
     result = UncertaintyResult(mode=mode, members=len(models), rmi=[None] * n, tokens=[None] * n,
                                token_rmi=[None] * n, hypotheses=[None] * n if mode == "decode" else None)
     result.settings = {"mode": mode, "beam": beam if mode == "decode" else None,
+                       "beam_search": search if mode == "decode" else None,
                        "nbest": nbest if mode == "decode" else None, "batch_size": batch_size,
                        "max_tokens": max_tokens, "device": device, "max_positions": [max_src, max_tgt],
                        "combination": "product of expectations (mean of members' probabilities per token)"}
@@ -298,9 +301,10 @@ def ensemble_uncertainty(
         for i, tok in zip(todo, per_token):
             result.token_rmi[i], result.tokens[i], result.rmi[i] = tok, int(tok.size), float(tok.mean())
     else:
-        from fairseq.sequence_generator import SequenceGenerator
+        from ..sequence_generator import beam_search_generator
 
-        gen = SequenceGenerator(models, tgt_dict, beam_size=beam, max_len_a=max_len_a, max_len_b=max_len_b)
+        gen = beam_search_generator(models, tgt_dict, beam, search, max_len_a=max_len_a, max_len_b=max_len_b,
+                                    nbest=nbest)
         src_len = {i: int(encoded[i][0].numel()) for i in todo}
         order = sorted(todo, key=lambda i: (-src_len[i], i))
         for start in range(0, len(order), batch_size):

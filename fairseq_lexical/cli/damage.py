@@ -24,6 +24,7 @@ import json
 import sys
 
 from fairseq_lexical.cli import missing_model_input
+from lexical_offline.cli import add_beam_search_argument
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--example", action="append", default=[], metavar="SENTENCE",
                    help="a tokenised source sentence to translate under each condition (repeatable)")
     p.add_argument("--beam", type=int, default=5)
+    add_beam_search_argument(p)
     p.add_argument("--max-len-a", type=float, default=0.0)
     p.add_argument("--max-len-b", type=int, default=200)
     p.add_argument("--batch-size", type=int, default=32)
@@ -80,6 +82,7 @@ def main(argv=None) -> int:
         results = dmg.run_conditions(
             model, task, model_cfg, conditions, args.seed, None if args.no_score else args.gen_subset,
             args.example, args.beam, args.max_len_a, args.max_len_b, args.batch_size, args.path, args.save_damaged,
+            args.beam_search,
         )
     except (dmg.DamageError, OutputOverwritesInputError) as e:
         print(f"damage.py: error: {e}", file=sys.stderr)
@@ -90,10 +93,11 @@ def main(argv=None) -> int:
             for r in results:
                 r.pop("hypotheses", None)
         print(json.dumps({"checkpoint": args.path, "gen_subset": None if args.no_score else args.gen_subset,
-                          "beam": args.beam, "seed": args.seed, "results": results}, ensure_ascii=False))
+                          "beam": args.beam, "beam_search": args.beam_search, "seed": args.seed,
+                          "results": results}, ensure_ascii=False))
     else:
-        print(f"checkpoint {args.path}, {args.gen_subset if not args.no_score else 'no'} subset, beam {args.beam}, "
-              f"seed {args.seed}")
+        print(f"checkpoint {args.path}, {args.gen_subset if not args.no_score else 'no'} subset, beam {args.beam} "
+              f"({args.beam_search}), seed {args.seed}")
         print(dmg.format_results(results))
     if bad:  # cannot happen unless a module shares parameters across groups; never pass it silently
         print(f"damage.py: error: parameters outside the groups changed under {', '.join(bad)}", file=sys.stderr)

@@ -37,6 +37,7 @@ import math
 import os
 import sys
 
+from lexical_offline.cli import add_beam_search_argument
 
 PROG = "explain.py"
 # fairseq-generate prints positional scores in base 2 with 4 decimals
@@ -57,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--html", help="also write the HTML page here")
     p.add_argument("--title", help="title of the page (default: the checkpoint)")
     p.add_argument("--beam", type=int, default=5, help="with --source: beam size (default 5)")
+    add_beam_search_argument(p)
     p.add_argument("--max-len-a", type=float, default=0.0, help="with --source: max length a*source length + b")
     p.add_argument("--max-len-b", type=int, default=200)
     p.add_argument("--source-lang", help="override the checkpoint's source language suffix")
@@ -131,7 +133,8 @@ def main(argv=None) -> int:
             src, warnings = gates.encode_tokens(source, task.source_dictionary, "source", allow_unk=True)
             unknown += bool(warnings)
             if hypothesis is None:
-                tgt, score = gates.beam_decode(model, task, src, args.beam, args.max_len_a, args.max_len_b)
+                tgt, score = gates.beam_decode(model, task, src, args.beam, args.max_len_a, args.max_len_b,
+                                               args.beam_search)
             else:
                 # an empty hypothesis is </s> alone
                 tgt = task.target_dictionary.encode_line(hypothesis, add_if_not_exist=False, append_eos=True).long()
@@ -165,7 +168,7 @@ def main(argv=None) -> int:
     if args.html:
         title = args.title or f"Why each output word was chosen: {args.path}"
         origin = (f"hypotheses of {args.generate_output}" if args.generate_output
-                  else f"{args.source} decoded with beam {args.beam}")
+                  else f"{args.source} decoded with beam {args.beam} ({args.beam_search})")
         page = E.render_html(results, title=title, subtitle=f"checkpoint {args.path}; {origin}")
         with open(args.html, "w", encoding="utf-8") as f:
             f.write(page)

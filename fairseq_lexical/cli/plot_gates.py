@@ -22,6 +22,7 @@ import os
 import sys
 
 from fairseq_lexical.cli import missing_model_input
+from lexical_offline.cli import add_beam_search_argument
 
 
 
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--decode", action="store_true",
                    help="with --sample-id: plot the best beam hypothesis instead of the reference")
     p.add_argument("--beam", type=int, default=5, help="beam size when decoding (default: 5)")
+    add_beam_search_argument(p)
     p.add_argument("--max-len-a", type=float, default=0.0, help="decoding: max length a*source length + b")
     p.add_argument("--max-len-b", type=int, default=200)
     p.add_argument("--allow-unk", action="store_true",
@@ -96,6 +98,7 @@ def main(argv=None) -> int:
             print(f"plot_gates.py: warning: {w}", file=sys.stderr)
         record = gates.analyse(
             model, task, src, tgt, beam=args.beam, max_len_a=args.max_len_a, max_len_b=args.max_len_b,
+            search=args.beam_search,
             target_origin=origin, checkpoint=args.path, sample_id=args.sample_id, warnings=warnings,
         )
     except gates.GateAnalysisError as e:

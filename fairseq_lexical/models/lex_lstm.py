@@ -18,6 +18,7 @@ from fairseq.models.lstm import AttentionLayer, LSTMDecoder, LSTMEncoder, LSTMMo
 from fairseq.models.lstm import base_architecture as lstm_base_architecture
 
 from ..modules.lexical_head import fp32_linear
+from .keep_best_hub import KeepBestHub
 from .lexical_decoder import GateFeatures, LexicalDecoder, add_lexical_decoder_args, lexical_decoder_defaults
 
 _O_T_BOUND = torch.finfo(torch.float32).max ** 0.5  # see CombinedOutputAttention
@@ -248,7 +249,7 @@ class LexLSTMDecoder(LexicalDecoder, LSTMDecoder):
 
 
 @register_model("lex_lstm")
-class LexLSTMModel(LSTMModel):
+class LexLSTMModel(KeepBestHub, LSTMModel):
     @staticmethod
     def add_args(parser):
         LSTMModel.add_args(parser)

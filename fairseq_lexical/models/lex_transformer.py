@@ -37,6 +37,7 @@ from fairseq.models.transformer import TransformerConfig, TransformerDecoderBase
 from fairseq.models.transformer.transformer_legacy import TransformerModel
 from fairseq.models.transformer.transformer_legacy import base_architecture as transformer_base_architecture
 
+from .keep_best_hub import KeepBestHub
 from .lexical_decoder import (
     GateFeatures,
     LexicalDecoder,
@@ -158,7 +159,7 @@ class LexTransformerDecoder(LexicalDecoder, TransformerDecoderBase):
 
 
 @register_model("lex_transformer")
-class LexTransformerModel(TransformerModel):
+class LexTransformerModel(KeepBestHub, TransformerModel):
     @classmethod
     def add_args(cls, parser):
         super().add_args(parser)

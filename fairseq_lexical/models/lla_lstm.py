@@ -32,6 +32,7 @@ from fairseq.models.lstm import LSTM, Embedding, Linear, LSTMEncoder
 from fairseq.modules import FairseqDropout
 
 from ..modules.lla import LexiconAdversary, LexiconUnit, sentence_bce, target_bag
+from .keep_best_hub import KeepBestHub
 
 logger = logging.getLogger(__name__)
 
@@ -218,7 +219,7 @@ class LLADecoder(FairseqIncrementalDecoder):
 
 
 @register_model("lla_lstm")
-class LLALSTMModel(FairseqEncoderDecoderModel):
+class LLALSTMModel(KeepBestHub, FairseqEncoderDecoderModel):
     """The LLA-LSTM (Thrush 2020). ``forward`` adds ``aux_losses`` (``lexicon``, ``adversary``) and ``aux_sizes``
     (sentences) to the decoder's extra output."""
 

@@ -38,6 +38,7 @@ from fairseq.modules import PositionalEmbedding
 
 from ..modules.dangle import AdaptiveEncoder, KVDecoderStack, LayerSizes, StackPlan
 from ..modules.relative_attention import RELATIVE_FORMS
+from .keep_best_hub import KeepBestHub
 from .lex_transformer import TRANSFORMER_GATE_FEATURES
 from .lexical_decoder import LexicalDecoder, add_lexical_decoder_args, alignment_of, lexical_decoder_defaults
 
@@ -349,7 +350,7 @@ def _positive(args, name: str, minimum: int, what: str):
 
 
 @register_model("rdangle_transformer")
-class RDangleModel(FairseqEncoderDecoderModel):
+class RDangleModel(KeepBestHub, FairseqEncoderDecoderModel):
     @staticmethod
     def add_args(parser):
         parser.add_argument("--activation-fn", choices=utils.get_available_activation_fns())

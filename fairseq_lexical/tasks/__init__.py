@@ -1,1 +1,2 @@
-from . import lla_translation  # noqa: F401  (registers the task)
+from . import lexical_translation  # noqa: F401  (registers the tasks)
+from . import lla_translation  # noqa: F401

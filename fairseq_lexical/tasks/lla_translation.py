@@ -25,9 +25,9 @@ from torch import Tensor
 from fairseq import metrics
 from fairseq.dataclass import ChoiceEnum
 from fairseq.tasks import register_task
-from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
 from ..models.lla_lstm import LLALSTMModel
+from .lexical_translation import LexicalTranslationConfig, LexicalTranslationTask
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ LEXICON_UNIT_SELECTION = ChoiceEnum(["valid_bce", "last"])
 
 
 @dataclass
-class LLATranslationConfig(TranslationConfig):
+class LLATranslationConfig(LexicalTranslationConfig):
     lexicon_unit_batch_size: Optional[int] = field(default=None, metadata={
         "help": "sentences per batch, training and validation, in the Lexicon Unit epochs 1..N (the model's "
                 "--lexicon-unit-epochs; Thrush: 1); the later epochs use --batch-size. Each phase then gets its "
@@ -60,8 +60,9 @@ class LLATranslationConfig(TranslationConfig):
 
 
 @register_task("lla_translation", dataclass=LLATranslationConfig)
-class LLATranslationTask(TranslationTask):
-    """fairseq's translation task plus the LLA schedule and Thrush's model selection (module docstring)."""
+class LLATranslationTask(LexicalTranslationTask):
+    """The plugin's translation task (its keep-best beam search) plus the LLA schedule and Thrush's model selection
+    (module docstring)."""
 
     def __init__(self, cfg: LLATranslationConfig, src_dict, tgt_dict):
         super().__init__(cfg, src_dict, tgt_dict)

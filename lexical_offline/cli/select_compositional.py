@@ -28,6 +28,7 @@ import json
 import os
 import sys
 
+from lexical_offline.cli import add_beam_search_argument
 from lexical_offline.textio import read_column, read_lines, read_tsv, write_json, write_lines, write_tsv
 
 # The analysis modules (numpy) are imported by the commands: --help need not wait for them.
@@ -95,6 +96,7 @@ def add_uncertainty_options(p: argparse.ArgumentParser, standalone: bool) -> Non
                                           "with --source (default: the pool's source text)")
     g.add_argument("--model-target", help="the same for the targets (reference mode)")
     g.add_argument("--beam", type=int, default=5, help="beam size of decode mode (1 = greedy; default: 5)")
+    add_beam_search_argument(g)
     g.add_argument("--nbest", type=int, default=1,
                    help="decode mode: average over the n best hypotheses weighted by their ensemble probability")
     g.add_argument("--max-len-a", type=float, default=0.0)
@@ -258,7 +260,7 @@ def run_uncertainty(args, pool_tsv: str, output: str) -> dict:
     res = U.ensemble_uncertainty(
         models, task, sources, targets, mode=args.targets, beam=args.beam, nbest=args.nbest,
         batch_size=args.batch_size, max_tokens=args.max_tokens, max_len_a=args.max_len_a, max_len_b=args.max_len_b,
-        device=args.device, progress=not args.no_progress,
+        device=args.device, progress=not args.no_progress, search=args.beam_search,
     )
     added = ["rmi", "rmi_tokens", "rmi_status"] + (["hypothesis"] if args.targets == "decode" else [])
     base = [h for h in header if h not in ("rmi", "rmi_tokens", "rmi_status", "hypothesis")]

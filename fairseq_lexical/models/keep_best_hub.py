@@ -1,0 +1,55 @@
+"""What the plugin's models do about the beam search where fairseq, not the task, decides (docs/search.md).
+
+- ``from_pretrained`` gives a hub whose task is ``lexical_translation`` (the keep-best search) when the checkpoint
+  was trained with fairseq's ``translation`` task, so ``hub.translate`` and the analysis tools built on the hub keep
+  the best hypothesis; ``hub.generate(..., beam_search="fairseq")`` gives fairseq's search for one call.
+- ``prepare_for_inference_``, which fairseq-generate, fairseq-interactive and the hub call once per model, prints a
+  one-line hint when a beam search runs with fairseq's ``translation`` task.
+"""
+import logging
+
+from fairseq.tasks.translation import TranslationTask
+
+logger = logging.getLogger(__name__)
+
+_hinted = False
+
+
+def hint_if_fairseq_search(cfg) -> bool:
+    """Log the hint once per process when ``cfg`` (fairseq's whole configuration) decodes with a beam wider than 1
+    under a task without the keep-best search; returns whether it did."""
+    from ..tasks.lexical_translation import TASK_NAME  # the tasks package imports the models
+
+    global _hinted
+    generation, task = getattr(cfg, "generation", None), getattr(cfg, "task", None)
+    if _hinted or generation is None or task is None or getattr(generation, "beam", 5) <= 1:
+        return False
+    if getattr(task, "_name", None) != "translation" or getattr(generation, "sampling", False):
+        return False
+    _hinted = True
+    logger.warning("fairseq's beam search (--task translation) ends a sentence once --beam hypotheses have ended and "
+                   "can return a worse one than greedy decoding with this model; --task %s keeps the best "
+                   "(docs/search.md)", TASK_NAME)
+    return True
+
+
+class KeepBestHub:
+    """Mixin (first base) of the plugin's model classes: the module docstring's two hooks."""
+
+    @classmethod
+    def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):
+        from fairseq import hub_utils
+
+        from ..tasks.lexical_translation import LexicalTranslationTask
+
+        x = hub_utils.from_pretrained(model_name_or_path, checkpoint_file, data_name_or_path,
+                                      archive_map=cls.hub_models(), **kwargs)
+        task, cfg = x["task"], x["args"]
+        if type(task) is TranslationTask:
+            task = LexicalTranslationTask.from_translation_task(task)
+            cfg.task = task.cfg
+        return hub_utils.GeneratorHubInterface(cfg, task, x["models"])
+
+    def prepare_for_inference_(self, cfg):
+        super().prepare_for_inference_(cfg)
+        hint_if_fairseq_search(cfg)

@@ -1,0 +1,66 @@
+"""`lexical_translation`: fairseq's translation task whose generator keeps the best hypothesis.
+
+Everything but ``build_generator`` is fairseq's ``translation`` (same options, same data, same training).
+``build_generator`` is the one place where fairseq-generate, fairseq-interactive, the hub, ``--eval-bleu`` validation
+and ``SequenceScorer`` get their search, so a task is the fairseq mechanism that switches the search without
+touching fairseq for other models: ``--task lexical_translation`` gives ``KeepBestSequenceGenerator``
+(fairseq_lexical/sequence_generator.py, docs/search.md), ``--beam-search fairseq`` or ``--task translation``
+fairseq's own. The hub of the plugin's models (``from_pretrained``) uses this task whatever task the checkpoint
+was trained with; ``hub.generate(..., beam_search="fairseq")`` switches one call.
+"""
+import logging
+from dataclasses import dataclass, field
+
+from omegaconf import OmegaConf, open_dict
+
+from fairseq.dataclass import ChoiceEnum
+from fairseq.tasks import register_task
+from fairseq.tasks.translation import TranslationConfig, TranslationTask
+
+from ..sequence_generator import BEAM_SEARCHES, KeepBestSequenceGenerator, keep_best_unsupported
+
+logger = logging.getLogger(__name__)
+
+TASK_NAME = "lexical_translation"
+
+
+@dataclass
+class LexicalTranslationConfig(TranslationConfig):
+    beam_search: ChoiceEnum(list(BEAM_SEARCHES)) = field(default="keep-best", metadata={
+        "help": "'keep-best': a sentence ends only when no hypothesis in the beam can beat the --beam best ended "
+                "ones, and greedy decoding's hypothesis is always among the candidates (never worse than greedy in "
+                "model score); 'fairseq': fairseq's search, which ends a sentence once --beam hypotheses have "
+                "ended. --beam 1 is greedy decoding either way (docs/search.md)"})
+
+
+@register_task(TASK_NAME, dataclass=LexicalTranslationConfig)
+class LexicalTranslationTask(TranslationTask):
+    """fairseq's translation task with the keep-best beam search (module docstring)."""
+
+    @classmethod
+    def from_translation_task(cls, task: TranslationTask) -> "LexicalTranslationTask":
+        """The same task (options, dictionaries, loaded data sets) with this task's generator: what the plugin's
+        hub uses for a checkpoint trained with ``--task translation``."""
+        cfg = OmegaConf.structured(LexicalTranslationConfig)
+        with open_dict(cfg):
+            for key, value in task.cfg.items():
+                if key in cfg and key != "_name":
+                    cfg[key] = value
+        new = cls(cfg, task.src_dict, task.tgt_dict)
+        new.datasets = task.datasets
+        return new
+
+    def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None,
+                        prefix_allowed_tokens_fn=None):
+        search = getattr(args, "beam_search", None) or self.cfg.beam_search  # the hub's keyword, else the option
+        if search not in BEAM_SEARCHES:
+            raise ValueError(f"beam_search={search!r}: expected one of {', '.join(BEAM_SEARCHES)}")
+        why = keep_best_unsupported(args, extra_gen_cls_kwargs, prefix_allowed_tokens_fn)
+        if search == "keep-best" and seq_gen_cls is None and why is None:
+            seq_gen_cls = KeepBestSequenceGenerator
+            extra_gen_cls_kwargs = {**(extra_gen_cls_kwargs or {}), "nbest": getattr(args, "nbest", 1)}
+        elif search == "keep-best" and seq_gen_cls is None and not why.startswith(("--beam 1", "--score-reference")):
+            logger.info("fairseq's generator, not --beam-search keep-best, which does not implement %s", why)
+        return super().build_generator(models, args, seq_gen_cls=seq_gen_cls,
+                                       extra_gen_cls_kwargs=extra_gen_cls_kwargs,
+                                       prefix_allowed_tokens_fn=prefix_allowed_tokens_fn)
