@@ -478,3 +478,28 @@ def test_the_analysis_tools_take_the_search(toy_data):
     record = gates.analyse(model, task, src, beam=3, max_len_b=10)
     assert record.target_origin == "best of beam 3 (keep-best)"
 
+
+def test_the_recipes_comparison_decodes_a_run_three_ways(toy_data, toy_run, tmp_path, capsys):
+    from recipes import beam_search
+
+    out = tmp_path / "summary.json"
+    assert beam_search.main([str(toy_run), "--bin", str(toy_data / "bin"), "--max-len-b", "10", "--rounds", "1",
+                             "-o", str(out)]) == 0
+    summary = json.loads(out.read_text())
+    (result,) = summary["results"]
+    assert result["sentences"] == 20 and set(result["searches"]) == {"greedy", "fairseq", "keep-best"}
+    assert result["keep_best_below_greedy"] == result["keep_best_below_fairseq"] == 0
+    for search in result["searches"].values():
+        assert 0 <= search["exact_match"] <= 1 and search["sentences_per_s"] > 0
+        assert search["decoder_rows_per_sentence"] >= search["mean_length"]
+    assert "| greedy | fairseq beam | keep-best beam |" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        beam_search.main([str(tmp_path), "--bin", str(toy_data / "bin")])  # no checkpoint_last.pt
+    with pytest.raises(SystemExit):
+        beam_search.main([str(toy_run)])  # no WORK/bin beside it
+    checkpoint = toy_run / "checkpoint_last.pt"
+    size = checkpoint.stat().st_size
+    with pytest.raises(SystemExit):  # -o naming an input is refused before anything is decoded or written
+        beam_search.main([str(toy_run), "--bin", str(toy_data / "bin"), "-o", str(checkpoint)])
+    assert "same file as the input checkpoint" in capsys.readouterr().err
+    assert checkpoint.stat().st_size == size

@@ -35,7 +35,7 @@ from lexical_offline.metrics.aggregate import aggregate_dir, format_mean_std
 # examples/recipes (run.sh puts examples/ on PYTHONPATH): the runner helpers and Transformer training settings
 from recipes import ROOT, fairseq_log, process
 from recipes.console import RecipeError, hms, say, show
-from recipes.process import run_logged, tool
+from recipes.process import KEEP_BEST_TASK, run_logged, tool
 from recipes.settings import TRANSFORMER_CPU_SMALL, TRANSFORMER_PAPER, TransformerSettings
 from recipes.textio import count_entries, read_corpus, read_json, sha1_files, write_json
 
@@ -288,6 +288,7 @@ class Experiment:
         generate = [tool("fairseq-generate"), d + "/bin", "--user-dir", os.path.join(ROOT, "fairseq_lexical"),
                     "--path", out + "/checkpoint_best.pt", "--gen-subset", "test", "--beam", str(s.beam),
                     "--batch-size", "64", "--max-len-a", "2", "--max-len-b", "10", "--num-workers", "0",
+                    *(KEEP_BEST_TASK if s.beam > 1 else ()),
                     # D lines: the hypothesis decoded with this size's SentencePiece model (detokenised text)
                     "--bpe", "sentencepiece", "--sentencepiece-model", d + "/spm.model", *cpu,
                     *shlex.split(a.generate_args)]

@@ -1,7 +1,7 @@
 """Decode the checkpoints saved along one training run and score them: a learning curve of exact match.
 
     PYTHONPATH=examples python -m recipes.learning_curve RUN_DIR --bin BIN_DIR [--updates 2000,4000,8000,16000]
-        [--subsets test,valid] [--beams 1,5] [--max-len-b 200] [-o RUN_DIR/curve.json]
+        [--subsets test,valid] [--beams 1,5] [--beam-search keep-best] [--max-len-b 200] [-o RUN_DIR/curve.json]
 
 RUN_DIR is a recipe run's save directory (e.g. WORK/simple/seed1) trained with
 `--train-args "--save-interval-updates 2000 --keep-interval-updates -1"`, so that it holds
@@ -11,7 +11,9 @@ decoded by fairseq-generate as the recipe decodes (--max-len-a 0) into RUN_DIR/c
 the curve is written as JSON (updates, epoch, exact match per subset and beam, validation loss logged at that
 update). Outputs already decoded are reused. Greedy (beam 1) is there because fairseq's beam search stops a sentence
 once `beam` hypotheses have ended, which on SCAN's 6-action output vocabulary can drop the best one
-(examples/RESULTS.md, "Learning curves").
+(examples/RESULTS.md, "Learning curves"). Beams above 1 use the keep-best search of --task lexical_translation
+(docs/search.md), named `<subset>_keepbest<k>`; `--beam-search fairseq` gives fairseq's, named `<subset>_beam<k>`
+as before it existed.
 """
 import argparse
 import glob
@@ -22,12 +24,13 @@ import subprocess
 import sys
 import time
 
+from lexical_offline.cli import add_beam_search_argument
 from lexical_offline.metrics.generate_output import parse_generate_output
 from lexical_offline.metrics.scores import exact_match
 from lexical_offline.textio import write_json
 
 from .fairseq_log import read_records, updates_of
-from .process import tool
+from .process import KEEP_BEST_TASK, tool
 
 
 def checkpoints(run_dir: str):
@@ -53,10 +56,10 @@ def generate_exact_match(generate_path: str) -> float:
 
 
 def decoded(curve_dir: str):
-    """{updates: {name: path}} of outputs already decoded (<subset>_beam<k>_<updates>.txt)."""
+    """{updates: {name: path}} of outputs already decoded (<subset>_beam<k>_<updates>.txt, or keepbest<k>)."""
     out = {}
-    for path in glob.glob(os.path.join(curve_dir, "*_beam*_*.txt")):
-        m = re.fullmatch(r"(\w+_beam\d+)_(\d+)\.txt", os.path.basename(path))
+    for path in glob.glob(os.path.join(curve_dir, "*_*_*.txt")):
+        m = re.fullmatch(r"(\w+_(?:beam|keepbest)\d+)_(\d+)\.txt", os.path.basename(path))
         if m:
             out.setdefault(int(m.group(2)), {})[m.group(1)] = path
     return out
@@ -71,6 +74,7 @@ def main(argv=None):
                         help="comma-separated update counts (default: every checkpoint and every decoded output)")
     parser.add_argument("--subsets", default="test,valid")
     parser.add_argument("--beams", default="1,5", help="comma-separated beam sizes (default 1,5)")
+    add_beam_search_argument(parser)
     parser.add_argument("--max-len-b", type=int, default=200)
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("-o", "--output", help="curve JSON (default RUN_DIR/curve.json)")
@@ -91,7 +95,7 @@ def main(argv=None):
         epoch, path = found.get(updates, (None, None))
         point = {"updates": updates, "epoch": epoch, "valid_loss": losses.get(updates)}
         for subset, beam in [(s, int(b)) for s in args.subsets.split(",") for b in args.beams.split(",")]:
-            name = f"{subset}_beam{beam}"
+            name = f"{subset}_{'keepbest' if beam > 1 and args.beam_search == 'keep-best' else 'beam'}{beam}"
             out = os.path.join(curve_dir, f"{name}_{updates}.txt")
             if not os.path.isfile(out):
                 if path is None:  # neither a checkpoint nor an earlier output: reported, not invented
@@ -102,6 +106,8 @@ def main(argv=None):
                 cmd = [tool("fairseq-generate"), args.bin, "--user-dir", user_dir, "--path", path,
                        "--gen-subset", subset, "--beam", str(beam), "--batch-size", str(args.batch_size),
                        "--max-len-a", "0", "--max-len-b", str(args.max_len_b), "--num-workers", "0"]
+                if beam > 1:
+                    cmd += [*KEEP_BEST_TASK, "--beam-search", args.beam_search]
                 with open(out + ".tmp", "w", encoding="utf-8") as f:
                     subprocess.run(cmd, stdout=f, stderr=subprocess.DEVNULL, check=True)
                 os.replace(out + ".tmp", out)

@@ -3,7 +3,8 @@
     PYTHONPATH=examples python -m recipes.plot_curves PANEL:LABEL=CURVE.json [...] -o curves.png
 
 One panel per PANEL name (e.g. "SCAN jump"), one colour per LABEL (e.g. "LSTM + Simple"). Solid: the
-generalisation set (`test`) decoded greedily; dotted: the same with beam 5; dashed: the in-distribution held-out set
+generalisation set (`test`) decoded greedily; dotted: the same with fairseq's beam 5; dash-dotted: the keep-best beam 5
+(docs/search.md); dashed: the in-distribution held-out set
 (`valid`), greedy. An undertrained model has both low; one that fits but does not generalise has dashed high and
 solid low. Points a curve lacks (None in its JSON) are left out.
 """
@@ -42,6 +43,7 @@ def main(argv=None):
         for label, points in curves:
             x = [p["updates"] for p in points]
             for key, style, what in (("test_beam1", "-", "gen, greedy"), ("test_beam5", ":", "gen, beam 5"),
+                                     ("test_keepbest5", "-.", "gen, keep-best beam 5"),
                                      ("valid_beam1", "--", "in-dist., greedy")):
                 xy = [(u, p.get(f"{key}_exact_match")) for u, p in zip(x, points)]
                 xy = [(u, v) for u, v in xy if v is not None]

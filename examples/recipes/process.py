@@ -20,6 +20,11 @@ def tool(name: str) -> str:
     return os.path.join(os.path.dirname(sys.executable), name)
 
 
+# fairseq-generate's options for a beam wider than 1: the plugin's task and its keep-best search (docs/search.md).
+# Greedy decoding is the same under either task, so beam-1 commands leave it out and stay those of earlier runs.
+KEEP_BEST_TASK = ("--task", "lexical_translation")
+
+
 def child_env(jobs: int = 1) -> Dict[str, str]:
     """The environment of a started program; one of `jobs` running at once gets cores / jobs threads unless
     OMP_NUM_THREADS is set (a thread per core each would oversubscribe the cores)."""

@@ -21,7 +21,7 @@ from recipes.catalogue import (
 )
 from recipes.console import PROG, RecipeError, hms, say, show
 from recipes.lla import LEXICON_UNIT_METRIC, LlaSteps
-from recipes.process import child_env, run_concurrently, run_logged, run_sharded, tool
+from recipes.process import KEEP_BEST_TASK, child_env, run_concurrently, run_logged, run_sharded, tool
 from recipes.settings import (CPU_LSTM_ARCH_SIZES, PRESET_LABELS, cpu_sized, effective_hparams, lla_settings,
                               parse_seeds, transformer_settings)
 from recipes.tasks import Prepared, Task
@@ -257,7 +257,8 @@ class Recipe(LlaSteps):
                 "--user-dir", USER_DIR,
                 "--path", self.checkpoint_path(out, model), "--gen-subset", "test", "--beam", str(hp.beam),
                 "--batch-size", str(hp.gen_batch_size), "--max-len-a", "0", "--max-len-b", str(hp.max_len_b),
-                "--num-workers", "0", *shlex.split(self.args.generate_args)]
+                "--num-workers", "0", *(KEEP_BEST_TASK if hp.beam > 1 else ()),
+                *shlex.split(self.args.generate_args)]
 
     def score_command(self, out: str, prep_score_args: Sequence[str]) -> List[str]:
         args = [a.replace("TRAIN_SRC", self.data_dir + "/train.src").replace("TEST_SRC", self.data_dir + "/test.src")
