@@ -39,6 +39,9 @@ def build_parser(task: Task) -> argparse.ArgumentParser:
     g.add_argument("--force", action="store_true", help="re-run (model, seed) pairs that have a score.json, and "
                                                          "rebuild the lexicons")
     g.add_argument("--dry-run", action="store_true", help="check the data and print the commands, run nothing")
+    g.add_argument("--prepare-only", action="store_true",
+                   help="prepare the data, the models' lexicons and the data-bin in --work, then stop (later "
+                        "invocations on the same --work reuse them)")
     g.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="after the preparation run up to N (model, seed) pairs at once, each as its own recipe "
                         "process (python -m recipes ... --models M --seed-list S --jobs 1) logging to "

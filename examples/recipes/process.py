@@ -16,8 +16,16 @@ from recipes.console import RecipeError, hms, say, show
 
 
 def tool(name: str) -> str:
-    """A console script of this environment (fairseq-train, ...)."""
-    return os.path.join(os.path.dirname(sys.executable), name)
+    """A console script of this environment (fairseq-train, ...): beside the interpreter (a virtual environment),
+    else on PATH (`pip install --target DIR` puts them in DIR/bin, which the caller adds to PATH)."""
+    beside = os.path.join(os.path.dirname(sys.executable), name)
+    if os.path.isfile(beside):
+        return beside
+    found = shutil.which(name)
+    if found is None:
+        raise RecipeError(f"{name} is neither beside {sys.executable} nor on PATH: is fairseq-fixed installed in "
+                          "this environment?")
+    return found
 
 
 # fairseq-generate's options for a beam wider than 1: the plugin's task and its keep-best search (docs/search.md).

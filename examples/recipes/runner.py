@@ -557,6 +557,9 @@ class Recipe(LlaSteps):
             write_json(self.work + "/config.json", self.config())
         prep = self.prepare()
         self.build_lexicons()
+        if self.args.prepare_only:
+            say(f"== prepared (--prepare-only): {self.work}; no model trained")
+            return 0
         self.check_finished_runs(prep)
         if self.args.jobs > 1:
             failed = self.run_jobs()
