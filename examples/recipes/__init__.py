@@ -26,7 +26,7 @@ Modules: catalogue (models, lexicon methods), settings (hyper-parameters), tasks
 papers' numbers), cli (command line), runner (the pipeline, caching and resuming, the commands), lla (Thrush 2020's
 two-phase training and checkpoint selection), process (running programs), fairseq_log (reading fairseq-train's
 logs), reports (tables, summary.json), console (messages, errors, exit statuses), textio (reading and writing
-files). Importing them loads neither fairseq nor torch.
+files), campaign/ (GPU campaigns, tools/gpu_campaign.sh). Importing them loads neither fairseq nor torch.
 """
 import os
 

@@ -1,0 +1,350 @@
+"""`prepare`, on the machine with the checkout: the carry folder a device call takes along (the wheels the device
+lacks, the plugin's own wheel, the plan's data as one archive, manifest.json), its size checked, and the device
+calls printed.
+
+The device (tool library: device/KINDS.md) has Python 3.12 with torch, numpy, scipy, numba, sacrebleu and many more
+(DEVICE_PACKAGES), no network, and takes at most 64 MiB per call, the checkout included. So the carry folder holds
+only what is missing there: the closure of the plugin's and fairseq-fixed's requirements minus DEVICE_PACKAGES.
+"""
+from __future__ import annotations
+
+import datetime
+import email
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from typing import Dict, List, Optional
+
+from recipes import ROOT
+from recipes.campaign import plan as planning
+from recipes.textio import write_json
+
+try:
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+except ImportError:  # an environment without packaging: pip's copy
+    from pip._vendor.packaging.requirements import Requirement
+    from pip._vendor.packaging.utils import canonicalize_name
+
+# The packages of the device image ('cuda'), as its KINDS.md listed them on 2026-11-17. The plugin needs none of
+# them carried; torch and torchaudio must be the device's own (they match its CUDA).
+DEVICE_PACKAGES = frozenset(canonicalize_name(n) for n in """
+absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs botorch build certifi
+charset-normalizer chex click cloudpickle cmake colorama contourpy coverage cuda-bindings cuda-core cuda-pathfinder
+cuda-toolkit cupy-cuda13x cycler cython diffrax e3nn einops equinox etils execnet filelock flatbuffers flax fonttools
+formulaic frozenlist fsspec gpytorch grpcio h11 h5py hf-xet httpcore httpx huggingface-hub humanize hypothesis idna
+imageio iniconfig interface-meta jax jax-cuda13-pjrt jax-cuda13-plugin jaxlib jaxtyping jinja2 joblib kiwisolver
+lazy-loader lightning lightning-utilities linear-operator lineax llvmlite lxml markdown markdown-it-py markupsafe
+matplotlib mdurl meson ml-dtypes mpi4py mpmath msgpack multidict multipledispatch mypy-extensions nanobind narwhals
+networkx ninja numba numba-cuda numpy numpyro nvidia-cublas nvidia-cuda-cupti nvidia-cuda-nvrtc nvidia-cuda-runtime
+nvidia-cudnn-cu13 nvidia-cufft nvidia-cufile nvidia-curand nvidia-cusolver nvidia-cusparse nvidia-cusparselt-cu13
+nvidia-ml-py nvidia-nccl-cu13 nvidia-nvjitlink nvidia-nvshmem-cu13 nvidia-nvtx onnx onnx-ir onnxruntime onnxscript
+opencv-python-headless optax opt-einsum opt-einsum-fx optimistix orbax-checkpoint packaging pandas pathspec patsy peft
+pillow pip pluggy portalocker prometheus-client propcache protobuf psutil pyarrow pybind11 py-cpuinfo pygments
+pyparsing pyproject-hooks pyre-extensions pytest pytest-benchmark pytest-cov pytest-mock pytest-timeout pytest-xdist
+python-dateutil pytorch-lightning pyyaml regex requests rich sacrebleu safetensors scikit-build-core scikit-image
+scikit-learn scipy seaborn sentencepiece sentence-transformers setuptools shellingham simplejson six
+sortedcontainers statsmodels sympy tabulate tensorboard tensorboard-data-server tensorstore threadpoolctl tifffile
+tiktoken timm tokenizers toolz torch torchaudio torchdiffeq torch-geometric torchmetrics torchvision tqdm
+transformers treescope triton typer typing-extensions typing-inspect urllib3 uvloop wadler-lindig werkzeug wheel
+wrapt xarray xxhash yarl zipp
+""".split())
+DEVICE_PYTHON = "3.12"
+DEVICE_PLATFORM = "manylinux_2_28_x86_64"  # fairseq-fixed's one binary wheel; the device's glibc is newer
+MAX_CARRY_MIB = 60.0
+CALL_LIMIT_MIB = 64.0  # what one device call takes along: the working tree and the carried paths together
+WHEEL_CACHE = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "fairseq_lexical",
+                           "wheels")
+
+
+class PrepareError(Exception):
+    pass
+
+
+def mib(n: float) -> str:
+    return f"{n / 2 ** 20:.1f} MiB"
+
+
+def sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def git(*args: str) -> str:
+    return subprocess.run(["git", "-C", ROOT, *args], capture_output=True, text=True, check=True).stdout
+
+
+# -- data -------------------------------------------------------------------------------------------------------------
+def plan_data_files(plan: str, data: str) -> Dict[str, str]:
+    """archive name (<task>/<path under DATA/<task>>) -> file, for every file the plan's recipes read."""
+    from recipes.cli import build_parser
+    from recipes.tasks import TASKS
+    files: Dict[str, str] = {}
+    for group in planning.plan_groups(plan):
+        task = TASKS[group.task]
+        task_dir = os.path.join(os.path.abspath(data), group.task)
+        if not os.path.isdir(task_dir):
+            raise PrepareError(f"--data {data}: no folder {group.task}/ (the plan {plan!r} reads {group.name})")
+        args = build_parser(task).parse_args(planning.prepare_argv(group, task_dir, "/nonexistent")[1:])
+        task.args = args
+        for path in task.locate(task_dir).values():
+            files[f"{group.task}/{os.path.relpath(path, task_dir)}"] = path
+    return files
+
+
+def write_data_archive(files: Dict[str, str], path: str) -> None:
+    """One gzip'd tar, members in name order with fixed metadata, so the same data gives the same bytes."""
+    with tarfile.open(path, "w:gz", compresslevel=6) as tar:
+        for name in sorted(files):
+            info = tar.gettarinfo(files[name], arcname=name)
+            info.mtime, info.uid, info.gid, info.uname, info.gname, info.mode = 0, 0, 0, "", "", 0o644
+            with open(files[name], "rb") as f:
+                tar.addfile(info, f)
+
+
+# -- wheels -----------------------------------------------------------------------------------------------------------
+def wheel_requirements(wheel: str, python_version: str) -> List[Requirement]:
+    """Requires-Dist of a wheel whose markers hold on the target (Python python_version, Linux, no extras)."""
+    with zipfile.ZipFile(wheel) as z:
+        name = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA") and n.count("/") == 1)
+        meta = email.message_from_bytes(z.read(name))
+    env = {"python_version": python_version, "python_full_version": python_version + ".0", "sys_platform": "linux",
+           "platform_system": "Linux", "os_name": "posix", "platform_machine": "x86_64",
+           "implementation_name": "cpython", "platform_python_implementation": "CPython", "extra": ""}
+    out = []
+    for line in meta.get_all("Requires-Dist") or []:
+        req = Requirement(line)
+        if req.marker is None or req.marker.evaluate(env):
+            out.append(req)
+    return out
+
+
+def constraint_pins() -> Dict[str, str]:
+    pins = {}
+    with open(os.path.join(ROOT, "constraints.txt")) as f:
+        for line in f:
+            line = line.split("#")[0].strip()
+            if "==" in line:
+                name, version = line.split("==", 1)
+                pins[canonicalize_name(name)] = version.strip()
+    return pins
+
+
+class WheelSet:
+    """Wheels for one target (python_version, platform; platform 'host': this machine's own tags)."""
+
+    def __init__(self, dest: str, python_version: str, platform: str, cache: str):
+        self.dest, self.python_version, self.platform, self.cache = dest, python_version, platform, cache
+        os.makedirs(cache, exist_ok=True)
+        self.pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+
+    def target_options(self) -> List[str]:
+        """pip download's options for the target. pip takes --platform tags literally, so a manylinux_2_N platform
+        lists every older manylinux tag too (a wheel tagged manylinux2014 installs on a glibc 2.28 system)."""
+        if self.platform == "host":
+            return []
+        opts = ["--python-version", self.python_version, "--implementation", "cp"]
+        m = re.fullmatch(r"manylinux_2_(\d+)_(\w+)", self.platform)
+        if not m:
+            return opts + ["--platform", self.platform]
+        for minor in range(int(m.group(1)), 16, -1):
+            opts += ["--platform", f"manylinux_2_{minor}_{m.group(2)}"]
+        return opts + ["--platform", f"manylinux2014_{m.group(2)}", "--platform", f"manylinux1_{m.group(2)}"]
+
+    def fetch(self, spec: str) -> str:
+        """A wheel of `spec` for the target: a binary one from the index, else (a pure-Python package published as
+        source only, like antlr4-python3-runtime) one built here. Returns its path in dest."""
+        before = set(os.listdir(self.cache))
+        res = subprocess.run([*self.pip, "download", "--no-deps", "--only-binary=:all:", *self.target_options(),
+                              "-d", self.cache, spec], capture_output=True, text=True)
+        if res.returncode != 0:
+            build = tempfile.mkdtemp()
+            try:
+                res2 = subprocess.run([*self.pip, "wheel", "--no-deps", "--no-binary=:all:", "-w", build, spec],
+                                      capture_output=True, text=True)
+                built = [w for w in os.listdir(build) if w.endswith(".whl")]
+                if res2.returncode != 0 or not built:
+                    raise PrepareError(f"no wheel of {spec} for CPython {self.python_version} {self.platform}:\n"
+                                       f"{res.stderr[-1500:]}\n{res2.stderr[-1500:]}")
+                if not built[0].endswith("-none-any.whl"):
+                    raise PrepareError(f"{spec} has no binary wheel for the target and compiles ({built[0]}): a "
+                                       "wheel built here fits this machine only")
+                shutil.move(os.path.join(build, built[0]), os.path.join(self.cache, built[0]))
+            finally:
+                shutil.rmtree(build, ignore_errors=True)
+        name = canonicalize_name(Requirement(spec).name)
+        candidates = [w for w in os.listdir(self.cache) if w.endswith(".whl")
+                      and canonicalize_name(w.split("-")[0]) == name and self.suits(w)]
+        if not candidates:
+            raise PrepareError(f"pip reported a wheel of {spec} but none is in {self.cache}")
+        new = [w for w in candidates if w not in before]
+        wanted = Requirement(spec).specifier
+        chosen = sorted(new or [w for w in candidates if wanted.contains(w.split("-")[1], prereleases=True)]
+                        or candidates)[-1]
+        shutil.copy2(os.path.join(self.cache, chosen), self.dest)
+        return os.path.join(self.dest, chosen)
+
+    def suits(self, wheel: str) -> bool:
+        tags = wheel[:-4].split("-")[-3:]
+        if tags[0] in ("py3", "py2.py3") and tags[2] == "any":
+            return True
+        cp = "cp" + self.python_version.replace(".", "")
+        return tags[0] == cp
+
+
+def plugin_wheel(dest: str) -> str:
+    """The plugin, built from a copy of its tracked sources (nothing is written into the checkout)."""
+    tmp = tempfile.mkdtemp()
+    try:
+        names = git("ls-files", "-z", "setup.py", "README.md", "fairseq_lexical", "lexical_offline").split("\0")
+        for name in filter(None, names):
+            os.makedirs(os.path.join(tmp, "src", os.path.dirname(name)), exist_ok=True)
+            shutil.copy2(os.path.join(ROOT, name), os.path.join(tmp, "src", name))
+        res = subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", "wheel", "--no-deps",
+                              "--no-build-isolation", "-w", dest, os.path.join(tmp, "src")],
+                             capture_output=True, text=True)
+        if res.returncode != 0:
+            raise PrepareError(f"building the plugin's wheel failed:\n{res.stderr[-3000:]}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return next(os.path.join(dest, w) for w in os.listdir(dest) if w.startswith("fairseq_lexical-"))
+
+
+def cached_fairseq_wheel(python_version: str) -> Optional[str]:
+    """The fairseq-fixed wheel tools/setup_env.sh compiled for this machine and Python, if any."""
+    tag = "cp" + python_version.replace(".", "")
+    if not os.path.isdir(WHEEL_CACHE):
+        return None
+    for sub in sorted(os.listdir(WHEEL_CACHE)):
+        if sub.startswith(tag + "-torch"):
+            for w in sorted(os.listdir(os.path.join(WHEEL_CACHE, sub))):
+                if w.startswith("fairseq_fixed-"):
+                    return os.path.join(WHEEL_CACHE, sub, w)
+    return None
+
+
+def collect_wheels(dest: str, python_version: str, platform: str, fairseq_wheel: Optional[str],
+                   present: frozenset = DEVICE_PACKAGES) -> List[str]:
+    """The plugin's wheel, fairseq-fixed's, and every requirement of theirs (transitively) not in `present`."""
+    os.makedirs(dest, exist_ok=True)
+    cache = os.path.join(WHEEL_CACHE, f"campaign-cp{python_version.replace('.', '')}-{platform}")
+    wheels = WheelSet(dest, python_version, platform, cache)
+    pins = constraint_pins()
+    have: Dict[str, str] = {}
+    plugin = plugin_wheel(dest)
+    have["fairseq-lexical"] = plugin
+    if fairseq_wheel is None and platform == "host":
+        fairseq_wheel = cached_fairseq_wheel(python_version)
+    if fairseq_wheel:
+        shutil.copy2(fairseq_wheel, dest)
+        have["fairseq-fixed"] = os.path.join(dest, os.path.basename(fairseq_wheel))
+    queue = list(wheel_requirements(plugin, python_version))
+    if "fairseq-fixed" in have:
+        queue += wheel_requirements(have["fairseq-fixed"], python_version)
+    while queue:
+        req = queue.pop(0)
+        name = canonicalize_name(req.name)
+        if name in have or name in present:
+            continue
+        spec = f"{name}=={pins[name]}" if name in pins else str(Requirement(f"{req.name}{req.specifier}"))
+        have[name] = wheels.fetch(spec)
+        queue += wheel_requirements(have[name], python_version)
+    return sorted(os.path.basename(p) for p in have.values())
+
+
+# -- the whole folder -------------------------------------------------------------------------------------------------
+def tree_bytes() -> int:
+    """What a device call sends besides the carried paths: tracked and untracked-not-ignored files."""
+    names = git("ls-files", "-z", "-c", "-o", "--exclude-standard").split("\0")
+    return sum(os.path.getsize(os.path.join(ROOT, n)) for n in names if n and os.path.isfile(os.path.join(ROOT, n)))
+
+
+def build(folder: str, plan: str, data: str, python_version: str, platform: str,
+          fairseq_wheel: Optional[str]) -> dict:
+    files = plan_data_files(plan, data)
+    wheels = collect_wheels(os.path.join(folder, "wheels"), python_version, platform, fairseq_wheel)
+    write_data_archive(files, os.path.join(folder, "data.tar.gz"))
+    try:
+        commit = git("rev-parse", "HEAD").strip() + ("-dirty" if git("status", "--porcelain", "-uno").strip() else "")
+    except (OSError, subprocess.CalledProcessError):
+        commit = "unknown"
+    manifest = {
+        "plan": plan, "python": python_version, "platform": platform, "commit": commit,
+        "created": datetime.datetime.now().isoformat(timespec="seconds"),
+        "wheels": wheels, "wheel_sha256": {w: sha256(os.path.join(folder, "wheels", w)) for w in wheels},
+        "data": {"archive": "data.tar.gz", "from": os.path.abspath(data),
+                 "files": {n: os.path.getsize(p) for n, p in sorted(files.items())}},
+    }
+    manifest["bytes"] = folder_bytes(folder)
+    write_json(os.path.join(folder, "manifest.json"), manifest)
+    return manifest
+
+
+def folder_bytes(folder: str) -> int:
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(folder) for f in fs)
+
+
+def device_calls(carry_name: str, budget_s: int) -> List[str]:
+    start = (f'run(command="bash tools/gpu_campaign.sh start --budget-s {budget_s}", carry=["{carry_name}"], '
+             "timeout_s=240)")
+    poll = ('run(command="bash tools/gpu_campaign.sh poll --budget-s BUDGET_LEFT_S", carry=[], timeout_s=600)  '
+            "# BUDGET_LEFT_S: lease.budget_left_s of the previous reply; again at once until it says "
+            '"the campaign is over"')
+    collect = "bash tools/gpu_campaign.sh collect /work/.device/... (each poll reply's files_at), here"
+    return [start, poll, collect]
+
+
+def prepare(args) -> int:
+    carry = os.path.abspath(args.carry)
+    host = "%d.%d" % sys.version_info[:2]
+    if args.platform == "host" and args.python_version != host:
+        raise PrepareError(f"--platform host builds for this interpreter (Python {host}), not "
+                           f"--python-version {args.python_version}")
+    if os.path.relpath(carry, ROOT).startswith(".."):
+        raise PrepareError(f"--carry {args.carry}: must be inside the checkout {ROOT} (only it travels)")
+    rel = os.path.relpath(carry, ROOT)
+    if subprocess.run(["git", "-C", ROOT, "check-ignore", "-q", rel + "/manifest.json"]).returncode != 0:
+        raise PrepareError(f"--carry {rel} is not ignored by git: it would travel in every call (add it to "
+                           ".gitignore)")
+    if os.path.exists(carry) and not os.path.isfile(os.path.join(carry, "manifest.json")):
+        raise PrepareError(f"--carry {carry} exists and is not a carry folder (no manifest.json): name another")
+    data = os.path.abspath(args.data)
+    if os.path.commonpath([data, carry]) == carry:
+        raise PrepareError(f"--data {data} lies inside the carry folder {carry}, which prepare replaces")
+    parent = os.path.dirname(carry)
+    tmp = tempfile.mkdtemp(prefix=".carry.", dir=parent if not args.dry_run else None)
+    try:
+        manifest = build(tmp, args.plan, data, args.python_version, args.platform, args.fairseq_wheel)
+        size, tree = manifest["bytes"], tree_bytes()
+        print(f"carry folder {rel}/: {len(manifest['wheels'])} wheels ({', '.join(manifest['wheels'])}), "
+              f"{len(manifest['data']['files'])} data files ({mib(sum(manifest['data']['files'].values()))} "
+              f"before compression); {mib(size)} in all (limit {MAX_CARRY_MIB:g} MiB); with the working tree "
+              f"({mib(tree)}) a call takes {mib(size + tree)} (limit {CALL_LIMIT_MIB:g} MiB)")
+        if size > MAX_CARRY_MIB * 2 ** 20 or size + tree > CALL_LIMIT_MIB * 2 ** 20:
+            raise PrepareError(f"the carry folder is too large ({mib(size)}; working tree {mib(tree)})")
+        if args.dry_run:
+            print(f"dry run: {rel}/ not written")
+        else:
+            if os.path.isdir(carry):
+                shutil.rmtree(carry)  # an earlier carry folder (it has a manifest.json): prepare made it
+            os.replace(tmp, carry)
+            print(f"wrote {carry}")
+    finally:
+        if os.path.isdir(tmp):
+            shutil.rmtree(tmp)
+    print("device calls (docs/gpu.md):")
+    for k, call in enumerate(device_calls(rel, args.budget_s), 1):
+        print(f"  {k}. {call}")
+    print(f"  plan {args.plan!r}: {len(planning.plan_runs(args.plan))} runs in this order: "
+          + ", ".join(r.id for r in planning.plan_runs(args.plan)))
+    return 0
+

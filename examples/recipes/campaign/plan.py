@@ -1,0 +1,162 @@
+"""What a GPU campaign runs, in which order, and how many of its runs fit before the lease ends.
+
+A plan is a list of runs in priority order; each run is one (task, split, model, seed) of the recipes, trained,
+decoded and scored by its own recipe process. Everything here is pure (no processes, no clock): the device side
+(recipes.campaign.device) measures, this module decides.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+
+@dataclass(frozen=True)
+class Group:
+    """Runs that share prepared data: one task (and SCAN split), its models, the recipe's options."""
+    task: str
+    models: Tuple[str, ...]
+    split: Optional[str] = None
+    options: Tuple[str, ...] = ()   # recipe options (e.g. --cpu-small); none: the paper's settings (appendix C.1)
+
+    @property
+    def name(self) -> str:
+        return self.task + (f"_{self.split}" if self.split else "")
+
+
+@dataclass(frozen=True)
+class Tier:
+    """Groups whose runs go seed by seed (every model of every group for seed 1, then seed 2, ...)."""
+    groups: Tuple[Group, ...]
+    seeds: Tuple[int, ...]
+
+
+# The issue's order: (1) SCAN jump and around right, LSTM and LSTM + Simple, 3 seeds each; (2) COGS LSTM, + copy,
+# + Simple; (3) English-Chinese LSTM, + Simple, + IBM Model 1 (the authors' "IBMM2" lexicons); then more SCAN seeds.
+SCAN_GROUPS = (Group("scan", ("lstm", "simple"), "jump"), Group("scan", ("lstm", "simple"), "around_right"))
+PAPER_TIERS = (
+    Tier(SCAN_GROUPS, (1, 2, 3)),
+    Tier((Group("cogs", ("lstm", "copy", "simple")),), (1, 2, 3)),
+    Tier((Group("eng_cmn", ("lstm", "simple", "ibm1")),), (1, 2, 3)),
+    Tier(SCAN_GROUPS, (4, 5)),
+)
+# A miniature of the same shape for the simulated device (tests, a dry rehearsal on a CPU): CPU-sized models,
+# tens of updates.
+MINI_OPTIONS = ("--cpu-small", "--max-update", "30", "--warmup-updates", "10", "--batch-size", "16",
+                "--patience", "0")
+MINI_TIERS = (Tier((Group("scan", ("lstm", "simple"), "jump", MINI_OPTIONS),), (1, 2)),)
+PLANS: Dict[str, Tuple[Tier, ...]] = {"paper": PAPER_TIERS, "mini": MINI_TIERS}
+
+
+@dataclass
+class Run:
+    id: str                 # e.g. scan_jump-simple-s1: a file name on both machines
+    group: str              # Group.name
+    task: str
+    split: Optional[str]
+    model: str
+    seed: int
+    options: Tuple[str, ...] = ()
+    priority: int = 0       # position in the plan (0 first)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def plan_runs(name: str) -> List[Run]:
+    """The runs of a named plan (PLANS) in priority order."""
+    if name not in PLANS:
+        raise ValueError(f"unknown plan {name!r} (plans: {', '.join(PLANS)})")
+    runs: List[Run] = []
+    for tier in PLANS[name]:
+        for seed in tier.seeds:
+            for group in tier.groups:
+                for model in group.models:
+                    runs.append(Run(f"{group.name}-{model}-s{seed}", group.name, group.task, group.split, model,
+                                    seed, group.options, len(runs)))
+    return runs
+
+
+def plan_groups(name: str) -> List[Group]:
+    """The distinct groups of a plan, in the order their first run comes."""
+    seen: Dict[str, Group] = {}
+    for tier in PLANS[name]:
+        for group in tier.groups:
+            seen.setdefault(group.name, group)
+    return list(seen.values())
+
+
+def recipe_argv(run: Run, data: str, work: str, extra_train_args: Sequence[str] = ()) -> List[str]:
+    """`python -m recipes` arguments of one run: its pair alone (--as-job: the campaign prepared the work
+    directory), no checkpoint kept after scoring, progress every 30 s; extra_train_args go to fairseq-train."""
+    argv = [run.task, "--data", data, *(["--split", run.split] if run.split else []), "--models", run.model,
+            "--seed-list", str(run.seed), "--work", work, "--jobs", "1", "--as-job", "--keep-checkpoints", "none",
+            "--progress-every", "30", *run.options]
+    if extra_train_args:
+        argv += ["--train-args", " ".join(extra_train_args)]
+    return argv
+
+
+def prepare_argv(group: Group, data: str, work: str) -> List[str]:
+    """`python -m recipes` arguments that prepare a group's data, lexicons and data-bin once, before its runs."""
+    return [group.task, "--data", data, *(["--split", group.split] if group.split else []),
+            "--models", ",".join(group.models), "--seed-list", "1", "--work", work, *group.options,
+            "--prepare-only"]
+
+
+# -- how many fit -----------------------------------------------------------------------------------------------------
+@dataclass
+class Costs:
+    """What a run of a group costs, in seconds: start-up (to its first update), updates / rate, then decoding."""
+    updates: Dict[str, int]                 # group -> training updates (max_update)
+    rate: Dict[str, float]                  # group -> updates/s of one run among `concurrency` (measured/scaled)
+    decode_s: Dict[str, float]              # group -> decoding and scoring
+    startup_s: float = 20.0
+
+    def run_s(self, group: str, rate_scale: float = 1.0) -> float:
+        return self.startup_s + self.updates[group] / (self.rate[group] * rate_scale) + self.decode_s[group]
+
+
+@dataclass
+class Schedule:
+    """A simulated order of the runs: which would finish by the deadline at a given concurrency."""
+    concurrency: int
+    finished: List[str] = field(default_factory=list)     # run ids, in the order they would start
+    ends: Dict[str, float] = field(default_factory=dict)  # run id -> projected end (seconds from now)
+
+
+def simulate(runs: Sequence[Run], costs: Costs, concurrency: int, time_left: float,
+             busy_until: Sequence[float] = (), rate_scale: float = 1.0) -> Schedule:
+    """Runs started in priority order on `concurrency` slots (those in busy_until free at those times); a run that
+    would end after time_left is not started and the next one is tried (a shorter run may still fit)."""
+    slots = sorted(list(busy_until)[:concurrency] + [0.0] * max(0, concurrency - len(busy_until)))
+    out = Schedule(concurrency)
+    for run in runs:
+        start = slots[0]
+        end = start + costs.run_s(run.group, rate_scale)
+        if end <= time_left:
+            slots[0] = end
+            slots.sort()
+            out.finished.append(run.id)
+            out.ends[run.id] = end
+    return out
+
+
+def rate_at(k: int, r1: float, rk: float, big_k: int) -> float:
+    """Updates/s of one run among k, interpolated between the two measured points (1 and big_k at once)."""
+    if big_k <= 1:
+        return r1
+    k = min(max(k, 1), big_k)
+    return r1 + (rk - r1) * (k - 1) / (big_k - 1)
+
+
+def choose_concurrency(runs: Sequence[Run], costs: Costs, r1: float, rk: float, big_k: int, time_left: float,
+                       busy_until: Sequence[float] = ()) -> Tuple[int, Dict[int, int]]:
+    """The number of runs at once that finishes the most runs of the plan by the deadline (ties: the larger, whose
+    surplus time goes to the next runs), from one run's rate alone (r1) and each run's rate among big_k (rk).
+    costs.rate holds the rates measured among big_k; they are scaled to each k. Returns (k, {k: runs finished})."""
+    table: Dict[int, int] = {}
+    for k in range(1, max(1, big_k) + 1):
+        scale = rate_at(k, r1, rk, big_k) / rk if rk > 0 else 1.0
+        table[k] = len(simulate(runs, costs, k, time_left, busy_until, scale).finished)
+    best = max(table, key=lambda k: (table[k], k))
+    return best, table

@@ -1,0 +1,324 @@
+"""tools/gpu_campaign.sh: the plan's arithmetic, collect, and a whole miniature campaign on a simulated device
+(a Python that has only the device's packages, a copy of the working tree, no network, no ../shared)."""
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import time
+from importlib import metadata
+
+import pytest
+
+from conftest import REPO, examples_env, scan_line
+from recipes.campaign import carry, collect, device, plan
+
+SCRIPT = os.path.join(REPO, "tools", "gpu_campaign.sh")
+
+
+# -- the plan ---------------------------------------------------------------------------------------------------------
+def test_paper_plan_order_is_the_issues():
+    ids = [r.id for r in plan.plan_runs("paper")]
+    assert ids[:4] == ["scan_jump-lstm-s1", "scan_jump-simple-s1", "scan_around_right-lstm-s1",
+                       "scan_around_right-simple-s1"]
+    first_cogs, first_cmn = ids.index("cogs-lstm-s1"), ids.index("eng_cmn-lstm-s1")
+    assert all(i.startswith("scan_") for i in ids[:first_cogs]) and len(ids[:first_cogs]) == 12  # 3 seeds x 4
+    assert {i.split("-")[1] for i in ids[first_cogs:first_cmn]} == {"lstm", "copy", "simple"}
+    assert {i.split("-")[1] for i in ids[first_cmn:first_cmn + 9]} == {"lstm", "simple", "ibm1"}
+    assert len(set(ids)) == len(ids)
+
+
+def _runs(groups):
+    return [plan.Run(f"r{k}", g, "scan", None, "lstm", 1, (), k) for k, g in enumerate(groups)]
+
+
+def test_simulate_by_hand():
+    # run cost = 10 start-up + 100 updates / 1 per s + 20 decoding = 130 s; group b: 10 + 50 / 1 + 20 = 80 s
+    costs = plan.Costs({"a": 100, "b": 50}, {"a": 1.0, "b": 1.0}, {"a": 20.0, "b": 20.0}, startup_s=10.0)
+    runs = _runs(["a", "a", "a", "b"])
+    one = plan.simulate(runs, costs, 1, 300.0)
+    assert one.finished == ["r0", "r1"] and one.ends == {"r0": 130.0, "r1": 260.0}  # r2 ends at 390, r3 at 340
+    two = plan.simulate(runs, costs, 2, 300.0)
+    assert two.finished == ["r0", "r1", "r2", "r3"] and two.ends["r3"] == 210.0  # r2 at 260, r3 on the other slot
+    # a slot busy for 250 s more: only the other one takes runs (130, 260), then nothing fits
+    assert plan.simulate(runs, costs, 2, 300.0, busy_until=[250.0]).finished == ["r0", "r1"]
+    # half the rate: 10 + 200 + 20 = 230 s a run
+    assert plan.simulate(runs, costs, 2, 300.0, rate_scale=0.5).ends["r0"] == 230.0
+
+
+def test_concurrency_follows_the_measured_rates():
+    costs = plan.Costs({"a": 100}, {"a": 1.0}, {"a": 0.0}, startup_s=0.0)
+    runs = _runs(["a"] * 8)
+    # alone 4 updates/s (25 s a run); among 4, 1 each (100 s); between, rate_at interpolates: 3 among 2 (33.3 s),
+    # 2 among 3 (50 s). In 101 s: 1 slot does 4 runs, 2 slots 6, 3 slots 6, 4 slots 4
+    k, table = plan.choose_concurrency(runs, costs, r1=4.0, rk=1.0, big_k=4, time_left=101.0)
+    assert plan.rate_at(2, 4.0, 1.0, 4) == 3.0 and plan.rate_at(3, 4.0, 1.0, 4) == 2.0
+    assert table == {1: 4, 2: 6, 3: 6, 4: 4} and k == 3  # a tie goes to more at once
+    # concurrency that costs nothing: the most at once wins
+    k, table = plan.choose_concurrency(runs, costs, r1=1.0, rk=1.0, big_k=4, time_left=100.0)
+    assert k == 4 and table == {1: 1, 2: 2, 3: 3, 4: 4}
+
+
+def test_recipe_commands_parse():
+    from recipes.cli import build_parser
+    from recipes.tasks import TASKS
+    for r in plan.plan_runs("paper")[:1] + plan.plan_runs("mini"):
+        argv = plan.recipe_argv(r, "/data", "/work", ["--stop-time-hours", "0.1"])
+        args = build_parser(TASKS[r.task]).parse_args(argv[1:])
+        assert args.as_job and args.models == r.model and args.seed_list == str(r.seed)
+        assert args.train_args == "--stop-time-hours 0.1"
+    group = plan.plan_groups("paper")[2]
+    args = build_parser(TASKS[group.task]).parse_args(plan.prepare_argv(group, "/data", "/work")[1:])
+    assert args.prepare_only and args.models == "lstm,copy,simple"
+
+
+def test_wheel_requirements_evaluate_markers_for_the_target(tmp_path):
+    import zipfile
+    wheel = tmp_path / "x-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("x-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: x\nVersion: 1.0\n"
+                   "Requires-Dist: a\nRequires-Dist: b; python_version < '3.9'\n"
+                   "Requires-Dist: c; extra == 'test'\nRequires-Dist: d>=2; sys_platform == 'linux'\n")
+    assert [str(r) for r in carry.wheel_requirements(str(wheel), "3.12")] == ["a", "d>=2; sys_platform == \"linux\""]
+
+
+# -- collect ----------------------------------------------------------------------------------------------------------
+def _result_file(path, started, runs):
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "results.json").write_text(json.dumps({
+        "environment": {"gpu": "NVIDIA H100 80GB HBM3", "torch": "2.11.0"}, "plan": "paper", "manifest": {},
+        "started": started, "budget_s": 900, "mps": None, "measured": {"r1": 20.0}, "runs": runs}))
+    return str(path)
+
+
+def _run(seed, em, status="finished", updates=8000):
+    return {"id": f"scan_jump-simple-s{seed}", "group": "scan_jump", "task": "scan", "split": "jump",
+            "model": "simple", "seed": seed, "options": [], "priority": seed, "status": status,
+            "score": {"exact_match": em} if em is not None else None, "max_update": 8000,
+            "training": {"updates": updates, "early_stop": False}, "time_limited": updates < 8000,
+            "times": {"train_s": 300.0, "generate_s": 30.0}, "wall_s": 340.0, "gpu_share_s": 120.0,
+            "config": {"label": "LSTM + Lex.: Simple (--arch lex_lstm)", "settings": "paper",
+                       "commands": {"train": "fairseq-train ..."}}}
+
+
+def test_collect_merges_polls_and_keeps_out_time_limited_seeds(tmp_path, capsys):
+    a = _result_file(tmp_path / "poll1", 1000.0, [_run(1, 0.9)])
+    b = _result_file(tmp_path / "poll2", 1000.0, [_run(1, 0.9), _run(2, 0.7), _run(3, 0.2, updates=5000),
+                                                  _run(4, None, status="failed")])
+    results = tmp_path / "results"
+    args = lambda *p, **kw: type("A", (), dict(paths=list(p), results=str(results), replace=False,  # noqa: E731
+                                               dry_run=False, **kw))
+    assert collect.collect(args(a, b)) == 0
+    d = json.loads((results / "gpu_scan_jump_simple.json").read_text())
+    assert d["seeds"] == [1, 2] and d["mean"] == pytest.approx(0.8) and d["std"] == pytest.approx(0.1)
+    assert set(d["excluded"]) == {"3", "4"} and "5000 of 8000" in d["excluded"]["3"]
+    assert d["paper"] == [0.92, 0.17] and d["per_seed"]["1"]["gpu_share_minutes"] == 2.0
+    out = capsys.readouterr().out
+    assert "| scan jump | LSTM + Lex.: Simple (--arch lex_lstm) | 0.92 ± 0.17 | 0.80 ± 0.10 (2 seeds) |" in out
+    # a later campaign's seed 2 does not replace the one there without --replace
+    c = _result_file(tmp_path / "poll3", 2000.0, [_run(2, 0.1), _run(5, 0.5)])
+    assert collect.collect(args(c)) == 0
+    d = json.loads((results / "gpu_scan_jump_simple.json").read_text())
+    assert d["per_seed"]["2"]["exact_match"] == 0.7 and d["seeds"] == [1, 2, 5]
+    assert "seeds 2 are there already: kept" in capsys.readouterr().out
+    with pytest.raises(collect.CollectError, match="neither a results.json nor a folder"):
+        collect.collect(args(str(tmp_path / "nothing")))
+    (results / "gpu_scan_jump_lstm.json").write_text('{"note": "by hand"}')  # a file collect did not write
+    lstm = dict(_run(1, 0.0), id="scan_jump-lstm-s1", model="lstm")
+    with pytest.raises(collect.CollectError, match="was not written by collect: not touched"):
+        collect.collect(args(_result_file(tmp_path / "poll4", 3000.0, [lstm])))
+    assert json.loads((results / "gpu_scan_jump_lstm.json").read_text()) == {"note": "by hand"}
+
+
+# -- the simulated device ---------------------------------------------------------------------------------------------
+AUDIT = '''
+import os, sys
+_log, _forbidden, _busy = os.environ.get("SIM_AUDIT_LOG"), os.environ.get("SIM_FORBIDDEN", ""), [False]
+_forbidden = [p for p in _forbidden.split(os.pathsep) if p]
+def _hook(event, args):
+    if _busy[0]:
+        return
+    what = None
+    if event == "open" and args and isinstance(args[0], (str, bytes)):
+        path = os.path.abspath(os.fsdecode(args[0]))
+        if any(path == f or path.startswith(f + os.sep) for f in _forbidden):
+            what = "read " + path
+    elif event in ("socket.connect", "socket.getaddrinfo") and not isinstance(args[-1] if event == "socket.connect"
+                                                                              else None, str):
+        what = f"{event} {args[1:]!r}"
+    if what:
+        _busy[0] = True
+        try:
+            with open(_log, "a") as f:
+                f.write(f"{os.getpid()} {what}\\n")
+        finally:
+            _busy[0] = False
+if _log:
+    sys.addaudithook(_hook)
+'''
+
+
+def simulated_device_python(root):
+    """A Python with the device's packages only (carry.DEVICE_PACKAGES, linked from this environment), an audit
+    hook in every process it starts (files read under SIM_FORBIDDEN, sockets), and pip."""
+    site = sysconfig.get_paths()["purelib"]
+    farm = root / "packages"
+    farm.mkdir(parents=True)
+    names = set()
+    for dist in metadata.distributions(path=[site]):
+        if carry.canonicalize_name(dist.metadata["Name"]) not in carry.DEVICE_PACKAGES:
+            continue
+        for top in sorted({f.parts[0] for f in dist.files or () if f.parts[0] != ".."} - names):
+            if os.path.exists(os.path.join(site, top)):
+                names.add(top)
+                os.symlink(os.path.join(site, top), farm / top)
+    base = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([base, "-m", "venv", "--without-pip", str(root / "python")], check=True)
+    py = root / "python" / "bin" / "python3"
+    sim_site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    with open(os.path.join(sim_site, "device_packages.pth"), "w") as f:
+        f.write(str(farm) + "\n")
+    with open(os.path.join(sim_site, "sitecustomize.py"), "w") as f:
+        f.write(AUDIT)
+    return py
+
+
+def copy_tree(names, src, dst):
+    for name in names:
+        if name and os.path.isfile(os.path.join(src, name)):
+            os.makedirs(os.path.join(dst, os.path.dirname(name)), exist_ok=True)
+            shutil.copy2(os.path.join(src, name), os.path.join(dst, name))
+
+
+def wait_for(predicate, timeout, what):
+    end = time.time() + timeout
+    while time.time() < end:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+@pytest.mark.slow
+def test_a_miniature_campaign_on_a_simulated_device(tmp_path):
+    fairseq_wheel = carry.cached_fairseq_wheel("%d.%d" % sys.version_info[:2])
+    if fairseq_wheel is None:
+        pytest.skip(f"no fairseq-fixed wheel for this Python in {carry.WHEEL_CACHE} (tools/setup_env.sh makes one)")
+    # here: a checkout (git) of this working tree, tiny SCAN data, the carry folder for this machine's Python
+    host = tmp_path / "host"
+    names = subprocess.run(["git", "-C", REPO, "ls-files", "-co", "--exclude-standard"], capture_output=True,
+                           text=True, check=True).stdout.splitlines()
+    copy_tree(names, REPO, host)
+    subprocess.run(["git", "init", "-q", str(host)], check=True)
+    subprocess.run(["git", "-C", str(host), "add", "-A"], check=True)
+    rng = random.Random(3)
+    data = tmp_path / "data" / "scan"
+    data.mkdir(parents=True)
+    (data / "tasks_train_addprim_jump.txt").write_text("".join(scan_line(rng) + "\n" for _ in range(300)))
+    (data / "tasks_test_addprim_jump.txt").write_text("".join(scan_line(rng) + "\n" for _ in range(40)))
+    env = dict(examples_env(PYTHON=sys.executable))
+    prep = subprocess.run(["bash", str(host / "tools" / "gpu_campaign.sh"), "prepare", "--plan", "mini", "--data",
+                           str(tmp_path / "data"), "--platform", "host", "--python-version",
+                           "%d.%d" % sys.version_info[:2], "--fairseq-wheel", fairseq_wheel],
+                          capture_output=True, text=True, env=env, timeout=600)
+    if prep.returncode != 0 and "pip" in prep.stderr and ("Could not" in prep.stderr or "No matching" in prep.stderr):
+        pytest.skip(f"the package index is unreachable: {prep.stderr[-300:]}")
+    assert prep.returncode == 0, prep.stderr[-3000:]
+    assert "carry folder .gpu/" in prep.stdout and 'carry=[".gpu"]' in prep.stdout
+    manifest = json.loads((host / ".gpu" / "manifest.json").read_text())
+    assert manifest["plan"] == "mini" and any(w.startswith("fairseq_lexical-") for w in manifest["wheels"])
+
+    # there: the travelled tree (tracked and untracked-not-ignored files, and the carried .gpu), a Python with
+    # the device's packages, HOME empty, no PYTHONPATH, neither the checkout nor ../shared nor the caches readable
+    there = tmp_path / "device"
+    copy_tree(names, str(host), there)
+    shutil.copytree(host / ".gpu", there / ".gpu")
+    py = simulated_device_python(tmp_path / "sim")
+    state, home, audit = tmp_path / "state", tmp_path / "home", tmp_path / "audit.log"
+    home.mkdir()
+    forbidden = [os.path.join(REPO, n) for n in ("examples", "tools", "fairseq_lexical", "lexical_offline", "tests")]
+    forbidden += [str(host), str(tmp_path / "data"), os.path.join(os.path.dirname(REPO), "shared"),
+                  carry.WHEEL_CACHE]
+    for dist in metadata.distributions(path=[sysconfig.get_paths()["purelib"]]):  # the packages the device lacks
+        if carry.canonicalize_name(dist.metadata["Name"]) not in carry.DEVICE_PACKAGES:
+            forbidden += sorted({os.path.join(sysconfig.get_paths()["purelib"], f.parts[0]) for f in dist.files or ()
+                                 if f.parts[0] != ".."})
+    denv = {"PATH": f"{py.parent}:/usr/bin:/bin", "HOME": str(home), "FL_CAMPAIGN_STATE": str(state),
+            "SIM_AUDIT_LOG": str(audit), "SIM_FORBIDDEN": os.pathsep.join(forbidden), "LANG": "C.UTF-8",
+            "http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9", "PIP_NO_INDEX": "1"}
+
+    def device_call(*args, out=None, timeout=300):
+        out_dir = tmp_path / f"out{len(list(tmp_path.glob('out*')))}"
+        out_dir.mkdir()
+        proc = subprocess.run(["bash", "tools/gpu_campaign.sh", *args], cwd=there, capture_output=True, text=True,
+                              env=dict(denv, OUT=str(out_dir)), timeout=timeout)
+        return proc, out_dir
+
+    proc, _ = device_call("start", "--budget-s", "900", "--reserve-s", "0", "--allow-cpu", "--no-mps",
+                          "--max-jobs", "2", "--probe-s", "2", "--min-train-s", "1", "--tick-s", "0.3")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "plan 'mini': 4 runs" in proc.stdout
+
+    def runs():
+        sched = json.loads((state / "scheduler.json").read_text())
+        assert device.alive(sched["pid"]) or sched.get("status") == "done", (state / "scheduler.log").read_text()
+        return {r["id"]: r for r in json.loads((state / "runs.json").read_text())["runs"]}
+
+    # the second run started is killed midway; the last one hangs (SIGSTOP) until the budget ends
+    killed = wait_for(lambda: next((r for r in runs().values() if r["status"] == "running" and r["priority"] >= 1),
+                                   None), 120, "a second run to start")
+    os.killpg(killed["pgid"], signal.SIGKILL)
+    hung = wait_for(lambda: next((r for r in runs().values() if r["status"] == "running"
+                                  and r["id"] != killed["id"] and r["priority"] == 3), None), 240,
+                    "the last run to start")
+    os.killpg(hung["pgid"], signal.SIGSTOP)
+    wait_for(lambda: sum(r["status"] in device.FINAL for r in runs().values()) == 3, 240, "the other runs to end")
+
+    proc, out = device_call("poll", "--wait-s", "5")
+    assert proc.returncode == 0, proc.stderr
+    assert "poll again" in proc.stdout and len(os.listdir(out)) <= device.MAX_OUT_FILES
+    progress = json.loads((out / "progress.json").read_text())
+    assert not progress["over"] and progress["counts"]["running"] == 1
+
+    # the lease ends: a poll with no budget left stops the remaining run cleanly and returns everything
+    proc, out = device_call("poll", "--budget-s", "0", "--reserve-s", "0", "--wait-s", "120")
+    assert proc.returncode == 0, proc.stderr
+    assert "the campaign is over" in proc.stdout
+    files = sorted(os.listdir(out))
+    assert len(files) <= device.MAX_OUT_FILES and files == ["campaign.log", "failures.txt", "progress.json",
+                                                            "results.json"]
+    results = {r["id"]: r for r in json.loads((out / "results.json").read_text())["runs"]}
+    status = {i: r["status"] for i, r in results.items()}
+    assert status[killed["id"]] == "failed" and results[killed["id"]]["reason"] == "killed by signal 9"
+    assert status[hung["id"]] == "stopped"
+    finished = [r for r in results.values() if r["status"] == "finished"]
+    assert len(finished) == 2 and len(results) == 4
+    for r in finished:  # score, commands, settings, times
+        assert 0.0 <= r["score"]["exact_match"] <= 1.0 and r["score"]["n"] == 40
+        assert "fairseq-train" in r["config"]["commands"]["train"] and r["config"]["settings"] == "cpu-small"
+        assert r["times"]["generate_s"] > 0 and r["training"]["updates"] == 30 and not r["time_limited"]
+    assert killed["id"] in (out / "failures.txt").read_text()
+    for r in (killed, hung):  # nothing of theirs is left running
+        assert not device.group_alive(r["pgid"])
+    assert not device.alive(json.loads((state / "scheduler.json").read_text())["pid"])
+    violations = audit.read_text() if audit.exists() else ""
+    assert violations == "", violations[:3000]
+    # the watch works: a read of the checkout and a name lookup from the simulated device are both caught
+    control = tmp_path / "control.log"
+    subprocess.run([str(py), "-c", f"import socket; open({forbidden[1] + '/gpu_campaign.sh'!r}).read()\n"
+                    "try: socket.getaddrinfo('example.org', 80)\nexcept OSError: pass"],
+                   env=dict(denv, SIM_AUDIT_LOG=str(control)), check=True)
+    caught = control.read_text()
+    assert "read " + os.path.join(REPO, "tools", "gpu_campaign.sh") in caught and "socket.getaddrinfo" in caught
+
+    # here: collect writes one results file per model, with the runs that finished
+    res = tmp_path / "results"
+    proc = subprocess.run(["bash", SCRIPT, "collect", str(out), "--results", str(res)], capture_output=True,
+                          text=True, env=examples_env(PYTHON=sys.executable))
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(os.listdir(res)) == ["gpu_scan_jump_lstm.json", "gpu_scan_jump_simple.json"]

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# A GPU campaign in four steps (docs/gpu.md): prepare here, start and poll on the lent device, collect here.
+#
+#   bash tools/gpu_campaign.sh prepare [--dry-run]     # here: .gpu/ (wheels, data) and the device calls to make
+#   bash tools/gpu_campaign.sh start --budget-s N      # device: install from .gpu/ without network, launch detached
+#   bash tools/gpu_campaign.sh poll [--budget-s N]     # device: wait up to 9 min, progress and results into $OUT
+#   bash tools/gpu_campaign.sh collect DIR...          # here: examples/results/gpu_*.json and RESULTS rows
+#   bash tools/gpu_campaign.sh STEP --help
+#
+# Runs with $PYTHON, else the project's .venv where there is one (here), else python3 (the device's).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PY="${PYTHON:-}"
+if [[ -z "$PY" ]]; then
+  if [[ -x "$ROOT/.venv/bin/python" ]]; then PY="$ROOT/.venv/bin/python"; else PY=python3; fi
+fi
+export PYTHONPATH="$ROOT/examples:$ROOT${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+exec "$PY" -m recipes.campaign "$@"
