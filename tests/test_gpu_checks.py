@@ -30,6 +30,7 @@ def test_dry_run_prints_each_step_and_the_recipe_accepts_its_options(tmp_path):
     recipes = [c for c in commands if " -m recipes scan " in c]
     assert [c.split("--work ")[1].split()[0].rsplit("_", 1)[1] for c in recipes] == ["fp32", "fp16", "amp", "bf16"]
     assert not (tmp_path / "out").exists()  # a dry run writes nothing
+    assert not any(str(tmp_path / "out") in c for c in commands)  # work trees and logs go to the scratch folder
     for command in recipes:  # the options of this script are ones the recipe takes
         check = subprocess.run(shlex.split(command) + ["--dry-run"], capture_output=True, text=True, timeout=300,
                                env=examples_env(), cwd=REPO)

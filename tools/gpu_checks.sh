@@ -1,27 +1,33 @@
 #!/usr/bin/env bash
-# The checks that need a CUDA GPU, in one go (docs/benchmarks.md, "On a CUDA GPU"): the suite's cuda cases, the
-# speed comparisons against stock fairseq, and the mixed-precision runs of every architecture. Logs and tables go to
-# OUT; each step prints its table last.
+# The checks that need a CUDA GPU, in one go (docs/benchmarks.md, "On a CUDA GPU"; docs/gpu.md): the suite's cuda
+# cases, the speed comparisons against stock fairseq, and the mixed-precision runs of every architecture. Each step
+# runs whatever the one before did: a failing test or a failed run is reported in OUT/status.json and the exit
+# status, and the next step still runs. OUT receives at most 8 files, none in subfolders (what a device call returns):
+# device.txt, status.json, suite.txt, bench.txt (the benchmarks' output, their log after it), profiles.txt,
+# precision.md, precision.json; the precision runs' work trees go to --scratch, and a failed run's log tail to
+# status.json.
 #
 #   bash tools/gpu_checks.sh OUT [suite] [bench] [precision]   # default: all three, in that order
 #        [--data DIR]      SCAN data for the precision runs (default ../shared/data/scan)
 #        [--jobs N]        precision runs at a time per precision (default 6; two precisions run at once)
+#        [--scratch DIR]   where the precision runs' work trees go (default: a new folder under $TMPDIR or /tmp)
 #        [--dry-run]       print the commands only
 #
 # Runs with the python3 on PATH (PYTHON=... for another), which needs a CUDA build of torch, fairseq-fixed and this
 # checkout's requirements; the checkout itself is put on PYTHONPATH.
-set -euo pipefail
+set -uo pipefail  # not -e: a failed step is recorded (status.json) and the next runs
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${PYTHON:-python3}"
-usage() { sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 [[ $# -ge 1 && "$1" != -* ]] || { usage >&2; exit 2; }
 OUT="$1"; shift
-STEPS=() DATA="$ROOT/../shared/data/scan" JOBS=6 DRY=0
+STEPS=() DATA="$ROOT/../shared/data/scan" JOBS=6 DRY=0 SCRATCH=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     suite|bench|precision) STEPS+=("$1"); shift ;;
     --data) DATA="$2"; shift 2 ;;
     --jobs) JOBS="$2"; shift 2 ;;
+    --scratch) SCRATCH="$2"; shift 2 ;;
     --dry-run) DRY=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "gpu_checks.sh: unknown argument $1 (steps: suite, bench, precision)" >&2; exit 2 ;;
@@ -32,15 +38,19 @@ export PYTHONPATH="$ROOT/examples:$ROOT${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFF
 exec 3>&1  # the commands are echoed there, whatever a step redirects
 run() { echo "+ $*" >&3; [[ $DRY == 1 ]] || "$@"; }
 out() { [[ $DRY == 1 ]] && echo /dev/null || echo "$OUT/$1"; }  # where a step's log goes (nowhere in a dry run)
+scratch() { [[ $DRY == 1 ]] && echo /dev/null || echo "$SCRATCH/$1"; }  # what does not go back (work trees, logs)
 
+[[ -n "$SCRATCH" ]] || SCRATCH="${TMPDIR:-/tmp}/gpu_checks.$$"
 if [[ $DRY == 0 ]]; then
   "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null \
     || { echo "gpu_checks.sh: $PY's torch sees no CUDA device; these checks need one" >&2; exit 3; }
-  mkdir -p "$OUT"
+  mkdir -p "$OUT" "$SCRATCH"
   "$PY" -c "import torch, fairseq; print('torch', torch.__version__, torch.cuda.get_device_name(0), 'fairseq', fairseq.__version__)" \
     | tee "$OUT/device.txt"
 fi
 cd "$ROOT"
+FAILED=()   # "step: what" for each failure; status.json lists them with their log tails
+fail() { FAILED+=("$1"); echo "gpu_checks.sh: FAILED: $1" >&2; }
 
 for step in "${STEPS[@]}"; do
   case "$step" in
@@ -50,6 +60,7 @@ for step in "${STEPS[@]}"; do
     run "$PY" -m pytest -p no:cacheprovider -q -rfE "${workers[@]}" -k cuda tests/test_lexical_head.py \
       tests/test_lex_lstm.py tests/test_lex_transformer.py tests/test_lla_lstm.py tests/test_rdangle.py \
       tests/test_mixed_precision.py tests/test_plot_gates.py 2>&1 | tee "$(out suite.txt)"
+    code=${PIPESTATUS[0]}; [[ $code == 0 ]] || fail "suite: pytest exit $code (suite.txt)"
     ;;
   bench)
     # one process per comparison; the R-Dangle ones apart, so that o = 1's and the loop's activations (tens of GB)
@@ -60,31 +71,57 @@ for step in "${STEPS[@]}"; do
     R=(--hidden 512 --layers 6 --heads 4 --ffn 1024 --vocab 8000 --batch-size 32 --src-len 32 --tgt-len 64
        --warmup 2 --device cuda --gen-batches 2 --gen-batch-size 32 --gen-rounds 2)
     export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
-    {
-      run "${B[@]}" lstm --hidden 512 --layers 2 --vocab 32000 --batch-size 512 --top-k 8 --steps 20 --warmup 3 \
-        --device cuda --profile "$(out profile_lstm.txt)"
-      run "${B[@]}" transformer "${T[@]}" --top-k 1 --profile "$(out profile_pgn.txt)"
-      run "${B[@]}" transformer "${T[@]}" --top-k 8
-      run "${B[@]}" rdangle "${R[@]}" --intervals 1 --steps 6 --gen-batches 0
-      run "${B[@]}" rdangle "${R[@]}" --intervals 1,8 --steps 10 --no-naive --profile "$(out profile_rdangle.txt)"
-    } 2>"$(out bench.log)" | tee "$(out bench.txt)"
+    bench() {  # one comparison; its failure is recorded and the next one runs
+      local name="$1"; shift
+      run "${B[@]}" "$@" 2>>"$(scratch bench.log)" | tee -a "$(out bench.txt)"
+      local code=${PIPESTATUS[0]}; [[ $code == 0 ]] || fail "bench: $name exit $code"
+    }
+    bench lstm lstm --hidden 512 --layers 2 --vocab 32000 --batch-size 512 --top-k 8 --steps 20 --warmup 3 \
+      --device cuda --profile "$(scratch profile_lstm.txt)"
+    bench pgn transformer "${T[@]}" --top-k 1 --profile "$(scratch profile_pgn.txt)"
+    bench lex_transformer transformer "${T[@]}" --top-k 8
+    bench rdangle_o1 rdangle "${R[@]}" --intervals 1 --steps 6 --gen-batches 0
+    bench rdangle rdangle "${R[@]}" --intervals 1,8 --steps 10 --no-naive --profile "$(scratch profile_rdangle.txt)"
+    if [[ $DRY == 0 ]]; then  # two files, not five: the log after the tables, the profiles in one
+      { echo; echo "== stderr of the benchmarks"; cat "$SCRATCH/bench.log" 2>/dev/null; } >> "$OUT/bench.txt"
+      for p in lstm pgn rdangle; do
+        [[ -f "$SCRATCH/profile_$p.txt" ]] && { echo "== profile_$p"; cat "$SCRATCH/profile_$p.txt"; }
+      done > "$OUT/profiles.txt"
+    fi
     ;;
   precision)
     # every architecture at --cpu-small sizes, 500 updates of SCAN jump, fp32 / fp16 / amp / bf16 from one seed
     M=simple,lex_transformer,pgn,lla,rdangle_shr,rdangle_sep
     L=(--lla-lexicon-epochs 1 --lla-max-epoch 2 --lla-lexicon-batch-size 64 --lla-batch-size 64 --lla-checkpoint last)
     one() { run "$PY" -m recipes scan --data "$DATA" --split jump --cpu-small --models $M --max-update 500 --beam 5 \
-              --patience 0 "${L[@]}" --jobs "$JOBS" --keep-checkpoints none --work "$OUT/prec_$1" "${@:2}" \
-              > "$(out "prec_$1.log")" 2>&1; }
+              --patience 0 "${L[@]}" --jobs "$JOBS" --keep-checkpoints none --work "$SCRATCH/prec_$1" "${@:2}" \
+              > "$(scratch "prec_$1.log")" 2>&1; }
+    # each precision's exit status, waited for one by one (a bare `wait` returns 0 whatever they did)
+    check() { local code=0; wait "$2" || code=$?; [[ $code == 0 ]] || fail "precision $1: exit $code ($(tail -n 3 \
+      "$SCRATCH/prec_$1.log" 2>/dev/null | tr '\n' ' '))"; }
     if [[ $DRY == 1 ]]; then
       one fp32; one fp16 --train-args=--fp16 --generate-args=--fp16; one amp --train-args=--amp
       one bf16 --train-args=--bf16
     else
-      one fp32 & one fp16 --train-args=--fp16 --generate-args=--fp16 & wait
-      one amp --train-args=--amp & one bf16 --train-args=--bf16 & wait
+      one fp32 & p1=$!; one fp16 --train-args=--fp16 --generate-args=--fp16 & p2=$!
+      check fp32 $p1; check fp16 $p2
+      one amp --train-args=--amp & p1=$!; one bf16 --train-args=--bf16 & p2=$!
+      check amp $p1; check bf16 $p2
     fi
-    run "$PY" -m recipes.precision fp32="$OUT/prec_fp32" fp16="$OUT/prec_fp16" amp="$OUT/prec_amp" \
-      bf16="$OUT/prec_bf16" --json "$OUT/precision.json" | tee "$(out precision.md)"
+    run "$PY" -m recipes.precision fp32="$SCRATCH/prec_fp32" fp16="$SCRATCH/prec_fp16" amp="$SCRATCH/prec_amp" \
+      bf16="$SCRATCH/prec_bf16" --json "$(out precision.json)" | tee "$(out precision.md)"
+    code=${PIPESTATUS[0]}; [[ $code == 0 ]] || fail "precision: the table, exit $code"
     ;;
   esac
 done
+
+# what failed, for whoever reads OUT (the 8-file rule: this is the only file besides the steps' own)
+if [[ $DRY == 0 ]]; then
+  "$PY" - "$OUT/status.json" "${FAILED[@]+"${FAILED[@]}"}" <<'PY'
+import json, sys
+json.dump({"failed": sys.argv[2:], "ok": not sys.argv[2:]}, open(sys.argv[1], "w"), indent=2)
+PY
+fi
+if [[ ${#FAILED[@]} -gt 0 ]]; then
+  echo "gpu_checks.sh: ${#FAILED[@]} step(s) failed:" >&2; printf '  %s\n' "${FAILED[@]}" >&2; exit 1
+fi
