@@ -383,8 +383,9 @@ def test_an_interrupted_colors_run_resumes_and_keeps_its_logs(tmp_path):
 @pytest.mark.slow
 def test_scan_recipe_two_models_two_seeds(tmp_path, tiny_scan):
     work = tmp_path / "work"
+    # two pairs at a time on the two cores (one after the other: test_colors_recipe_runs_end_to_end)
     args = ("--data", tiny_scan, "--work", work, "--cpu-small", "--max-update", "20", "--models", "lstm,simple",
-            "--seeds", "2")
+            "--seeds", "2", "--jobs", "2")
     out = ok(run_recipe("scan", *args))
     assert "CPU-SMALL" in out and "1 of 40 training pairs held out" in out
     for model in ("lstm", "simple"):
@@ -793,7 +794,7 @@ def test_an_interrupted_lla_run_starts_again_or_resumes(tmp_path):
 
     env = dict(os.environ, OMP_NUM_THREADS="1")
     # 40 Lexicon Unit epochs: a kill sent at epoch 2 must land within them on a fast idle machine too
-    opts = ["--cpu-small", "--models", "lla", "--lla-lexicon-epochs", "40", "--lla-max-epoch", "300"]
+    opts = ["--cpu-small", "--models", "lla", "--lla-lexicon-epochs", "40", "--lla-max-epoch", "150"]
 
     def recipe(work):
         return ["bash", os.path.join(REPO, "examples", "colors", "run.sh"), *opts, "--work", str(work)]
@@ -812,21 +813,28 @@ def test_an_interrupted_lla_run_starts_again_or_resumes(tmp_path):
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 143, err[-3000:]
 
-    def finish(work):
-        proc = subprocess.run(recipe(work), capture_output=True, text=True, env=env, timeout=600)
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-        return proc.stdout, json.loads((work / "lla" / "seed1" / "selection.json").read_text())
+    def finish(work, proc=None):
+        proc = proc or start(work)
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, out[-3000:] + err[-3000:]
+        return out, json.loads((work / "lla" / "seed1" / "selection.json").read_text())
 
-    _, reference = finish(tmp_path / "whole")
+    def start(work):
+        return subprocess.Popen(recipe(work), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+    # two runs at a time (the uninterrupted one beside the interrupted ones)
+    whole = start(tmp_path / "whole")
     run_until(tmp_path / "early", 2)  # within the Lexicon Unit epochs
-    out, selection = finish(tmp_path / "early")
+    early = start(tmp_path / "early")
+    _, reference = finish(tmp_path / "whole", whole)
+    run_until(tmp_path / "late", 45)  # after epoch N + 1
+    out, selection = finish(tmp_path / "early", early)
     assert "stopped within the Lexicon Unit epochs" in out and "starting again (its logs kept: train.log.1)" in out, out
     assert (tmp_path / "early" / "lla" / "seed1" / "train.log.1").exists()
     assert selection == reference
-    run_until(tmp_path / "late", 45)  # after epoch N + 1
     out, selection = finish(tmp_path / "late")
     assert "resuming training from" in out
     loaded = re.search(r"Loaded checkpoint .*checkpoint_last\.pt \(epoch (\d+) @",
                        text(tmp_path / "late" / "lla" / "seed1" / "train.log"))
-    assert loaded and 45 <= int(loaded.group(1)) < 300  # (the interruption lands a few epochs after the 45th)
+    assert loaded and 45 <= int(loaded.group(1)) < 150  # (the interruption lands a few epochs after the 45th)
     assert selection == reference
