@@ -279,7 +279,7 @@ def test_a_miniature_campaign_on_a_simulated_device(tmp_path):
     os.killpg(hung["pgid"], signal.SIGSTOP)
     wait_for(lambda: sum(r["status"] in device.FINAL for r in runs().values()) == 3, 240, "the other runs to end")
 
-    proc, out = device_call("poll", "--wait-s", "5")
+    proc, out = device_call("poll", "--wait-s", "1")
     assert proc.returncode == 0, proc.stderr
     assert "poll again" in proc.stdout and len(os.listdir(out)) <= device.MAX_OUT_FILES
     progress = json.loads((out / "progress.json").read_text())

@@ -8,6 +8,7 @@ from typing import Optional, Sequence
 
 from recipes import ROOT
 from recipes.campaign import carry, collect, device, plan
+from recipes.console import RecipeError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -88,7 +89,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
              "scheduler": lambda a: device.Scheduler(os.path.abspath(a.state)).main()}
     try:
         return steps[args.step](args)
-    except (carry.PrepareError, device.CampaignError, collect.CollectError) as e:
+    except (carry.PrepareError, device.CampaignError, collect.CollectError, RecipeError) as e:
         print(f"gpu_campaign {args.step}: error: {e}", file=sys.stderr)
         return 2
 

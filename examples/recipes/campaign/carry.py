@@ -162,7 +162,17 @@ class WheelSet:
 
     def fetch(self, spec: str) -> str:
         """A wheel of `spec` for the target: a binary one from the index, else (a pure-Python package published as
-        source only, like antlr4-python3-runtime) one built here. Returns its path in dest."""
+        source only, like antlr4-python3-runtime) one built here. Returns its path in dest. A pinned one (name==version)
+        already in the cache is taken from there without asking the index."""
+        req = Requirement(spec)
+        pinned = [str(s.version) for s in req.specifier if s.operator == "=="]
+        if pinned:
+            name = canonicalize_name(req.name)
+            cached = [w for w in os.listdir(self.cache) if w.endswith(".whl") and self.suits(w)
+                      and canonicalize_name(w.split("-")[0]) == name and w.split("-")[1] == pinned[0]]
+            if cached:
+                shutil.copy2(os.path.join(self.cache, cached[0]), self.dest)
+                return os.path.join(self.dest, cached[0])
         before = set(os.listdir(self.cache))
         res = subprocess.run([*self.pip, "download", "--no-deps", "--only-binary=:all:", *self.target_options(),
                               "-d", self.cache, spec], capture_output=True, text=True)

@@ -77,7 +77,19 @@ def alive(pid: Optional[int]) -> bool:
 
 
 def group_alive(pgid: Optional[int]) -> bool:
+    """Whether a process of the group still runs. Zombies do not count: a stopped run's recipe process stays one
+    until the scheduler reaps it, which it does after the stop."""
     if not pgid:
+        return False
+    if os.path.isdir("/proc"):
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                return True
         return False
     try:
         os.killpg(pgid, 0)
