@@ -15,6 +15,8 @@ from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_loss
 from fairseq.dataclass import FairseqDataclass
 
+from ..modules.lexical_head import fp32_or_wider
+
 
 @dataclass
 class LexicalCrossEntropyConfig(FairseqDataclass):
@@ -51,7 +53,7 @@ class LexicalCrossEntropyCriterion(FairseqCriterion):
 
     def forward(self, model, sample, reduce=True):
         net_output = model(**sample["net_input"])
-        lprobs = model.get_normalized_probs(net_output, log_probs=True, sample=sample).float()
+        lprobs = fp32_or_wider(model.get_normalized_probs(net_output, log_probs=True, sample=sample))
         target = model.get_targets(sample, net_output)
         if self.eps > 0:
             loss, nll_loss = label_smoothed_nll_loss(

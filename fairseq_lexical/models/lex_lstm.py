@@ -17,7 +17,7 @@ from fairseq.models import register_model, register_model_architecture
 from fairseq.models.lstm import AttentionLayer, LSTMDecoder, LSTMEncoder, LSTMModel
 from fairseq.models.lstm import base_architecture as lstm_base_architecture
 
-from ..modules.lexical_head import fp32_linear
+from ..modules.lexical_head import fp32_linear, fp32_or_wider
 from .keep_best_hub import KeepBestHub
 from .lexical_decoder import GateFeatures, LexicalDecoder, add_lexical_decoder_args, lexical_decoder_defaults
 
@@ -70,7 +70,7 @@ def fp32_attention(source_hids: Tensor, query: Tensor, encoder_padding_mask: Opt
     p(y) = 5e-4, g = 0.5 and a loss scale of 128 it is 1.3e5, past fp16's 65504. Kept in fp32 up to the scores,
     the gradient is bounded again there (alpha_j times it is at most 1, times the loss scale).
     """
-    scores = (source_hids * query.unsqueeze(0)).sum(dim=2).float()
+    scores = fp32_or_wider((source_hids * query.unsqueeze(0)).sum(dim=2))
     if encoder_padding_mask is not None:
         scores.masked_fill_(encoder_padding_mask, float("-inf"))  # in place, as fairseq's: one kernel less per step
     return torch.softmax(scores, dim=0)
@@ -112,10 +112,9 @@ class StepInputRecordingLSTMCell(nn.LSTMCell):
     def forward(self, input, hx):
         self.step_input = input
         with torch.autocast(input.device.type, enabled=False):
-            h, c = torch.lstm_cell(
-                input.float(), tuple(s.float() for s in hx), self.weight_ih.float(), self.weight_hh.float(),
-                self.bias_ih.float(), self.bias_hh.float(),
-            )
+            w = fp32_or_wider
+            h, c = torch.lstm_cell(w(input), tuple(w(s) for s in hx), w(self.weight_ih), w(self.weight_hh),
+                                   w(self.bias_ih), w(self.bias_hh))
         return h.to(self.weight_ih.dtype), c.to(self.weight_ih.dtype)
 
 

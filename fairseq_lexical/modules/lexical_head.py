@@ -30,10 +30,17 @@ GATE_FORMS = ("sigmoid", "copy_token")
 _EMPTY_SLOT_LOGIT = -1e4
 
 
+def fp32_or_wider(x: Tensor) -> Tensor:
+    """x in fp32, or as it is when wider (fp64: a float64 model stays float64, e.g. to compare implementations)."""
+    return x if x.dtype == torch.float64 else x.float()
+
+
 def fp32_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
-    """x W^T + b in fp32 whatever the tensors' dtypes and autocast (for quantities with an unbounded range)."""
+    """x W^T + b in fp32 (or wider) whatever the tensors' dtypes and autocast (for quantities with an unbounded
+    range)."""
+    w = fp32_or_wider
     with torch.autocast(x.device.type, enabled=False):
-        return F.linear(x.float(), weight.float(), None if bias is None else bias.float())
+        return F.linear(w(x), w(weight), None if bias is None else w(bias))
 
 
 def lexicon_fingerprint(*tensors: Tensor) -> Tensor:
@@ -71,8 +78,8 @@ class _LexicalMixture(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, write_logits: Tensor, gate_logit: Tensor, p_lex: Tensor) -> Tensor:
-        lsm = torch.log_softmax(write_logits.float(), dim=-1)
-        s = gate_logit.float().unsqueeze(-1)
+        lsm = torch.log_softmax(fp32_or_wider(write_logits), dim=-1)
+        s = fp32_or_wider(gate_logit).unsqueeze(-1)
         write_branch = lsm + F.logsigmoid(s)
         lex_branch = torch.log(p_lex.clamp_min(_TINY)) + F.logsigmoid(-s)
         out = torch.logaddexp(write_branch, lex_branch)
@@ -99,7 +106,7 @@ class _LexicalMixture(torch.autograd.Function):
 
 def lexical_mixture_log_probs(write_logits: Tensor, gate_logit: Tensor, p_lex: Tensor) -> Tensor:
     """fp32 log of eq. 10 from the write logits (B, T, V), the gate's logit (B, T) and a dense p_lex (B, T, V)."""
-    return _LexicalMixture.apply(write_logits, gate_logit, p_lex.float())
+    return _LexicalMixture.apply(write_logits, gate_logit, fp32_or_wider(p_lex))
 
 
 class _SparseLexicalMixture(torch.autograd.Function):
@@ -112,8 +119,8 @@ class _SparseLexicalMixture(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, write_logits: Tensor, gate_logit: Tensor, mass: Tensor, index: Tensor) -> Tensor:
-        lsm = torch.log_softmax(write_logits.float(), dim=-1)
-        s = gate_logit.float().unsqueeze(-1)
+        lsm = torch.log_softmax(fp32_or_wider(write_logits), dim=-1)
+        s = fp32_or_wider(gate_logit).unsqueeze(-1)
         log_g, log_not_g = F.logsigmoid(s), F.logsigmoid(-s)
         # Sum the mass of repeated targets (scatter-add in slot order), then read it back at every indexed slot.
         # The sums are taken over the row's distinct targets, not over a |V|-sized buffer (same order, same sums).
@@ -372,7 +379,7 @@ class LexicalTranslationHead(nn.Module):
 
     def lexical_mass(self, attn: Tensor, src_tokens: Tensor) -> Tuple[Tensor, Tensor]:
         """Eq. 9 before summation: mass alpha_tj L[x_j, w] (B, T, S*k) and its target ids w (B, T, S*k)."""
-        attn = attn.float()
+        attn = fp32_or_wider(attn)
         bsz, tgt_len, src_len = attn.shape
         targets, weights = self.lexicon_rows(src_tokens)
         k = targets.size(-1)
@@ -382,7 +389,7 @@ class LexicalTranslationHead(nn.Module):
 
     def lexical_probs(self, attn: Tensor, src_tokens: Tensor) -> Tensor:
         """p_lex (B, T, V_y) in fp32 from attention (B, T, S) over source tokens (B, S)."""
-        attn = attn.float()
+        attn = fp32_or_wider(attn)
         bsz, tgt_len, _ = attn.shape
         if self.dense:
             rows = torch.softmax(self.lexicon_logits.float(), dim=-1)[src_tokens]  # (B, S, V)
@@ -412,7 +419,7 @@ class LexicalTranslationHead(nn.Module):
         if self.gate_form == "sigmoid":
             return copy_logit
         # log(sum_v e^{z_v} / e^{c}): p_gate = sum e^z / (sum e^z + e^c), in fp32
-        return torch.logsumexp(write_logits.float(), dim=-1) - copy_logit.float()
+        return torch.logsumexp(fp32_or_wider(write_logits), dim=-1) - fp32_or_wider(copy_logit)
 
     def forward(
         self, write_logits: Tensor, gate_features: Tensor, attn: Tensor, src_tokens: Tensor
@@ -431,7 +438,7 @@ class LexicalTranslationHead(nn.Module):
             # Source words without an entry map to <unk> (the table's fallback), so the lexicon can put its mass
             # there; the authors' decoder never outputs it (-99999 on its logit before the softmax).
             log_probs = renormalized_without(log_probs, self.unk_index)
-        return log_probs, torch.sigmoid(gate_logit.float())
+        return log_probs, torch.sigmoid(fp32_or_wider(gate_logit))
 
     def extra_repr(self) -> str:
         kind = "dense" if self.dense else f"sparse top-{self.lexicon_targets.shape[1]}"
