@@ -142,7 +142,7 @@ class LexTransformerDecoder(LexicalDecoder, TransformerDecoderBase):
             return x, extra
         write_logits = self.output_layer(x)
         if self.lexical_head is None:
-            return write_logits, extra
+            return self.plain_output(write_logits, extra)
         attn = self.head_attention()  # B x T x S, fp32 (fairseq's extra["attn"] has the activations' dtype)
         return self.lexical_output(write_logits, self.published_features(encoder_out, attn, x, extra), attn,
                                    encoder_out["src_tokens"][0], extra)

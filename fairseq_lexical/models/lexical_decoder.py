@@ -15,7 +15,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
 from torch import Tensor
 import torch
 
-from ..modules.lexical_head import LexicalTranslationHead
+from ..modules.lexical_head import LexicalTranslationHead, fp32_or_wider
 from .lexicon_options import add_lexicon_args, build_lexical_head, lexicon_arch_defaults
 
 Feature = Union[Tensor, Callable[[], Tensor]]
@@ -44,9 +44,13 @@ class GateFeatures:
 
 
 def add_lexical_decoder_args(parser, gate_features: GateFeatures, alignment: bool):
-    """The lexicon options, `--gate-features` and, for decoders with several attention layers and heads,
-    `--alignment-layer` / `--alignment-heads`."""
+    """The lexicon options, `--gate-features`, `--exclude-special-outputs` and, for decoders with several attention
+    layers and heads, `--alignment-layer` / `--alignment-heads`."""
     add_lexicon_args(parser)
+    parser.add_argument("--exclude-special-outputs", action="store_true",
+                        help="give <s>, <pad> and <unk> no probability in the output distribution, in training and "
+                             "decoding (-99999 on their scores, the rest renormalised), as the authors' released "
+                             "decoder does; default: they are output words like the others, as in fairseq")
     if alignment:
         parser.add_argument("--alignment-layer", type=int, metavar="N",
                             help="decoder layer whose cross-attention the lexicon reads (0-based; negative counts "
@@ -64,6 +68,7 @@ def lexical_decoder_defaults(args, gate_features: GateFeatures, alignment: bool,
         args.alignment_layer = getattr(args, "alignment_layer", None)
         args.alignment_heads = getattr(args, "alignment_heads", None)
     args.gate_features = getattr(args, "gate_features", gate_features.default)
+    args.exclude_special_outputs = getattr(args, "exclude_special_outputs", False)
     lexicon_arch_defaults(args)
 
 
@@ -78,6 +83,9 @@ def alignment_of(args, num_layers: int, num_heads: int):
     return layer % num_layers, heads
 
 
+SPECIAL_PENALTY = 99999.0  # the authors' decoder's (ekinakyurek/lexical, src/decoder.py)
+
+
 class LexicalDecoder:
     """Mixin of a fairseq decoder that may end in the lexical head (``lexical_head``; None: `--lexicon none`, the
     plain decoder). The decoder calls ``lexical_output`` with its write logits and published tensors."""
@@ -88,12 +96,15 @@ class LexicalDecoder:
     # an annotation only: a class attribute would hide the submodule (nn.Module keeps it in _modules)
     lexical_head: Optional[LexicalTranslationHead]
     gate_feature_names: Sequence[str] = ()
+    excluded_outputs: Sequence[int] = ()  # `--exclude-special-outputs`: target ids penalised by SPECIAL_PENALTY
 
     def attach_lexical_head(self, args, src_dict, tgt_dict, sizes: Dict[str, int]):
         """Parse `--gate-features` (``sizes``: the width of each tensor the decoder publishes) and build the head the
         lexicon options ask for. The head is the submodule ``lexical_head`` (its state-dict prefix)."""
         names = self.GATE_FEATURES.parse(args.gate_features)
         self.gate_feature_names = names
+        if getattr(args, "exclude_special_outputs", False):
+            self.excluded_outputs = (tgt_dict.bos(), tgt_dict.pad(), tgt_dict.unk())
         self.lexical_head = build_lexical_head(args, src_dict, tgt_dict, gate_input_dim=sum(sizes[n] for n in names))
         return self.lexical_head
 
@@ -115,11 +126,29 @@ class LexicalDecoder:
         """(log p(y_t) of eq. 10 in fp32, extra with ``attn`` and ``p_gate``); without a head (write logits, extra)."""
         extra["attn"] = [attn]
         if self.lexical_head is None:
-            return (torch.log_softmax(write_logits.float(), dim=-1) if self.LOG_PROBS_WITHOUT_HEAD else write_logits,
-                    extra)
+            return self.plain_output(write_logits, extra)
         log_probs, p_gate = self.lexical_head(write_logits, self.gate_input(features), attn, src_tokens)
+        if self.excluded_outputs:  # after the mixture, as the authors' decoder (on log(p_write + p_copy))
+            log_probs = torch.log_softmax(self.penalize_special_outputs(log_probs), dim=-1)
         extra["p_gate"] = p_gate
         return log_probs, extra
+
+    def plain_output(self, write_logits: Tensor, extra: dict):
+        """The output without a head: the write logits (fp32 log-probabilities where LOG_PROBS_WITHOUT_HEAD), with
+        `--exclude-special-outputs`' penalty."""
+        if self.excluded_outputs:
+            write_logits = self.penalize_special_outputs(fp32_or_wider(write_logits))
+        if self.LOG_PROBS_WITHOUT_HEAD:
+            return torch.log_softmax(fp32_or_wider(write_logits), dim=-1), extra
+        return write_logits, extra
+
+    def penalize_special_outputs(self, scores: Tensor) -> Tensor:
+        """scores (fp32 or wider) with SPECIAL_PENALTY subtracted at the excluded ids. A large finite penalty, not
+        -inf, as the authors' decoder: a reference <unk> (a word the training data lacks) costs about 1e5 instead of
+        making the validation loss infinite."""
+        penalty = torch.zeros(scores.size(-1), dtype=scores.dtype, device=scores.device)
+        penalty[list(self.excluded_outputs)] = SPECIAL_PENALTY
+        return scores - penalty
 
     def get_normalized_probs(self, net_output, log_probs: bool, sample=None):
         if self.lexical_head is None and not self.LOG_PROBS_WITHOUT_HEAD:
