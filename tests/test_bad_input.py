@@ -434,7 +434,9 @@ def short_model(toy_data, tmp_path_factory):
                   "--lexicon", toy_data / "lexicon.tsv", "--criterion", "lexical_cross_entropy", "--optimizer",
                   "adam", "--lr", "0.001", "--batch-size", "8", "--max-update", "2", "--max-source-positions", "4",
                   "--save-dir", work / "ckpt", "--num-workers", "0", "--disable-validation", "--no-epoch-checkpoints")
-    bad = start("fairseq-train", *train_argv(toy_data / "bin", unknown, work))
+    # its own save directory: fairseq-train checks one by writing and removing a file named `dummy`, and two runs
+    # doing that in one directory at once can remove each other's
+    bad = start("fairseq-train", *train_argv(toy_data / "bin", unknown, work / "unknown_lexicon"))
     code, out, err = finish(train)
     assert code == 0, err[-4000:]
     logs = {"train": out + err, "unknown_lexicon": finish(bad)}
