@@ -9,8 +9,8 @@ only what is missing there: the closure of the plugin's and fairseq-fixed's requ
 from __future__ import annotations
 
 import datetime
-import email
 import hashlib
+import importlib.util
 import os
 import re
 import shutil
@@ -18,7 +18,6 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import zipfile
 from typing import Dict, List, Optional
 
 from recipes import ROOT
@@ -112,11 +111,21 @@ def write_data_archive(files: Dict[str, str], path: str) -> None:
 
 
 # -- wheels -----------------------------------------------------------------------------------------------------------
+def install_helpers():
+    """tools/install_helpers.py (tools/ is not a package): what the install scripts know about requirements."""
+    if "install_helpers" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("install_helpers", os.path.join(ROOT, "tools",
+                                                                                      "install_helpers.py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules["install_helpers"] = module
+    return sys.modules["install_helpers"]
+
+
 def wheel_requirements(wheel: str, python_version: str) -> List[Requirement]:
-    """Requires-Dist of a wheel whose markers hold on the target (Python python_version, Linux, no extras)."""
-    with zipfile.ZipFile(wheel) as z:
-        name = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA") and n.count("/") == 1)
-        meta = email.message_from_bytes(z.read(name))
+    """Requires-Dist of a wheel whose markers hold on the target (Python python_version, Linux, no extras); the
+    metadata read as tools/install_helpers.py reads it for setup_env.sh and wheelhouse.sh."""
+    meta = install_helpers().metadata_of(wheel)
     env = {"python_version": python_version, "python_full_version": python_version + ".0", "sys_platform": "linux",
            "platform_system": "Linux", "os_name": "posix", "platform_machine": "x86_64",
            "implementation_name": "cpython", "platform_python_implementation": "CPython", "extra": ""}
