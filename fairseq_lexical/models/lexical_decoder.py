@@ -146,8 +146,12 @@ class LexicalDecoder:
         """scores (fp32 or wider) with SPECIAL_PENALTY subtracted at the excluded ids. A large finite penalty, not
         -inf, as the authors' decoder: a reference <unk> (a word the training data lacks) costs about 1e5 instead of
         making the validation loss infinite."""
-        penalty = torch.zeros(scores.size(-1), dtype=scores.dtype, device=scores.device)
-        penalty[list(self.excluded_outputs)] = SPECIAL_PENALTY
+        penalty = getattr(self, "_special_penalty", None)  # built once, not at every decoder step
+        if penalty is None or (penalty.numel(), penalty.dtype, penalty.device) != (scores.size(-1), scores.dtype,
+                                                                                   scores.device):
+            penalty = torch.zeros(scores.size(-1), dtype=scores.dtype, device=scores.device)
+            penalty[list(self.excluded_outputs)] = SPECIAL_PENALTY
+            self._special_penalty = penalty
         return scores - penalty
 
     def get_normalized_probs(self, net_output, log_probs: bool, sample=None):
