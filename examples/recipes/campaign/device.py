@@ -418,6 +418,7 @@ class Scheduler:
         running = [r for r in self.runs if r["status"] == "running"]
         dt = now - self.last_tick
         self.last_tick = now
+        decode_s = self.costs().decode_s if running else {}  # once a tick, not once a run
         for r in running:
             r["gpu_share_s"] = r.get("gpu_share_s", 0.0) + dt / max(1, len(running))
             log_path = f"{self.run_dir(r)}/train.log"
@@ -437,7 +438,7 @@ class Scheduler:
                 if rate:
                     r["rate"] = round(rate, 3)
                     left = max(0, r["max_update"] - u) / rate
-                    r["eta_s"] = round(left + self.costs().decode_s[r["group"]])
+                    r["eta_s"] = round(left + decode_s[r["group"]])
 
     def reap(self, now: float) -> None:
         for run_id, proc in list(self.procs.items()):
