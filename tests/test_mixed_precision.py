@@ -10,7 +10,7 @@ from conftest import build_model
 from model_checks import toy_batch
 
 from lexical_offline.lexicon import build_lexicon_table
-from fairseq_lexical.models.lex_lstm import RecordingAttentionLayer
+from fairseq_lexical.models.lex_lstm import lstm_attention
 from fairseq_lexical.modules import LexicalTranslationHead
 
 PAIRS = [("a1 twice and a2", "B1 B1 B2"), ("a3", "B3"), ("a4 and a5 twice", "B4 B5 B5"), ("a6 and a1", "B6 B1")]
@@ -62,17 +62,13 @@ def test_the_head_reads_fp32_attention_in_a_half_precision_model(toy_data, monke
 
 def test_lstm_attention_gradient_is_finite_where_fp16_would_overflow(device):
     """p(y) = 5e-4 with p_gate = 0.5 and loss scale 128: d(128 log p(y)) / d alpha_j = 128 (1 - g) L / p(y) =
-    1.28e5, past fp16's 65504. The attention layer runs in fp16 (weights, states); alpha and its gradient stay fp32
+    1.28e5, past fp16's 65504. The attention runs on fp16 states; alpha and its gradient stay fp32
     up to the scores, whose gradient is bounded (alpha_j times the above is <= 128)."""
-    layer = RecordingAttentionLayer(1, 1, 1).half().to(device)
-    with torch.no_grad():
-        layer.input_proj.weight.fill_(1.0)
     query = torch.ones(1, 1, dtype=torch.float16, device=device, requires_grad=True)
-    # scores 0 and log(999): alpha = (0.001, 0.999)
-    source = torch.tensor([[[0.0]], [[math.log(999.0)]]], dtype=torch.float16, device=device, requires_grad=True)
-    layer.start_recording()
-    _, attn = layer(query, source, None)
-    alpha = attn.t().unsqueeze(1)  # B x T x S
+    # scores 0 and log(999): alpha = (0.001, 0.999); keys B x C x S
+    source = torch.tensor([[[0.0, math.log(999.0)]]], dtype=torch.float16, device=device, requires_grad=True)
+    attn = lstm_attention(source, query, None)
+    alpha = attn.unsqueeze(1)  # B x T x S
     specials = ["<s>", "<pad>", "</s>", "<unk>"]
     table = build_lexicon_table([("dax", "RED", 1.0), ("lug", "BLUE", 1.0)], specials + ["dax", "lug"],
                                 specials + ["RED", "BLUE"], 4)

@@ -1,43 +1,51 @@
 """`lex_lstm`: fairseq's attentional LSTM encoder-decoder with the lexical translation head (Akyurek & Andreas
 2021, eqs. 6, 9, 10; with `--lexicon identity` the copy mechanism of eqs. 7-8).
 
-fairseq's LSTMModel.build_model hard-codes its encoder and decoder classes. We let it build them (embeddings,
-sizes, checks, initial weights all stay fairseq's) and then give them the subclasses below, which add behaviour and
-the head but change no parameter name: a `lex_lstm` checkpoint with `--lexicon none` loads as a stock `lstm` one.
+The encoder is fairseq's LSTMEncoder (its output also carries the source tokens); the decoder has fairseq's
+LSTMDecoder's parameters, names and initial weights and a step loop of its own: a `lex_lstm` checkpoint with
+`--lexicon none` loads as a stock `lstm` one, and a stock `lstm` checkpoint as `lstm_plain`.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+import contextlib
+import logging
+from typing import Dict, Optional
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from fairseq import utils
-from fairseq.models import register_model, register_model_architecture
-from fairseq.models.lstm import AttentionLayer, LSTMDecoder, LSTMEncoder, LSTMModel
+from fairseq.models import FairseqIncrementalDecoder, register_model, register_model_architecture
+from fairseq.models.lstm import (
+    DEFAULT_MAX_SOURCE_POSITIONS,
+    DEFAULT_MAX_TARGET_POSITIONS,
+    Embedding,
+    Linear,
+    LSTMCell,
+    LSTMEncoder,
+    LSTMModel,
+)
 from fairseq.models.lstm import base_architecture as lstm_base_architecture
+from fairseq.modules import FairseqDropout
 
 from ..modules.lexical_head import fp32_linear, fp32_or_wider
 from .keep_best_hub import KeepBestHub
 from .lexical_decoder import GateFeatures, LexicalDecoder, add_lexical_decoder_args, lexical_decoder_defaults
 
-_O_T_BOUND = torch.finfo(torch.float32).max ** 0.5  # see CombinedOutputAttention
+logger = logging.getLogger(__name__)
+
+# The combined output o_t has no squashing function and feeds the next step, so it can grow geometrically along the
+# sequence (trained Colors models reach |o_t| ~ 1e4 on training pairs and ~5e5 on test pairs): a long beam
+# hypothesis would overflow to inf and then NaN, which fairseq's beam search cannot finish ("AssertionError:
+# 200 < 200"). o_t is clamped at sqrt(fp32's largest value), 1.8e19: far above any state a trained model reaches,
+# low enough that the next linear maps stay finite. It is fp32 whatever the model's dtype (fp16 holds neither 5e5
+# nor, clamped at sqrt of its own largest value, the 1e4 of training: a half-precision model would be another model).
+_O_T_BOUND = torch.finfo(torch.float32).max ** 0.5
 
 LSTM_GATE_FEATURES = GateFeatures(
     "hidden", hidden="h_t, eq. 6", context="c_t", input="embedding of y_t-1", output="the attentional output",
 )
-
-
-def rebuilt_as(cls, module: nn.Module, *args, **kwargs) -> nn.Module:
-    """``cls(*args, **kwargs)`` holding ``module``'s parameters and submodules: fairseq's constructors have drawn the
-    initial weights already, and built on the meta device the subclass draws none (same weights, same random state)."""
-    with torch.device("meta"):
-        new = cls(*args, **kwargs)
-    for name, child in module.named_children():
-        setattr(new, name, child)
-    for name, param in module.named_parameters(recurse=False):
-        setattr(new, name, param)
-    return new
 
 
 def left_to_right_padding(tokens: Tensor, padding_idx: int) -> Tensor:
@@ -63,39 +71,96 @@ class LexLSTMEncoder(LSTMEncoder):
         return tuple(super().reorder_encoder_out(tuple(state), new_order)) + (src_tokens.index_select(0, new_order),)
 
 
-def fp32_attention(source_hids: Tensor, query: Tensor, encoder_padding_mask: Optional[Tensor]) -> Tensor:
-    """alpha = softmax_j(s_j . q), srclen x bsz, in fp32 whatever the activations' dtype.
+def lstm_attention(keys: Tensor, query: Tensor, mask_bias: Optional[Tensor]) -> Tensor:
+    """alpha = softmax_j(s_j . q), B x S, in fp32 (or wider) whatever the activations' dtype (keys: B x C x S,
+    query: B x C, mask_bias: B x S of 0 and -inf, added).
 
     The head reads alpha (eq. 9), and d log p(y) / d alpha_j = (1 - g) L[x_j, y] / p(y) is unbounded: at
     p(y) = 5e-4, g = 0.5 and a loss scale of 128 it is 1.3e5, past fp16's 65504. Kept in fp32 up to the scores,
     the gradient is bounded again there (alpha_j times it is at most 1, times the loss scale).
     """
-    scores = fp32_or_wider((source_hids * query.unsqueeze(0)).sum(dim=2))
-    if encoder_padding_mask is not None:
-        scores.masked_fill_(encoder_padding_mask, float("-inf"))  # in place, as fairseq's: one kernel less per step
-    return torch.softmax(scores, dim=0)
+    scores = fp32_or_wider(torch.bmm(query.unsqueeze(1), keys).squeeze(1))
+    if mask_bias is not None:
+        scores = scores + mask_bias
+    return torch.softmax(scores, dim=1)
 
 
-class RecordingAttentionLayer(AttentionLayer):
-    """fairseq's attention layer (its parameters, its fp32 result) that also keeps, per decoder step, its query h_t
-    and its weights alpha_t, which it computes in fp32 (``fp32_attention``; fairseq's softmax runs in the
-    activations' dtype). Only the context vector reads alpha in the activations' dtype.
+def autocast_on(device_type: str) -> bool:
+    try:
+        return torch.is_autocast_enabled(device_type)
+    except TypeError:  # torch < 2.4: CUDA's autocast only, or CPU's by its own function
+        return torch.is_autocast_enabled() if device_type == "cuda" else torch.is_autocast_cpu_enabled()
 
-    The decoder loop is fairseq's own; recording here is what lets the head see h_t (eq. 6) and alpha (eq. 9)
-    at every step, in training too (fairseq returns attention only in eval mode).
-    """
 
-    def start_recording(self):
-        self.queries: List[Tensor] = []
-        self.weights: List[Tensor] = []
+def _cell_pointwise(input_gates: Tensor, hidden_gates: Tensor, cell: Tensor):
+    """(h, c) of an LSTM cell from its gates' two matrix products (biases included in them)."""
+    i, f, g, o = (input_gates + hidden_gates).chunk(4, dim=1)
+    cell = torch.sigmoid(f) * cell + torch.sigmoid(i) * torch.tanh(g)
+    return torch.sigmoid(o) * torch.tanh(cell), cell
 
-    def forward(self, input, source_hids, encoder_padding_mask):
-        attn = fp32_attention(source_hids, self.input_proj(input), encoder_padding_mask)
-        context = (attn.type_as(source_hids).unsqueeze(2) * source_hids).sum(dim=0)
-        out = torch.tanh(self.output_proj(torch.cat((context, input), dim=1)))
-        self.queries.append(input)
-        self.weights.append(attn)  # srclen x bsz, fp32
-        return out, attn
+
+_FUSED_CELL = {"usable": True}
+
+
+def lstm_cell_from_gates(input_gates: Tensor, hidden_gates: Tensor, cell: Tensor):
+    """(h, c) from the gates' two products: on CUDA torch's fused cell kernel (the one nn.LSTMCell runs there),
+    elsewhere, or if that kernel refuses the tensors, the same arithmetic as separate operations."""
+    if input_gates.is_cuda and _FUSED_CELL["usable"] and input_gates.dtype == hidden_gates.dtype == cell.dtype:
+        try:
+            hy, cy, _ = torch.ops.aten._thnn_fused_lstm_cell(input_gates, hidden_gates, cell)
+            return hy, cy
+        except (RuntimeError, NotImplementedError) as err:  # a private kernel: fall back, once and for all
+            _FUSED_CELL["usable"] = False
+            logger.warning("lex_lstm: torch's fused LSTM cell kernel refused the decoder's gates (%s); using "
+                           "separate operations", err)
+    return _cell_pointwise(input_gates, hidden_gates, cell)
+
+
+class _DeferredGradient(torch.autograd.Function):
+    """Pass ``base`` (T x ...) through; in the backward pass, give ``operand`` the gradient of all T step products
+    ``base_t + x_t @ operand`` that the loop made with ``operand`` detached, from the stacked ``inputs`` x_t, in one
+    product (``rule``) instead of T products and T accumulations."""
+
+    @staticmethod
+    def forward(ctx, base, operand, inputs, rule):
+        ctx.inputs, ctx.rule, ctx.dtype = inputs, rule, operand.dtype
+        return base.view_as(base)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x = torch.stack(ctx.inputs).to(grad.dtype)
+        return grad, ctx.rule(x, grad).to(ctx.dtype), None, None
+
+
+def _matrix_rule(x: Tensor, grad: Tensor) -> Tensor:  # x: T x B x K, grad: T x B x N -> K x N
+    return x.flatten(0, -2).t().mm(grad.flatten(0, -2))
+
+
+def _batched_rule(x: Tensor, grad: Tensor) -> Tensor:  # x: T x B x 1 x K, grad: T x B x 1 x N -> B x K x N
+    return torch.bmm(x.squeeze(2).permute(1, 2, 0), grad.squeeze(2).transpose(0, 1))
+
+
+class StepProduct:
+    """y_t = base_t + x_t @ M for the steps t of a loop in which x_t is known only at step t (M: K x N, x_t: B x K;
+    or per row, M: B x K x N, x_t: B x 1 x K). With ``defer`` M's gradient is computed once, over all steps, in the
+    backward pass (``_DeferredGradient``): each step's backward then has one product (for x_t) instead of two and
+    no accumulation into M's gradient."""
+
+    def __init__(self, base: Tensor, operand: Tensor, defer: bool):
+        self.batched = operand.dim() == 3
+        self.inputs = [] if defer else None
+        if defer:
+            base = _DeferredGradient.apply(base, operand, self.inputs, _batched_rule if self.batched else _matrix_rule)
+            operand = operand.detach()
+        self.operand = operand
+        self.bases = base.unbind(0)
+
+    def __call__(self, t: int, x: Tensor) -> Tensor:
+        if self.inputs is not None:
+            self.inputs.append(x.detach())
+        if self.batched:
+            return torch.baddbmm(self.bases[t], x, self.operand)
+        return torch.addmm(self.bases[t], x, self.operand)
 
 
 class Float32Linear(nn.Linear):
@@ -105,91 +170,226 @@ class Float32Linear(nn.Linear):
         return fp32_linear(input, self.weight, self.bias)
 
 
-class StepInputRecordingLSTMCell(nn.LSTMCell):
-    """The decoder's first LSTM cell, which also keeps its input [e(y_t-1); o_t-1] of the current step. It
-    computes in fp32, since o_t-1 is fp32 (see CombinedOutputAttention); its state keeps the cell's dtype."""
+class LSTMAttention(nn.Module):
+    """The parameters of the decoder's attention and attentional output, under fairseq's names (``input_proj``: the
+    query; ``output_proj``: the output), so that checkpoints of fairseq's `lstm` and of earlier `lex_lstm` load.
 
-    def forward(self, input, hx):
-        self.step_input = input
-        with torch.autocast(input.device.type, enabled=False):
-            w = fp32_or_wider
-            h, c = torch.lstm_cell(w(input), tuple(w(s) for s in hx), w(self.weight_ih), w(self.weight_hh),
-                                   w(self.bias_ih), w(self.bias_hh))
-        return h.to(self.weight_ih.dtype), c.to(self.weight_ih.dtype)
-
-
-class CombinedOutputAttention(RecordingAttentionLayer):
-    """The attentional output of the authors' released decoder (ekinakyurek/lexical, src/decoder.py), in place of
-    fairseq's Luong output tanh(W [c_t; h_t]):
-
-        o_t = dropout_w(W [e(y_t-1); o_t-1; h_t; c_t] + b)        (linear: no tanh)
-
-    with a biased attention query W_q h_t + b_q. o_t is both p_write's input and the next step's input feed, so
-    the extra write dropout (`--write-dropout`) is applied here, once, and reaches both, as in their code. On
-    Colors this output is what lets the gate tell memorised contexts from new ones (examples/RESULTS.md).
-    The step's input [e(y_t-1); o_t-1] is read from the first cell, which fairseq's loop has just called.
-
-    Without a squashing function o_t can grow geometrically along the sequence (trained Colors models reach
-    |o_t| ~ 1e4 on training pairs and ~5e5 on test pairs), so a long beam hypothesis overflows to inf and then
-    NaN, which fairseq's beam search cannot finish ("AssertionError: 200 < 200"). o_t is therefore clamped at
-    sqrt(fp32's largest value), 1.8e19: far above any state a trained model reaches in a sequence of sensible
-    length, and low enough that the next linear maps (input feed, p_write) stay finite.
-
-    o_t and the linear maps that read it (this projection, the first cell's input, p_write's projection, the
-    gate) are fp32 whatever the model's dtype: fp16 holds neither 5e5 nor, with the clamp at sqrt of its own
-    largest value (256), the 1e4 of training, so a half-precision model would be another model.
+    luong (fairseq's AttentionLayer): q = W_q h_t, o_t = tanh(W [c_t; h_t]).
+    combined (the authors' released decoder, ekinakyurek/lexical src/decoder.py): q = W_q h_t + b_q,
+    o_t = W [e(y_t-1); o_t-1; h_t; c_t] + b, linear, computed in fp32 (see LexLSTMDecoder).
+    The arithmetic is the decoder's step loop's.
     """
 
-    def __init__(self, hidden_dim: int, source_dim: int, step_input_cell: StepInputRecordingLSTMCell,
-                 output_dim: int, write_dropout: float):
-        nn.Module.__init__(self)
-        self.input_proj = nn.Linear(hidden_dim, source_dim, bias=True)
-        self.output_proj = Float32Linear(step_input_cell.input_size + hidden_dim + source_dim, output_dim, bias=True)
-        self.write_dropout = nn.Dropout(write_dropout)
-        self._cell = (step_input_cell,)  # a tuple: not registered twice as a submodule
-        self.start_recording()
-
-    def forward(self, input, source_hids, encoder_padding_mask):
-        attn = fp32_attention(source_hids, self.input_proj(input), encoder_padding_mask)  # srclen x bsz
-        context = (attn.type_as(source_hids).unsqueeze(2) * source_hids).sum(dim=0)
-        step_input = self._cell[0].step_input
-        out = self.write_dropout(self.output_proj(torch.cat((step_input, input, context), dim=1)))  # fp32
-        out = out.clamp(-_O_T_BOUND, _O_T_BOUND)
-        self.queries.append(input)
-        self.weights.append(attn)
-        return out, attn
+    def __init__(self, hidden_size: int, source_dim: int, combined_input_dim: Optional[int] = None):
+        super().__init__()
+        if combined_input_dim is None:  # fairseq's AttentionLayer(hidden, source, hidden, bias=False): its draws
+            self.input_proj = Linear(hidden_size, source_dim, bias=False)
+            self.output_proj = Linear(hidden_size + source_dim, hidden_size, bias=False)
+        else:  # torch's default initialisation, as the authors' nn.Linear
+            self.input_proj = nn.Linear(hidden_size, source_dim, bias=True)
+            self.output_proj = Float32Linear(combined_input_dim, hidden_size, bias=True)
 
 
-class LexLSTMDecoder(LexicalDecoder, LSTMDecoder):
-    """LSTMDecoder whose output is log p(y_t) of eq. 10 (fp32), with p_gate and alpha in the extra output."""
+class LexLSTMDecoder(LexicalDecoder, FairseqIncrementalDecoder):
+    """fairseq's attentional LSTM decoder (input feeding, its parameter names and initial weights) with a step loop
+    of its own, whose output is log p(y_t) of eq. 10 (fp32), with p_gate and alpha in the extra output.
+
+    One loop serves teacher forcing and incremental decoding (a step is a call with one target position). What does
+    not depend on the recurrence is computed once for all steps: the embedding's share of the first cell's gates
+    (and, with the combined output, of o_t), the encoder states' share of the output (W c_t = sum_j alpha_j W s_j).
+    The loop reads no value on the host.
+    """
 
     GATE_FEATURES = LSTM_GATE_FEATURES
     LOG_PROBS_WITHOUT_HEAD = True
-    write_dropout: nn.Module
-    combined_output: bool = False
 
-    def make_lexical(self, args, encoder_output_units: int):
-        """Set up what fairseq's constructor has not (fairseq's build_model built this decoder as an LSTMDecoder):
-        the attention that records h_t and alpha_t, the write dropout and, with `--decoder-output combined`, the
-        authors' attentional output."""
-        self.write_dropout = nn.Dropout(args.write_dropout)
-        self.combined_output = args.decoder_output == "combined"
-        if not self.combined_output:
-            stock = self.attention
-            self.attention = rebuilt_as(RecordingAttentionLayer, stock, stock.input_proj.in_features,
-                                        stock.input_proj.out_features, stock.output_proj.out_features, bias=False)
-            return
-        if self.attention.output_proj.out_features != args.decoder_hidden_size:
-            raise ValueError("--decoder-output combined needs the attention output of decoder_hidden_size")
-        cell = self.layers[0]
-        self.layers[0] = rebuilt_as(StepInputRecordingLSTMCell, cell, cell.input_size, cell.hidden_size)
-        self.attention = CombinedOutputAttention(
-            args.decoder_hidden_size, encoder_output_units, self.layers[0], args.decoder_hidden_size,
-            args.write_dropout,
-        )
-        if hasattr(self, "additional_fc"):  # reads o_t (fp32) when the output size differs from it
+    def __init__(self, dictionary, embed_dim: int, hidden_size: int, out_embed_dim: int, num_layers: int,
+                 dropout_in: float, dropout_out: float, encoder_output_units: int, pretrained_embed=None,
+                 share_input_output_embed: bool = False, max_target_positions: int = DEFAULT_MAX_TARGET_POSITIONS,
+                 write_dropout: float = 0.0):
+        super().__init__(dictionary)
+        # Modules are made in the order of fairseq's LSTMDecoder constructor: a seed draws the weights it drew there.
+        self.dropout_in_module = FairseqDropout(dropout_in, module_name="LSTMDecoder")
+        self.dropout_out_module = FairseqDropout(dropout_out, module_name="LSTMDecoder")
+        self.hidden_size = hidden_size
+        self.share_input_output_embed = share_input_output_embed
+        self.need_attn = True
+        self.max_target_positions = max_target_positions
+        self.num_layers = num_layers
+        self.embed_tokens = (Embedding(len(dictionary), embed_dim, dictionary.pad()) if pretrained_embed is None
+                             else pretrained_embed)
+        self.encoder_output_units = encoder_output_units
+        if encoder_output_units != hidden_size:
+            self.encoder_hidden_proj = Linear(encoder_output_units, hidden_size)
+            self.encoder_cell_proj = Linear(encoder_output_units, hidden_size)
+        else:
+            self.encoder_hidden_proj = self.encoder_cell_proj = None
+        self.layers = nn.ModuleList([LSTMCell(embed_dim + hidden_size if i == 0 else hidden_size, hidden_size)
+                                     for i in range(num_layers)])
+        self.attention = LSTMAttention(hidden_size, encoder_output_units)
+        if hidden_size != out_embed_dim:
+            self.additional_fc = Linear(hidden_size, out_embed_dim)
+        if not share_input_output_embed:
+            self.fc_out = Linear(out_embed_dim, len(dictionary))
+        self.write_dropout = nn.Dropout(write_dropout)
+        self.combined_output = False
+
+    def use_combined_output(self):
+        """Replace fairseq's attentional output by the authors' (`--decoder-output combined`), with new weights
+        drawn now: called by the model after the embeddings' initialisation, where earlier versions drew them."""
+        embed_dim = self.embed_tokens.embedding_dim
+        self.attention = LSTMAttention(self.hidden_size, self.encoder_output_units,
+                                       combined_input_dim=embed_dim + 2 * self.hidden_size + self.encoder_output_units)
+        self.combined_output = True
+
+    # -- the step loop -------------------------------------------------------------------------------------------
+    def initial_state(self, encoder_out, bsz: int, like: Tensor):
+        """(h per layer, c per layer, input feed) at the first step: the encoder's final states, projected where
+        their size differs, and a zero input feed."""
+        hiddens, cells = list(encoder_out[1].unbind(0)), list(encoder_out[2].unbind(0))
+        if self.encoder_hidden_proj is not None:
+            hiddens = [self.encoder_hidden_proj(h) for h in hiddens]
+            cells = [self.encoder_cell_proj(c) for c in cells]
+        feed_dtype = fp32_or_wider(like).dtype if self.combined_output else like.dtype
+        return hiddens, cells, like.new_zeros(bsz, self.hidden_size, dtype=feed_dtype)
+
+    def step_masks(self, dropout: nn.Module, steps: int, like: Tensor):
+        """The dropout masks (scaled by 1 / (1 - p)) of ``steps`` steps, drawn at once (one draw instead of one per
+        step), or None where ``dropout`` is off."""
+        p = dropout.p
+        if p <= 0 or not (dropout.training or getattr(dropout, "apply_during_inference", False)):
+            return None
+        if p >= 1:
+            return like.new_zeros(steps, *like.shape).unbind(0)
+        keep = torch.rand(steps, *like.shape, device=like.device) < 1 - p  # (faster than bernoulli_ on CPUs)
+        return keep.to(like.dtype).div_(1 - p).unbind(0)
+
+    def run_steps(self, embedded: Tensor, encoder_out, state):
+        """The recurrence over T steps. embedded: B x T x E (dropout applied); state: (h list, c list, input feed).
+        Returns the outputs o_t (B x T x H, before additional_fc), the top layer's h_t (B x T x H), alpha
+        (B x T x S, fp32) and the final state."""
+        hiddens, cells, feed = state
+        hiddens, cells = list(hiddens), list(cells)
+        enc = encoder_out[0].transpose(0, 1)  # B x S x C
+        keys = enc.transpose(1, 2).contiguous()  # B x C x S: (1 x C) @ (C x S) per row is bmm's fast case on CPUs
+        mask = encoder_out[3]
+        mask_bias = None
+        if mask is not None:
+            mask_bias = torch.zeros(mask.shape[::-1], dtype=fp32_or_wider(enc).dtype, device=enc.device)
+            mask_bias = mask_bias.masked_fill(mask.transpose(0, 1), float("-inf"))
+        steps, bsz, E, H, C = embedded.size(1), embedded.size(0), embedded.size(2), self.hidden_size, enc.size(2)
+        wide = fp32_or_wider(enc).dtype
+        # Deferred gradients of the operands shared by all steps (weights, keys): where training, and where the
+        # attention's operands have the scores' dtype (fp32 or fp64 models without autocast; others multiply
+        # directly).
+        defer = torch.is_grad_enabled() and enc.dtype == wide and not autocast_on(enc.device.type)
+        cell0 = self.layers[0]
+        w_embed, w_feed = cell0.weight_ih[:, :E], cell0.weight_ih[:, E:]
+        bias0 = cell0.bias_ih + cell0.bias_hh
+        att = self.attention
+        w_out = att.output_proj.weight
+        combined = self.combined_output
+        # the combined output and the first cell compute in fp32 (fp32_linear, here for the whole loop)
+        fp32_only = torch.autocast(embedded.device.type, enabled=False) if combined else contextlib.nullcontext()
+        with fp32_only:
+            if combined:
+                # o_t = W_e e_t + W_f o_t-1 + W_h h_t + W_c c_t + b in fp32; the first cell too, since it reads o_t-1
+                w_oe, w_of, w_oh, w_oc = w_out.split([E, H, H, C], dim=1)
+                # e_t and o_t-1 each feed the first cell's gates and o_t: one product each
+                pre = fp32_linear(embedded.transpose(0, 1), torch.cat([w_embed, w_oe]),
+                                  torch.cat([bias0, att.output_proj.bias]))  # T x B x 5H
+                w_shared = fp32_or_wider(torch.cat([w_feed, w_of])).t()
+                w_hh0 = fp32_or_wider(cell0.weight_hh).t()
+                enc_out = fp32_linear(enc, w_oc)  # B x S x H: W_c s_j, so that W_c c_t = sum_j alpha_j W_c s_j
+                # h_t feeds the query and o_t: one product, [W_q; W_h] h_t + [b_q; 0]
+                w_query = fp32_or_wider(torch.cat([att.input_proj.weight, w_oh])).t()
+                b_query = fp32_or_wider(torch.cat([att.input_proj.bias, att.output_proj.bias.new_zeros(H)]))
+            else:
+                w_oc, w_oh = w_out.split([C, H], dim=1)
+                pre = F.linear(embedded.transpose(0, 1), w_embed, bias0)  # T x B x 4H
+                w_shared, w_hh0 = w_feed.t(), cell0.weight_hh.t()
+                enc_out = F.linear(enc, w_oc)  # B x S x H: W_c s_j
+                w_query, b_query = torch.cat([att.input_proj.weight, w_oh]).t(), None
+            state_dtype = hiddens[0].dtype
+            first_input = StepProduct(pre, w_shared, defer)
+            gates_shape = (steps, bsz, 4 * H)
+            first_hidden = StepProduct(pre.new_zeros(()).expand(gates_shape), w_hh0, defer)
+            upper = [(StepProduct((layer.bias_ih + layer.bias_hh).expand(gates_shape), layer.weight_ih.t(), defer),
+                      StepProduct(layer.bias_hh.new_zeros(()).expand(gates_shape), layer.weight_hh.t(), defer))
+                     for layer in self.layers[1:]]
+            query_base = b_query if b_query is not None else w_query.new_zeros(())
+            query = StepProduct(query_base.expand(steps, bsz, C + H), w_query, defer)
+            if defer:
+                score_base = enc.new_zeros((), dtype=wide).expand(steps, bsz, 1, enc.size(1))
+                if mask_bias is not None:
+                    score_base = score_base + mask_bias.unsqueeze(1)
+                scores = StepProduct(score_base, keys, True)
+                attended = StepProduct(enc_out.new_zeros(()).expand(steps, bsz, 1, H), enc_out, True)
+        between = [self.step_masks(self.dropout_out_module, steps, hiddens[i]) for i in range(1, self.num_layers)]
+        out_masks = self.step_masks(self.dropout_out_module, steps, feed)
+        write_masks = self.step_masks(self.write_dropout, steps, feed) if combined else None
+        outputs, tops, weights = [], [], []
+        for t in range(steps):
+            with fp32_only:
+                if combined:
+                    gates_in, out_partial = first_input(t, feed).split([4 * H, H], dim=1)
+                    h, c = lstm_cell_from_gates(gates_in, first_hidden(t, fp32_or_wider(hiddens[0])),
+                                                fp32_or_wider(cells[0]))
+                    h, c = h.to(state_dtype), c.to(state_dtype)
+                else:
+                    h, c = lstm_cell_from_gates(first_input(t, feed), first_hidden(t, hiddens[0]), cells[0])
+                hiddens[0], cells[0] = h, c
+                for i in range(1, self.num_layers):
+                    masks = between[i - 1]
+                    x = h if masks is None else h * masks[t]
+                    h, c = lstm_cell_from_gates(upper[i - 1][0](t, x), upper[i - 1][1](t, hiddens[i]), cells[i])
+                    hiddens[i], cells[i] = h, c
+                q, out_h = query(t, fp32_or_wider(h) if combined else h).split([C, H], dim=1)
+            if defer:
+                attn = torch.softmax(scores(t, q.unsqueeze(1)).squeeze(1), dim=1)  # B x S, fp32 (lstm_attention)
+                attn_out = attended(t, attn.unsqueeze(1)).squeeze(1)  # W_c c_t
+            else:
+                attn = lstm_attention(keys, q.type_as(keys), mask_bias)
+                attn_out = torch.bmm(attn.unsqueeze(1).type_as(enc_out), enc_out).squeeze(1)
+            if combined:
+                out = (out_h + out_partial) + attn_out
+                if write_masks is not None:
+                    out = out * write_masks[t]
+                out = out.clamp(-_O_T_BOUND, _O_T_BOUND)  # see _O_T_BOUND
+            else:
+                out = torch.tanh(out_h + attn_out)
+            if out_masks is not None:
+                out = out * out_masks[t]
+            feed = out
+            outputs.append(out)
+            tops.append(h)
+            weights.append(attn)
+        return (torch.stack(outputs, dim=1), torch.stack(tops, dim=1), torch.stack(weights, dim=1),
+                (hiddens, cells, feed))
+
+    def extract_features(self, prev_output_tokens, encoder_out, incremental_state=None):
+        """(o_t: B x T x out_embed_dim, alpha: B x T x S fp32) and, kept in ``incremental_state``, the state."""
+        x, _, attn = self._features(prev_output_tokens, encoder_out, incremental_state)
+        return x, attn
+
+    def _features(self, prev_output_tokens, encoder_out, incremental_state):
+        incremental = incremental_state is not None and len(incremental_state) > 0
+        if incremental:
+            prev_output_tokens = prev_output_tokens[:, -1:]
+        embedded = self.dropout_in_module(self.embed_tokens(prev_output_tokens))
+        if incremental:
+            state = self.get_cached_state(incremental_state)
+        else:
+            state = self.initial_state(encoder_out, prev_output_tokens.size(0), embedded)
+        x, tops, attn, (hiddens, cells, feed) = self.run_steps(embedded, encoder_out, state)
+        if incremental_state is not None:
+            self.set_incremental_state(incremental_state, "cached_state", {
+                "prev_hiddens": torch.stack(hiddens), "prev_cells": torch.stack(cells), "input_feed": feed})
+        if hasattr(self, "additional_fc"):  # with the combined output it reads o_t, fp32, in fp32
             fc = self.additional_fc
-            self.additional_fc = rebuilt_as(Float32Linear, fc, fc.in_features, fc.out_features)
+            x = fp32_linear(x, fc.weight, fc.bias) if self.combined_output else fc(x)
+            x = self.dropout_out_module(x)
+        return x, tops, attn
 
     def forward(
         self,
@@ -198,20 +398,31 @@ class LexLSTMDecoder(LexicalDecoder, LSTMDecoder):
         incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]] = None,
         src_lengths: Optional[Tensor] = None,
     ):
-        self.attention.start_recording()
-        x, _ = self.extract_features(prev_output_tokens, encoder_out, incremental_state)
-        queries = torch.stack(self.attention.queries, dim=1)  # B x T x H: h_t
-        attn = torch.stack(self.attention.weights, dim=1).transpose(0, 2)  # B x T x S: alpha_t
-        self.attention.start_recording()  # drop the references
-        if self.combined_output:
-            x_write = x  # the write dropout is inside CombinedOutputAttention
-        else:
-            x_write = self.write_dropout(x)
-        write_logits = self.output_layer(x_write)
+        x, queries, attn = self._features(prev_output_tokens, encoder_out, incremental_state)
+        # with the combined output the write dropout is inside the loop (o_t is also the next input feed)
+        write_logits = self.output_layer(x if self.combined_output else self.write_dropout(x))
         features = self.published_features(prev_output_tokens, incremental_state, encoder_out, queries, attn, x)
         src_tokens = encoder_out[4] if self.lexical_head is not None else None
         return self.lexical_output(write_logits, features, attn, src_tokens, {})
 
+    def get_cached_state(self, incremental_state):
+        cached = self.get_incremental_state(incremental_state, "cached_state")
+        return list(cached["prev_hiddens"].unbind(0)), list(cached["prev_cells"].unbind(0)), cached["input_feed"]
+
+    def reorder_incremental_state(self, incremental_state, new_order: Tensor):
+        if incremental_state is None or len(incremental_state) == 0:
+            return
+        cached = self.get_incremental_state(incremental_state, "cached_state")
+        self.set_incremental_state(incremental_state, "cached_state", {
+            key: value.index_select(1 if key != "input_feed" else 0, new_order) for key, value in cached.items()})
+
+    def max_positions(self):
+        return self.max_target_positions
+
+    def make_generation_fast_(self, need_attn=False, **kwargs):
+        self.need_attn = need_attn
+
+    # -- what the head reads -------------------------------------------------------------------------------------
     def published_features(self, prev_output_tokens, incremental_state, encoder_out, hidden, attn, output):
         """The gate inputs, B x T x C each: h_t (eq. 6), c_t (eq. 4), the embedding of y_t-1 (as pointer-generator
         networks, See et al. 2017) and the attentional output (c_t and the embedding computed when asked for)."""
@@ -234,17 +445,16 @@ class LexLSTMDecoder(LexicalDecoder, LSTMDecoder):
 
     def gate_input(self, features, transform=None):
         if self.combined_output:
-            # o_t ("output") went through the write dropout inside CombinedOutputAttention; the others have not
+            # o_t ("output") went through the write dropout inside the loop; the others have not
             return super().gate_input(features, lambda name, x: x if name == "output" else self.write_dropout(x))
         return self.write_dropout(super().gate_input(features))
 
     def output_layer(self, x):
-        if not self.combined_output:
-            return super().output_layer(x)
-        # o_t is fp32 (CombinedOutputAttention), and so is p_write's projection of it
-        if self.share_input_output_embed:
-            return fp32_linear(x, self.embed_tokens.weight)
-        return fp32_linear(x, self.fc_out.weight, self.fc_out.bias)
+        weight, bias = (self.embed_tokens.weight, None) if self.share_input_output_embed else \
+            (self.fc_out.weight, self.fc_out.bias)
+        if self.combined_output:  # o_t is fp32, and so is p_write's projection of it
+            return fp32_linear(x, weight, bias)
+        return F.linear(x, weight, bias)
 
 
 @register_model("lex_lstm")
@@ -264,6 +474,7 @@ class LexLSTMModel(KeepBestHub, LSTMModel):
                             help="uniform: fairseq's LSTM default, U(-0.1, 0.1); normal: N(0, 1), torch's "
                                  "nn.Embedding default, which the authors' released code used (default uniform)")
 
+
     @classmethod
     def build_model(cls, args, task):
         lex_lstm_base(args)
@@ -272,7 +483,7 @@ class LexLSTMModel(KeepBestHub, LSTMModel):
         if args.criterion == "adaptive_loss":
             raise ValueError("lex_lstm does not support --criterion adaptive_loss: the lexical head mixes the full "
                              "write distribution (eq. 10); use --criterion lexical_cross_entropy")
-        model = super().build_model(args, task)
+        model = cls(*cls.build_encoder_decoder(args, task))
         if args.embedding_init == "normal":
             # N(0, 1) rows are ~sqrt(d) long against ~0.06 sqrt(d) for U(-0.1, 0.1): word identity dominates the
             # encoder states that the attention reads.
@@ -280,15 +491,65 @@ class LexLSTMModel(KeepBestHub, LSTMModel):
                 nn.init.normal_(embed.weight, 0.0, 1.0)
                 with torch.no_grad():
                     embed.weight[embed.padding_idx].zero_()
-        # LSTMModel.build_model names LSTMEncoder / LSTMDecoder (it has no build_encoder / build_decoder hook), and
-        # rebuilding whole encoders and decoders would restate its constructor calls: they only change class.
-        model.encoder.__class__ = LexLSTMEncoder
-        model.decoder.__class__ = LexLSTMDecoder
-        model.decoder.make_lexical(args, model.encoder.output_units)
+        if args.decoder_output == "combined":
+            model.decoder.use_combined_output()
         sizes = {"hidden": args.decoder_hidden_size, "context": model.encoder.output_units,
                  "input": args.decoder_embed_dim, "output": args.decoder_out_embed_dim}
         model.decoder.attach_lexical_head(args, task.source_dictionary, task.target_dictionary, sizes)
         return model
+
+    @staticmethod
+    def build_encoder_decoder(args, task):
+        """fairseq's LSTMModel.build_model with our encoder and decoder classes (the same checks, embeddings,
+        constructor arguments and order of construction, hence the same initial weights for a seed)."""
+        if args.encoder_layers != args.decoder_layers:
+            raise ValueError("--encoder-layers must match --decoder-layers")
+        src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
+
+        def embedding(path, dictionary, dim):
+            embed = Embedding(len(dictionary), dim, dictionary.pad())
+            if path:
+                embed_dict = utils.parse_embedding(path)
+                utils.print_embed_overlap(embed_dict, dictionary)
+                embed = utils.load_embedding(embed_dict, dictionary, embed)
+            return embed
+
+        encoder_embed = embedding(args.encoder_embed_path, src_dict, args.encoder_embed_dim)
+        decoder_embed = None
+        if args.share_all_embeddings:
+            if src_dict != tgt_dict:
+                raise ValueError("--share-all-embeddings requires a joint dictionary")
+            if args.decoder_embed_path and args.decoder_embed_path != args.encoder_embed_path:
+                raise ValueError("--share-all-embed not compatible with --decoder-embed-path")
+            if args.encoder_embed_dim != args.decoder_embed_dim:
+                raise ValueError("--share-all-embeddings requires --encoder-embed-dim to match --decoder-embed-dim")
+            decoder_embed = encoder_embed
+            args.share_decoder_input_output_embed = True
+        elif args.decoder_embed_path:
+            decoder_embed = embedding(args.decoder_embed_path, tgt_dict, args.decoder_embed_dim)
+        if args.share_decoder_input_output_embed and args.decoder_embed_dim != args.decoder_out_embed_dim:
+            raise ValueError("--share-decoder-input-output-embeddings requires --decoder-embed-dim to match "
+                             "--decoder-out-embed-dim")
+        if args.encoder_freeze_embed:
+            encoder_embed.weight.requires_grad = False
+        if args.decoder_freeze_embed:
+            decoder_embed.weight.requires_grad = False
+        encoder = LexLSTMEncoder(
+            dictionary=src_dict, embed_dim=args.encoder_embed_dim, hidden_size=args.encoder_hidden_size,
+            num_layers=args.encoder_layers, dropout_in=args.encoder_dropout_in, dropout_out=args.encoder_dropout_out,
+            bidirectional=args.encoder_bidirectional, pretrained_embed=encoder_embed,
+            max_source_positions=getattr(args, "max_source_positions", DEFAULT_MAX_SOURCE_POSITIONS),
+        )
+        decoder = LexLSTMDecoder(
+            tgt_dict, embed_dim=args.decoder_embed_dim, hidden_size=args.decoder_hidden_size,
+            out_embed_dim=args.decoder_out_embed_dim, num_layers=args.decoder_layers,
+            dropout_in=args.decoder_dropout_in, dropout_out=args.decoder_dropout_out,
+            encoder_output_units=encoder.output_units, pretrained_embed=decoder_embed,
+            share_input_output_embed=args.share_decoder_input_output_embed,
+            max_target_positions=getattr(args, "max_target_positions", DEFAULT_MAX_TARGET_POSITIONS),
+            write_dropout=args.write_dropout,
+        )
+        return encoder, decoder
 
 
 @register_model_architecture("lex_lstm", "lex_lstm")
