@@ -474,10 +474,17 @@ class LexLSTMModel(KeepBestHub, LSTMModel):
                             help="uniform: fairseq's LSTM default, U(-0.1, 0.1); normal: N(0, 1), torch's "
                                  "nn.Embedding default, which the authors' released code used (default uniform)")
 
+        parser.add_argument("--tf32", action="store_true",
+                            help="TF32 matrix products on CUDA GPUs that have them (Ampere and newer): faster, with "
+                                 "10-bit mantissas in the products (torch.backends.cuda.matmul.allow_tf32); no effect "
+                                 "on CPUs. Applies to the whole process, from the model's construction on")
 
     @classmethod
     def build_model(cls, args, task):
         lex_lstm_base(args)
+        if args.tf32:
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.backends.cudnn.allow_tf32 = True
         if not utils.eval_bool(args.decoder_attention):
             raise ValueError("lex_lstm needs decoder attention (the lexicon is read through alpha, eq. 9)")
         if args.criterion == "adaptive_loss":
@@ -564,6 +571,7 @@ def lex_lstm_base(args):
     args.write_dropout = getattr(args, "write_dropout", 0.0)
     args.embedding_init = getattr(args, "embedding_init", None) or "uniform"
     args.decoder_output = getattr(args, "decoder_output", None) or "luong"
+    args.tf32 = getattr(args, "tf32", False)
     # fairseq's LSTMModel.build_model reads args.criterion (adaptive softmax iff adaptive_loss). Under
     # fairseq-hydra-train the model config holds no criterion (the criterion is its own config group): None, i.e.
     # no adaptive softmax, which lex_lstm never has.
