@@ -1,7 +1,8 @@
 """fairseq_lexical: explicit word-level lexicons for fairseq sequence-to-sequence models.
 
 Importing the package (``--user-dir fairseq_lexical``, ``--user-dir $(fairseq-lexical-user-dir)`` or
-``import fairseq_lexical``) applies the fairseq-fixed compatibility fixes and registers every model, criterion and task.
+``import fairseq_lexical``) applies the fairseq-fixed compatibility fixes and registers every model, criterion,
+optimizer and task.
 The code that needs neither fairseq nor torch (lexicon learners, metrics, corpus reading) is the separate package
 ``lexical_offline``.
 """
@@ -11,14 +12,15 @@ _registered = False
 
 
 def register() -> None:
-    """Apply the compatibility fixes and register the models, criterions and tasks with fairseq (idempotent)."""
+    """Apply the compatibility fixes and register the models, criterions, optimizers and tasks with fairseq
+    (idempotent)."""
     global _registered
     if _registered:
         return
     from . import compat
 
     compat.apply()
-    from . import criterions, models, tasks  # noqa: F401
+    from . import criterions, models, optim, tasks  # noqa: F401
 
     compat.bf16_without_tpu()  # wraps the architecture functions, ours included: after the models registered
     _registered = True

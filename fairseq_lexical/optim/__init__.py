@@ -1,0 +1,1 @@
+from . import adam_foreach  # noqa: F401  (registers the optimizer)
