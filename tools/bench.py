@@ -39,8 +39,18 @@ def main(argv=None):
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--tf32", action="store_true",
+                        help="TF32 matrix products on CUDA, for every model compared (no effect on CPUs)")
     parser.add_argument("--profile", metavar="PATH",
                         help="also write torch.profiler tables of a few training steps of each model to PATH")
+    lstm = parser.add_argument_group("lstm")
+    lstm.add_argument("--decoder-output", choices=["luong", "combined"], default="luong",
+                      help="lex_lstm's --decoder-output (combined: the authors' decoder, the recipes' LSTM rows)")
+    lstm.add_argument("--count-ops", action="store_true",
+                      help="also count the aten operations of one training step of each model (host-side work, "
+                           "mostly kernel launches on a GPU)")
+    lstm.add_argument("--plain", action="store_true",
+                      help="also time lex_lstm without a lexicon (--lexicon none): the decoder loop alone")
     gen = parser.add_argument_group("generation (transformer, rdangle)")
     gen.add_argument("--beam", type=int, default=5)
     gen.add_argument("--gen-batches", type=int, default=2, help="0 skips the generation benchmark")
@@ -76,6 +86,8 @@ def main(argv=None):
 
     if opts.threads:
         torch.set_num_threads(opts.threads)
+    if opts.tf32:
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads, device {opts.device}")
     print("# " + " ".join(sys.argv))

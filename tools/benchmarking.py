@@ -323,6 +323,32 @@ def compare_generation(
     return {name: sentences[name] / elapsed[name] for name in models}
 
 
+def operations_per_step(model, batch) -> int:
+    """aten operations dispatched by one training step's forward and backward pass (views included): on a GPU each
+    is host-side work, and most a kernel launch, so their count bounds the speed of small-batch recurrent models."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Count.n += 1
+            return func(*args, **(kwargs or {}))
+
+    model.train()
+    with Count():
+        _loss(model, batch).backward()
+    model.zero_grad(set_to_none=True)
+    return Count.n
+
+
+def format_operations(models: Dict[str, torch.nn.Module], batch: dict, target_steps: int) -> str:
+    counts = {name: operations_per_step(model, batch) for name, model in models.items()}
+    base = next(iter(counts.values()))
+    return "\n".join([f"{'model':<34}{'aten ops / training step':>26}{'per target position':>21}{'ratio':>8}"] + [
+        f"{name:<34}{n:>26}{n / target_steps:>21.1f}{n / base:>8.2f}" for name, n in counts.items()])
+
+
 def format_results(results: List[BenchResult], baseline: str) -> str:
     base = next(r for r in results if r.name == baseline)
     lines = [f"{'model':<28}{'tokens/s':>10}{'ratio':>8}{'activ. MB':>11}{'ratio':>8}{'static MB':>11}"
@@ -372,16 +398,20 @@ def bench_lstm(opts: argparse.Namespace, progress=print) -> str:
         size = lstm_size_args(opts.hidden, opts.layers)
         lex_args = ["--lexicon", lexicon, "--lexicon-temperature", "1" if opts.top_k > 1 else "0",
                     "--lexicon-top-k", str(opts.top_k)]
-        models = {
-            "lstm (fairseq)": attach_criterion(build_fairseq_model(["--arch", "lstm", *size], task), task, False),
-            f"lex_lstm (top-{opts.top_k})": attach_criterion(
-                build_fairseq_model(["--arch", "lex_lstm", *size, *lex_args], task), task, True
-            ),
-        }
+        output = ["--decoder-output", getattr(opts, "decoder_output", "luong")]
+        models = {"lstm (fairseq)": attach_criterion(build_fairseq_model(["--arch", "lstm", *size], task), task, False)}
+        if getattr(opts, "plain", False):
+            models[f"lex_lstm ({output[1]}, no lexicon)"] = attach_criterion(
+                build_fairseq_model(["--arch", "lex_lstm", *size, *output, "--lexicon", "none"], task), task, True)
+        models[f"lex_lstm ({output[1]}, top-{opts.top_k})"] = attach_criterion(
+            build_fairseq_model(["--arch", "lex_lstm", *size, *output, *lex_args], task), task, True)
     batches = synthetic_batches(src_dict, tgt_dict, 4, opts.batch_size, opts.src_len, opts.tgt_len, opts.seed)
     results = compare_training(models, batches, opts.steps, opts.warmup, opts.device, progress)
     write_profile(opts, models, batches[0])
-    return format_results(results, baseline="lstm (fairseq)")
+    table = format_results(results, baseline="lstm (fairseq)")
+    if getattr(opts, "count_ops", False):
+        table += "\n" + format_operations(models, batches[0], opts.tgt_len)
+    return table
 
 
 def transformer_size_args(hidden: int, layers: int, heads: int, ffn: int) -> List[str]:
