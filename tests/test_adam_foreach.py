@@ -67,3 +67,19 @@ def test_clipping_equals_fairseqs():
     for a, b in zip(ours, theirs):
         torch.testing.assert_close(a.grad, b.grad)
     assert torch.norm(torch.stack([a.grad.norm() for a in ours])).item() == pytest.approx(0.5, rel=1e-5)
+
+
+def test_the_command_line_builds_it(toy_data):
+    """`--optimizer adam_foreach` parses fairseq's Adam options and builds this optimizer."""
+    from fairseq import optim
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    from conftest import build_model
+
+    model, _, args = build_model(toy_data / "bin", "--arch", "lstm_plain_small", "--optimizer", "adam_foreach",
+                                 "--adam-betas", "(0.9, 0.998)", "--lr", "0.001", "--weight-decay", "0.01")
+    cfg = convert_namespace_to_omegaconf(args)
+    optimizer = optim.build_optimizer(cfg.optimizer, list(model.parameters()))
+    assert isinstance(optimizer, FairseqAdamForeach)
+    assert optimizer.optimizer_config["betas"] == (0.9, 0.998)
+    assert optimizer.optimizer_config["weight_decay"] == 0.01

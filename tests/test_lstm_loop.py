@@ -134,3 +134,15 @@ def test_the_fused_cell_fallback_is_torchs_cell():
     theirs = cell(x, (h, c))
     for a, b in zip(ours, theirs):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_tf32_is_an_option_that_sets_torchs_flag(toy_data):
+    before = torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        build_model(toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", "none")
+        assert torch.backends.cuda.matmul.allow_tf32 is False
+        build_model(toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", "none", "--tf32")
+        assert torch.backends.cuda.matmul.allow_tf32 is True
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
