@@ -237,24 +237,40 @@ def test_checkpoint_state_resizes_placeholder_tables():
     torch.testing.assert_close(placeholder.lexical_probs(attn, src), trained.lexical_probs(attn, src))
 
 
+@pytest.mark.parametrize("route", ["sparse", "dense"])
 @pytest.mark.parametrize("trainable", [False, True])
-def test_sparse_mixture_equals_the_dense_mixture_in_value_and_gradient(trainable, device):
-    # No uniform row: the head takes the sparse path. Source tokens repeat (their mass must add up), and the
-    # random rows share targets, so duplicate indices occur.
+def test_sparse_mixture_equals_the_dense_mixture_in_value_and_gradient(trainable, route, device, monkeypatch):
+    # No uniform row: the head takes the route it finds cheaper, forced here both ways. Source tokens repeat (their
+    # mass must add up), and the random rows share targets, so duplicate indices occur.
     table = random_table(6, 12, k=3, seed=15, uniform_every=0)
     head = LexicalTranslationHead(table, gate_input_dim=4, trainable=trainable).to(device)
     assert not head.has_uniform_rows
     attn, src, logits, feats = random_inputs(2, 4, 9, 6, 12, seed=16, gate_dim=4, device=device)
+    taken = []
+    monkeypatch.setattr(head, "dense_is_cheaper", lambda src_tokens: taken.append(route) or route == "dense")
+    monkeypatch.setattr(head, "lexical_mass", lambda *a, lexical_mass=head.lexical_mass: taken.append("scatter")
+                        or lexical_mass(*a))
     attn.requires_grad_(), logits.requires_grad_()
     weight = torch.randn(2, 4, 12, generator=torch.Generator().manual_seed(17)).to(device)
 
     sparse, _ = head(logits, feats, attn, src)
     grads_sparse = torch.autograd.grad((sparse * weight).sum(), [attn, logits, *head.parameters()])
-    dense = lexical_mixture_log_probs(logits, head.gate_logit(feats), head.lexical_probs(attn, src))
+    assert taken == ([route, "scatter"] if route == "sparse" else [route])
+    dense_L = torch.softmax(head.lexicon_logits, -1) * head.lexicon_slot_mask if trainable else head.lexicon_weights
+    rows = torch.zeros(6, 12, dtype=torch.float32, device=device).scatter_add(
+        1, head.lexicon_targets, dense_L.float())[src]  # eq. 9 written out: L[x_j, w]
+    dense = lexical_mixture_log_probs(logits, head.gate_logit(feats), torch.einsum("bts,bsv->btv", attn, rows))
     grads_dense = torch.autograd.grad((dense * weight).sum(), [attn, logits, *head.parameters()])
     torch.testing.assert_close(sparse, dense, atol=1e-5, rtol=1e-5)
     for a, b in zip(grads_sparse, grads_dense):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+
+
+def test_the_head_takes_dense_rows_past_one_slot_per_target_word():
+    table = random_table(6, 12, k=3, seed=15, uniform_every=0)
+    head = LexicalTranslationHead(table, gate_input_dim=4)
+    assert not head.dense_is_cheaper(torch.zeros(2, 3, dtype=torch.long))  # 9 slots, 12 words
+    assert head.dense_is_cheaper(torch.zeros(2, 4, dtype=torch.long))  # 12 slots
 
 
 @pytest.mark.parametrize("expanded", [True, False])

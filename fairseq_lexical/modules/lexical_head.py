@@ -387,20 +387,30 @@ class LexicalTranslationHead(nn.Module):
         index = targets.reshape(bsz, 1, src_len * k).expand(bsz, tgt_len, src_len * k)
         return mass, index
 
-    def lexical_probs(self, attn: Tensor, src_tokens: Tensor) -> Tensor:
-        """p_lex (B, T, V_y) in fp32 from attention (B, T, S) over source tokens (B, S)."""
-        attn = fp32_or_wider(attn)
-        bsz, tgt_len, _ = attn.shape
+    def lexicon_dense_rows(self, src_tokens: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
+        """L's rows for each source token as dense (B, S, V_y) probabilities: the sparse entries scattered, plus each
+        row's uniform mass spread over the target vocabulary."""
         if self.dense:
-            rows = torch.softmax(self.lexicon_logits.float(), dim=-1)[src_tokens]  # (B, S, V)
-            return torch.bmm(attn, rows)
-        mass, index = self.lexical_mass(attn, src_tokens)
-        p_lex = attn.new_zeros(bsz, tgt_len, self.num_target).scatter_add_(2, index, mass)
-        uniform = self.lexicon_uniform_rows[src_tokens]
-        if uniform.any():
-            uniform_mass = torch.bmm(attn, uniform.to(attn.dtype).unsqueeze(-1))  # (B, T, 1)
-            p_lex = p_lex + uniform_mass * self.uniform_target_dist.to(p_lex.dtype)
-        return p_lex
+            return torch.softmax(self.lexicon_logits.to(dtype), dim=-1)[src_tokens]
+        targets, weights = self.lexicon_rows(src_tokens)
+        rows = weights.new_zeros(*src_tokens.shape, self.num_target, dtype=dtype)
+        rows = rows.scatter_add(-1, targets, weights.to(dtype))
+        if self.has_uniform_rows:
+            uniform = self.lexicon_uniform_rows[src_tokens].to(dtype).unsqueeze(-1)  # (B, S, 1)
+            rows = rows + uniform * self.uniform_target_dist.to(dtype)
+        return rows
+
+    def lexical_probs(self, attn: Tensor, src_tokens: Tensor) -> Tensor:
+        """p_lex (B, T, V_y) in fp32 (or wider) from attention (B, T, S) over source tokens (B, S): eq. 9 as one
+        product of the attention with the source tokens' dense rows."""
+        attn = fp32_or_wider(attn)
+        return torch.bmm(attn, self.lexicon_dense_rows(src_tokens, attn.dtype))
+
+    def dense_is_cheaper(self, src_tokens: Tensor) -> bool:
+        """The sparse mixture handles S x k slots per target position with gathers, scatters and a sort, the dense
+        one V_y words with a product: past V_y slots (closed vocabularies with many entries per row, as the
+        mutual-exclusivity fallback gives) the dense one is the cheaper (``tools/bench.py lstm --top-k``)."""
+        return src_tokens.size(-1) * self.lexicon_targets.size(-1) >= self.num_target
 
     def scatter_softmax_probs(self, attn: Tensor, src_tokens: Tensor) -> Tensor:
         """The reproduction variant of p_lex (see ``scatter_overwrite_softmax``), (B, T, V_y) in fp32."""
@@ -429,7 +439,7 @@ class LexicalTranslationHead(nn.Module):
         if self.copy_scatter_softmax:
             p_lex = self.scatter_softmax_probs(attn, src_tokens)
             log_probs = lexical_mixture_log_probs(write_logits, gate_logit, p_lex)
-        elif self.dense or self.has_uniform_rows:
+        elif self.dense or self.has_uniform_rows or self.dense_is_cheaper(src_tokens):
             log_probs = lexical_mixture_log_probs(write_logits, gate_logit, self.lexical_probs(attn, src_tokens))
         else:
             mass, index = self.lexical_mass(attn, src_tokens)
