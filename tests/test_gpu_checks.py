@@ -26,7 +26,11 @@ def test_dry_run_prints_each_step_and_the_recipe_accepts_its_options(tmp_path):
     assert proc.returncode == 0, proc.stderr
     commands = [line[2:] for line in proc.stdout.splitlines() if line.startswith("+ ")]
     assert sum("-k cuda" in c for c in commands) == 1
-    assert sum("tools/bench.py" in c for c in commands) == 5
+    benches = [c for c in commands if "tools/bench.py" in c]
+    assert len(benches) == 8
+    # stock lstm against lex_lstm's loop with and without TF32 on both sides, at two shapes
+    assert sum(" lstm " in c and "--tf32" in c for c in benches) == 2
+    assert sum(" lstm " in c and "--decoder-output combined" in c for c in benches) == 2
     recipes = [c for c in commands if " -m recipes scan " in c]
     assert [c.split("--work ")[1].split()[0].rsplit("_", 1)[1] for c in recipes] == ["fp32", "fp16", "amp", "bf16"]
     assert not (tmp_path / "out").exists()  # a dry run writes nothing

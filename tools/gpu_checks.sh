@@ -77,7 +77,14 @@ for step in "${STEPS[@]}"; do
       local code=${PIPESTATUS[0]}; [[ $code == 0 ]] || fail "bench: $name exit $code"
     }
     bench lstm lstm --hidden 512 --layers 2 --vocab 32000 --batch-size 512 --top-k 8 --steps 20 --warmup 3 \
-      --device cuda --profile "$(scratch profile_lstm.txt)"
+      --device cuda --plain --count-ops --profile "$(scratch profile_lstm.txt)"
+    bench lstm_tf32 lstm --hidden 512 --layers 2 --vocab 32000 --batch-size 512 --top-k 8 --steps 20 --warmup 3 \
+      --device cuda --plain --tf32
+    # the paper's SCAN shapes (2 x 512, batch 128, the authors' combined output), without and with TF32
+    S=(--hidden 512 --layers 2 --vocab 32 --batch-size 128 --src-len 9 --tgt-len 15 --decoder-output combined
+       --steps 40 --warmup 5 --device cuda --plain)
+    bench lstm_scan lstm "${S[@]}" --count-ops
+    bench lstm_scan_tf32 lstm "${S[@]}" --tf32
     bench pgn transformer "${T[@]}" --top-k 1 --profile "$(scratch profile_pgn.txt)"
     bench lex_transformer transformer "${T[@]}" --top-k 8
     bench rdangle_o1 rdangle "${R[@]}" --intervals 1 --steps 6 --gen-batches 0
