@@ -146,3 +146,21 @@ def test_tf32_is_an_option_that_sets_torchs_flag(toy_data):
         assert torch.backends.cuda.matmul.allow_tf32 is True
     finally:
         torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def test_weight_init_torch_gives_torchs_default_ranges(toy_data):
+    """--weight-init torch: U(+-1/sqrt(hidden)) for the LSTMs, U(+-1/sqrt(fan_in)) for the linear maps (the authors'
+    nn.LSTM and nn.Linear), where fairseq draws U(-0.1, 0.1); embeddings untouched."""
+    torch.manual_seed(0)
+    fairseq_init, _, _ = build_model(toy_data / "bin", "--arch", "lstm_plain", *SMALL)
+    torch.manual_seed(0)
+    torch_init, _, _ = build_model(toy_data / "bin", "--arch", "lstm_plain", *SMALL, "--weight-init", "torch")
+    assert fairseq_init.decoder.layers[0].weight_hh.abs().max() <= 0.1
+    bound = 1 / 16 ** 0.5  # decoder hidden 16
+    hh = torch_init.decoder.layers[0].weight_hh
+    assert 0.2 < hh.abs().max() <= bound
+    enc = torch_init.encoder.lstm.weight_hh_l0
+    assert 0.2 < enc.abs().max() <= 1 / 14 ** 0.5  # encoder hidden 14
+    fc = torch_init.decoder.fc_out.weight
+    assert fc.abs().max() <= 1 / 16 ** 0.5 and fc.abs().max() > 0.15
+    torch.testing.assert_close(torch_init.encoder.embed_tokens.weight, fairseq_init.encoder.embed_tokens.weight)

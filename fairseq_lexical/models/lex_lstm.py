@@ -474,6 +474,10 @@ class LexLSTMModel(KeepBestHub, LSTMModel):
                             help="uniform: fairseq's LSTM default, U(-0.1, 0.1); normal: N(0, 1), torch's "
                                  "nn.Embedding default, which the authors' released code used (default uniform)")
 
+        parser.add_argument("--weight-init", choices=["fairseq", "torch"],
+                            help="initial weights of the LSTMs and linear maps: fairseq's U(-0.1, 0.1) (default) or "
+                                 "torch's defaults (U(+-1/sqrt(hidden)), U(+-1/sqrt(fan_in))), which the authors' "
+                                 "released code used; the embeddings follow --embedding-init")
         parser.add_argument("--tf32", action="store_true",
                             help="TF32 matrix products on CUDA GPUs that have them (Ampere and newer): faster, with "
                                  "10-bit mantissas in the products (torch.backends.cuda.matmul.allow_tf32); no effect "
@@ -500,6 +504,13 @@ class LexLSTMModel(KeepBestHub, LSTMModel):
                     embed.weight[embed.padding_idx].zero_()
         if args.decoder_output == "combined":
             model.decoder.use_combined_output()
+        if args.weight_init == "torch":
+            # torch's defaults, as the authors' released code (nn.LSTM, nn.Linear): U(+-1/sqrt(hidden)) for the
+            # LSTMs, U(+-1/sqrt(fan_in)) for the linear maps, in place of fairseq's U(-0.1, 0.1); the embeddings
+            # follow --embedding-init
+            for module in model.modules():
+                if isinstance(module, (nn.LSTM, nn.LSTMCell, nn.Linear)):
+                    module.reset_parameters()
         sizes = {"hidden": args.decoder_hidden_size, "context": model.encoder.output_units,
                  "input": args.decoder_embed_dim, "output": args.decoder_out_embed_dim}
         model.decoder.attach_lexical_head(args, task.source_dictionary, task.target_dictionary, sizes)
@@ -572,6 +583,7 @@ def lex_lstm_base(args):
     args.embedding_init = getattr(args, "embedding_init", None) or "uniform"
     args.decoder_output = getattr(args, "decoder_output", None) or "luong"
     args.tf32 = getattr(args, "tf32", False)
+    args.weight_init = getattr(args, "weight_init", None) or "fairseq"
     # fairseq's LSTMModel.build_model reads args.criterion (adaptive softmax iff adaptive_loss). Under
     # fairseq-hydra-train the model config holds no criterion (the criterion is its own config group): None, i.e.
     # no adaptive softmax, which lex_lstm never has.
