@@ -69,7 +69,11 @@ def test_recipe_commands_parse():
         argv = plan.recipe_argv(r, "/data", "/work", ["--stop-time-hours", "0.1"])
         args = build_parser(TASKS[r.task]).parse_args(argv[1:])
         assert args.as_job and args.models == r.model and args.seed_list == str(r.seed)
-        assert args.train_args == "--stop-time-hours 0.1"
+        assert args.train_args == " ".join([*r.train_args, "--stop-time-hours", "0.1"])
+    # on the GPU: the paper's 512 sentences in one pass, TF32 products
+    first = plan.plan_runs("paper")[0]
+    args = build_parser(TASKS[first.task]).parse_args(plan.recipe_argv(first, "/data", "/work")[1:])
+    assert (args.batch_size, args.update_freq, args.train_args) == (512, 1, "--tf32")
     group = plan.plan_groups("paper")[2]
     args = build_parser(TASKS[group.task]).parse_args(plan.prepare_argv(group, "/data", "/work")[1:])
     assert args.prepare_only and args.models == "lstm,copy,simple"
@@ -124,6 +128,13 @@ def test_collect_merges_polls_and_keeps_out_time_limited_seeds(tmp_path, capsys)
     d = json.loads((results / "gpu_scan_jump_simple.json").read_text())
     assert d["per_seed"]["2"]["exact_match"] == 0.7 and d["seeds"] == [1, 2, 5]
     assert "seeds 2 are there already: kept" in capsys.readouterr().out
+    # seed 3 was time-limited: a later campaign's complete seed 3 takes its place, the earlier one kept aside
+    e = _result_file(tmp_path / "poll5", 2500.0, [_run(3, 0.6)])
+    assert collect.collect(args(e)) == 0
+    d = json.loads((results / "gpu_scan_jump_simple.json").read_text())
+    assert d["seeds"] == [1, 2, 3, 5] and d["per_seed"]["3"]["exact_match"] == 0.6 and "3" not in d["excluded"]
+    assert [(x["seed"], x["updates"]) for x in d["superseded"]] == [(3, 5000)]
+    assert "seed 3 did not complete before" in capsys.readouterr().out
     with pytest.raises(collect.CollectError, match="neither a results.json nor a folder"):
         collect.collect(args(str(tmp_path / "nothing")))
     (results / "gpu_scan_jump_lstm.json").write_text('{"note": "by hand"}')  # a file collect did not write

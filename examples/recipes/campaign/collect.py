@@ -61,6 +61,11 @@ def result_name(r: dict) -> str:
     return f"gpu_{Group(r['task'], (), r.get('split')).name}_{r['model']}"
 
 
+def completed(seed: dict, metric: str) -> bool:
+    """A seed's run that trained to the end and was scored (what the mean is taken over)."""
+    return bool(seed) and seed["status"] == "finished" and not seed["time_limited"] and seed.get(metric) is not None
+
+
 def build_file(name: str, runs: List[Tuple[float, dict]], campaigns: Dict[float, dict], old: dict) -> dict:
     first = runs[0][1]
     metric = metric_of(first["task"])
@@ -79,8 +84,7 @@ def build_file(name: str, runs: List[Tuple[float, dict]], campaigns: Dict[float,
             "campaign": datetime.datetime.fromtimestamp(started).isoformat(timespec="seconds"),
             "commands": (r.get("config") or {}).get("commands") or {"recipe": " ".join(r.get("command") or [])},
         }
-    complete = {s: v for s, v in per_seed.items() if v["status"] == "finished" and not v["time_limited"]
-                and v.get(metric) is not None}
+    complete = {s: v for s, v in per_seed.items() if completed(v, metric)}
     stats = mean_std([v[metric] for v in complete.values()]) if complete else {}
     config = first.get("config") or {}
     return {
@@ -92,6 +96,7 @@ def build_file(name: str, runs: List[Tuple[float, dict]], campaigns: Dict[float,
         "excluded": {s: v["reason"] or ("time-limited: " + f"{v['updates']} of {v['max_update']} updates")
                      for s, v in per_seed.items() if s not in complete},
         "configuration": {"hparams": config.get("hparams")},
+        **({"superseded": old["superseded"]} if old.get("superseded") else {}),
         "note": "GPU campaign (tools/gpu_campaign.sh, docs/gpu.md): mean and std (ddof=0) over the seeds that "
                 "finished their whole training; time-limited and failed seeds are listed under excluded",
     }
@@ -124,7 +129,15 @@ def collect(args) -> int:
         old = read_json(path) if os.path.isfile(path) else {}
         if old and not old.get("note", "").startswith("GPU campaign"):
             raise CollectError(f"{path} exists and was not written by collect: not touched")
-        clash = [str(r["seed"]) for _, r in rs if str(r["seed"]) in (old.get("per_seed") or {})]
+        old_seeds = old.get("per_seed") or {}
+        # a seed that never completed (time-limited, failed, stopped) is superseded by a new run of it, and kept
+        # in the file under "superseded"; a complete one stays unless --replace
+        clash = [str(r["seed"]) for _, r in rs if completed(old_seeds.get(str(r["seed"])), old.get("metric"))]
+        for seed in sorted({str(r["seed"]) for _, r in rs} - set(clash)):
+            if seed in old_seeds:
+                old.setdefault("superseded", []).append({"seed": int(seed), **old_seeds.pop(seed)})
+                print(f"{path}: seed {seed} did not complete before ({old.get('excluded', {}).get(seed)}): "
+                      f"superseded by the new run (the earlier one is kept under 'superseded')")
         if clash and not args.replace:
             print(f"{path}: seeds {', '.join(clash)} are there already: kept (--replace to take the new ones)")
             rs = [(s, r) for s, r in rs if str(r["seed"]) not in clash]

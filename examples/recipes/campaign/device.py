@@ -609,8 +609,8 @@ class Scheduler:
 
 
 def run_fields(r: dict) -> dict:
-    return {k: (tuple(r[k]) if k == "options" else r[k])
-            for k in ("id", "group", "task", "split", "model", "seed", "options", "priority")}
+    return {k: (tuple(r.get(k, ())) if k in ("options", "train_args") else r[k])
+            for k in ("id", "group", "task", "split", "model", "seed", "options", "priority", "train_args")}
 
 
 def run_summary(out: str) -> dict:

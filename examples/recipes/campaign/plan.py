@@ -17,6 +17,7 @@ class Group:
     models: Tuple[str, ...]
     split: Optional[str] = None
     options: Tuple[str, ...] = ()   # recipe options (e.g. --cpu-small); none: the paper's settings (appendix C.1)
+    train_args: Tuple[str, ...] = ()  # fairseq-train options of every run (the recipe's --train-args)
 
     @property
     def name(self) -> str:
@@ -32,11 +33,18 @@ class Tier:
 
 # The issue's order: (1) SCAN jump and around right, LSTM and LSTM + Simple, 3 seeds each; (2) COGS LSTM, + copy,
 # + Simple; (3) English-Chinese LSTM, + Simple, + IBM Model 1 (the authors' "IBMM2" lexicons); then more SCAN seeds.
-SCAN_GROUPS = (Group("scan", ("lstm", "simple"), "jump"), Group("scan", ("lstm", "simple"), "around_right"))
+# On a GPU the paper's batch of 512 sentences is taken in one pass rather than as 128 x 4 accumulated (the same sum
+# of gradients over 512 sentences; a quarter of the kernel launches, which bound one run's speed), and the LSTMs'
+# matrix products use TF32 (the runs at once are bound by the GPU's fp32 throughput: 12 SCAN runs of the last
+# campaign did 60 updates/s in all, about 0.5 TFLOP each). examples/RESULTS.md says so beside the rows.
+GPU_OPTIONS = ("--batch-size", "512", "--update-freq", "1")
+GPU_TRAIN_ARGS = ("--tf32",)
+SCAN_GROUPS = (Group("scan", ("lstm", "simple"), "jump", GPU_OPTIONS, GPU_TRAIN_ARGS),
+               Group("scan", ("lstm", "simple"), "around_right", GPU_OPTIONS, GPU_TRAIN_ARGS))
 PAPER_TIERS = (
     Tier(SCAN_GROUPS, (1, 2, 3)),
-    Tier((Group("cogs", ("lstm", "copy", "simple")),), (1, 2, 3)),
-    Tier((Group("eng_cmn", ("lstm", "simple", "ibm1")),), (1, 2, 3)),
+    Tier((Group("cogs", ("lstm", "copy", "simple"), None, GPU_OPTIONS, GPU_TRAIN_ARGS),), (1, 2, 3)),
+    Tier((Group("eng_cmn", ("lstm", "simple", "ibm1"), None, GPU_OPTIONS, GPU_TRAIN_ARGS),), (1, 2, 3)),
     Tier(SCAN_GROUPS, (4, 5)),
 )
 # A miniature of the same shape for the simulated device (tests, a dry rehearsal on a CPU): CPU-sized models,
@@ -57,6 +65,7 @@ class Run:
     seed: int
     options: Tuple[str, ...] = ()
     priority: int = 0       # position in the plan (0 first)
+    train_args: Tuple[str, ...] = ()
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -72,7 +81,7 @@ def plan_runs(name: str) -> List[Run]:
             for group in tier.groups:
                 for model in group.models:
                     runs.append(Run(f"{group.name}-{model}-s{seed}", group.name, group.task, group.split, model,
-                                    seed, group.options, len(runs)))
+                                    seed, group.options, len(runs), group.train_args))
     return runs
 
 
@@ -91,8 +100,9 @@ def recipe_argv(run: Run, data: str, work: str, extra_train_args: Sequence[str] 
     argv = [run.task, "--data", data, *(["--split", run.split] if run.split else []), "--models", run.model,
             "--seed-list", str(run.seed), "--work", work, "--jobs", "1", "--as-job", "--keep-checkpoints", "none",
             "--progress-every", "30", *run.options]
-    if extra_train_args:
-        argv += ["--train-args", " ".join(extra_train_args)]
+    train_args = [*run.train_args, *extra_train_args]
+    if train_args:  # one word: a value that starts with "--" and holds no space would be taken for an option
+        argv.append("--train-args=" + " ".join(train_args))
     return argv
 
 
