@@ -404,8 +404,8 @@ def build_parser() -> argparse.ArgumentParser:
                "transformer_iwslt_de_en recipe for the Transformer). Details: examples/custom/README.md.")
     g = p.add_argument_group("data (each: a TSV file, source<TAB>target, or a PREFIX of PREFIX.src and PREFIX.tgt)")
     g.add_argument("--train", required=True, metavar="PATH", help="training pairs")
-    g.add_argument("--valid", metavar="PATH", help=f"validation pairs (default: {VALID_FRACTION:.0%} of the training "
-                                                   f"pairs held out)")
+    g.add_argument("--valid", metavar="PATH", help=f"validation pairs (default: {VALID_FRACTION * 100:.0f}%% of the "
+                                                   f"training pairs held out)")
     g.add_argument("--test", required=True, metavar="PATH", help="test pairs (decoded and scored)")
     g.add_argument("--source-lang", default="src", help="suffix of the source files of a PREFIX (default src)")
     g.add_argument("--target-lang", default="tgt", help="suffix of the target files of a PREFIX (default tgt)")
