@@ -197,7 +197,8 @@ class LexLSTMDecoder(LexicalDecoder, FairseqIncrementalDecoder):
     One loop serves teacher forcing and incremental decoding (a step is a call with one target position). What does
     not depend on the recurrence is computed once for all steps: the embedding's share of the first cell's gates
     (and, with the combined output, of o_t), the encoder states' share of the output (W c_t = sum_j alpha_j W s_j).
-    The loop reads no value on the host.
+    In training, what every step multiplies by (the recurrent weights, the attention's keys) gets its gradient in
+    one product over all steps (``StepProduct``). The loop reads no value on the host.
     """
 
     GATE_FEATURES = LSTM_GATE_FEATURES
