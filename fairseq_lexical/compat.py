@@ -23,6 +23,11 @@
    CPU or GPU training stops with ``'NoneType' object has no attribute 'xla_device'``. Where torch_xla is not
    installed (no TPU can be used) we undo that: bf16 then runs on the CPU or GPU, as ``--bf16`` says. This is done
    in the architecture configuration functions, the first code of ours that runs after fairseq set the flag.
+6. A file that is not a fairseq checkpoint given as ``--path`` (or to ``from_pretrained``, the analysis tools) fails
+   in ``torch.load`` with an ``UnpicklingError`` whose only advice is to re-run with ``weights_only=False``, which
+   would execute whatever the file holds (a damaged file: a zip-reader error without the file's name).
+   ``fairseq.checkpoint_utils.load_checkpoint_to_cpu`` now says instead that the file is not a loadable fairseq
+   checkpoint, naming it.
 """
 from __future__ import annotations
 
@@ -75,6 +80,36 @@ def _allow_fairseq_checkpoint_globals():
     if add is None:  # torch < 2.4 loads without the allow-list
         return
     add(fairseq_checkpoint_globals())
+
+
+class CheckpointLoadError(RuntimeError):
+    """A file given as a checkpoint that torch's safe loader refuses (not a checkpoint, damaged, or unsafe)."""
+
+
+def _clear_checkpoint_errors():
+    import pickle
+
+    from fairseq import checkpoint_utils
+
+    original = checkpoint_utils.load_checkpoint_to_cpu
+    if getattr(original, "_fairseq_lexical_clear_errors", False):
+        return
+
+    @functools.wraps(original)
+    def load_checkpoint_to_cpu(path, *args, **kwargs):
+        try:
+            return original(path, *args, **kwargs)
+        except (pickle.UnpicklingError, EOFError, RuntimeError) as err:
+            if isinstance(err, RuntimeError) and "PytorchStreamReader" not in str(err):  # not the file's fault
+                raise
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise CheckpointLoadError(
+                f"{path}: not a loadable fairseq checkpoint (torch's safe loader refused it: {reason[:200]}). "
+                f"It is damaged, of another program, or holds objects a checkpoint of fairseq and this plugin "
+                f"never does; do not load a file you do not trust with weights_only=False") from None
+
+    load_checkpoint_to_cpu._fairseq_lexical_clear_errors = True
+    checkpoint_utils.load_checkpoint_to_cpu = load_checkpoint_to_cpu
 
 
 def _keep_last_batch():
@@ -189,6 +224,7 @@ def apply():
     if _applied:
         return
     _allow_fairseq_checkpoint_globals()
+    _clear_checkpoint_errors()
     _keep_last_batch()
     _cpu_ddp_without_device_ids()
     _torchrun_world_size_and_cpu()

@@ -161,3 +161,31 @@ def test_bf16_training_on_the_cpu_every_architecture(toy_data, tmp_path):
         assert any(v == "torch.bfloat16" for v in floats.values()), (name, table)
         if name != "lla_lstm":  # its Lexicon Unit is a trained embedding, bf16 like the rest
             assert lexical and all(v != "torch.bfloat16" for v in lexical.values()), (name, lexical)
+
+
+class Payload:
+    """What a crafted checkpoint may hold: unpickling it would call a function of the file's choosing."""
+
+    def __reduce__(self):
+        return (print, ("the payload ran",))
+
+
+@needs_safe_loading
+@pytest.mark.parametrize("content", ["text", "crafted", "truncated"])
+def test_a_file_that_is_not_a_checkpoint_is_refused_by_name(tmp_path, capsys, content):
+    from fairseq import checkpoint_utils
+
+    from fairseq_lexical.compat import CheckpointLoadError
+
+    path = tmp_path / "model.pt"
+    if content == "text":
+        path.write_text("not a checkpoint\n")
+    elif content == "crafted":
+        torch.save({"model": {}, "x": Payload()}, path)
+    else:
+        torch.save({"args": argparse.Namespace(arch="lstm")}, path)
+        path.write_bytes(path.read_bytes()[:40])
+    with pytest.raises(CheckpointLoadError, match="model.pt: not a loadable fairseq checkpoint") as err:
+        checkpoint_utils.load_checkpoint_to_cpu(str(path))
+    assert "do not load a file you do not trust" in str(err.value)
+    assert "the payload ran" not in capsys.readouterr().out
