@@ -158,3 +158,19 @@ def test_lla_lstm_offers_its_lexicon_unit_instead_of_a_gate(toy_data, checkpoint
             toy_batch(hub.task, [("a1 and a2", "B1 B2")])["net_input"]["prev_output_tokens"], encoder_out)[0]), -1)
     # o'_t = l * o_t (Thrush 2020): the model's output is the write distribution scaled by l
     torch.testing.assert_close(lprobs[0], write[0] + torch.log(l), atol=1e-5, rtol=0)
+
+
+def test_missing_paths_are_named(tmp_path):
+    """from_pretrained on a missing directory, checkpoint or data directory names it (fairseq: a TypeError)."""
+    from fairseq_lexical.models.lex_lstm import LexLSTMModel
+
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / "checkpoint_best.pt").write_bytes(b"")
+    (tmp_path / "bin").mkdir()
+    cases = [(tmp_path / "nowhere", "checkpoint_best.pt", str(tmp_path / "bin"), "model directory .*nowhere"),
+             (tmp_path / "ckpt", "checkpoint_last.pt", str(tmp_path / "bin"), "no checkpoint 'checkpoint_last.pt'"),
+             (tmp_path / "ckpt", "checkpoint_best.pt:other.pt", str(tmp_path / "bin"), "no checkpoint 'other.pt'"),
+             (tmp_path / "ckpt", "checkpoint_best.pt", str(tmp_path / "nodata"), "data directory .*nodata")]
+    for model_dir, checkpoint, data, message in cases:
+        with pytest.raises(FileNotFoundError, match=message):
+            LexLSTMModel.from_pretrained(str(model_dir), checkpoint_file=checkpoint, data_name_or_path=data)

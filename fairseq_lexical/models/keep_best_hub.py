@@ -33,6 +33,23 @@ def hint_if_fairseq_search(cfg) -> bool:
     return True
 
 
+def missing_paths(model_dir: str, checkpoint_file: str, data: str) -> None:
+    """FileNotFoundError naming what ``from_pretrained`` would not find (fairseq fails later with a TypeError
+    naming no path): the model directory, each checkpoint of ``a.pt:b.pt``, the data directory (relative to the
+    model directory when it starts with '.', as fairseq resolves it)."""
+    import os
+
+    if not os.path.isdir(model_dir):
+        raise FileNotFoundError(f"from_pretrained: model directory {model_dir!r} does not exist")
+    for name in checkpoint_file.split(":"):
+        if not os.path.isfile(os.path.join(model_dir, name)):
+            raise FileNotFoundError(f"from_pretrained: no checkpoint {name!r} in {model_dir!r}")
+    data_dir = os.path.join(model_dir, data) if data.startswith(".") else data
+    if not os.path.isdir(data_dir):
+        raise FileNotFoundError(f"from_pretrained: data directory {data_dir!r} (data_name_or_path) does not exist; "
+                                f"give the data-bin the model was trained on (its dictionaries)")
+
+
 class KeepBestHub:
     """Mixin (first base) of the plugin's model classes: the module docstring's two hooks."""
 
@@ -42,6 +59,8 @@ class KeepBestHub:
 
         from ..tasks.lexical_translation import LexicalTranslationTask
 
+        if model_name_or_path not in cls.hub_models():  # fairseq resolves neither path's absence by name
+            missing_paths(model_name_or_path, checkpoint_file, data_name_or_path)
         x = hub_utils.from_pretrained(model_name_or_path, checkpoint_file, data_name_or_path,
                                       archive_map=cls.hub_models(), **kwargs)
         task, cfg = x["task"], x["args"]
