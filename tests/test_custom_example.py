@@ -95,6 +95,31 @@ def test_work_directory_holding_the_input_is_refused(data, tmp_path):
 # -- pieces --------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("option, expected", [
+    (["--lr", "-1"], "--lr must be > 0, got -1.0"),
+    (["--max-update", "0"], "--max-update must be >= 1, got 0"),
+    (["--train-args", '--foo "bar'], "--train-args '--foo \"bar': No closing quotation"),
+    (["--work", "FILE"], "a file, not a directory"),
+])
+def test_impossible_options_stop_before_anything_is_written(data, tmp_path, option, expected):
+    """Issue 55's defects 9-11: --lr -1 trained, an unclosed quote in --train-args and --work naming a file were
+    tracebacks after the data was written."""
+    work = tmp_path / "work"
+    if option[1] == "FILE":
+        work.write_text("a file\n")
+        option = [option[0], work]
+    proc = run_custom("--train", data / "train", "--test", data / "test", "--smoke", "--work", work, *option)
+    assert proc.returncode == 2 and expected in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert work.is_file() if option[0] == "--work" else not work.exists()
+
+
+def test_the_smoke_label_says_the_updates_it_runs(data, tmp_path):
+    proc = run_custom("--train", data / "train", "--test", data / "test", "--smoke", "--max-update", "10",
+                      "--dry-run", "--work", tmp_path / "work")
+    assert proc.returncode == 0, proc.stderr
+    assert "SMOKE preset: 10 updates" in proc.stdout
+
+
 def test_metric_rule_exact_match_for_closed_vocabularies_bleu_for_open_ones():
     import run as custom
 

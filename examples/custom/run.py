@@ -35,6 +35,7 @@ from lexical_offline.metrics.aggregate import aggregate_dir, format_mean_std, fo
 from recipes import ROOT, fairseq_log, process
 from recipes.catalogue import LEXICON_METHODS, MODELS
 from recipes.cli import build_parser as recipe_parser
+from recipes.cli import check_args
 from recipes.console import RecipeError, exit_status_of, hms, say
 from recipes.process import run_logged
 from recipes.runner import Recipe
@@ -487,14 +488,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         task = CustomData(opts, splits, files, primary_metric(splits["train"], opts.primary_metric))
         models = model_names(opts.family, methods)
         opts.work = work
-        args = recipe_parser(task).parse_args(recipe_argv(opts, models, os.path.dirname(files["train"][0])))
+        parser = recipe_parser(task)
+        args = parser.parse_args(recipe_argv(opts, models, os.path.dirname(files["train"][0])))
+        check_args(build_parser(), args)  # the errors name this program's options, which are the same
         task.args = args
         process.PROGRESS_EVERY = max(1.0, args.progress_every)
         run = CustomRun(task, args)
         if opts.preset == "smoke":
             run.settings = "smoke"
-            run.settings_label = ("SMOKE preset: 30 updates of CPU-sized models, beam 2 (checks that every step runs; "
-                                  "the scores mean nothing)")
+            run.settings_label = (f"SMOKE preset: {args.max_update} updates of CPU-sized models, beam {args.beam} "
+                                  f"(checks that every step runs; the scores mean nothing)")
         elif opts.preset == "cpu":
             run.settings_label = "CPU preset (the recipes' --cpu-small settings, not the papers')"
         return run.run()

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
 import sys
 from typing import Optional, Sequence
 
@@ -121,6 +123,28 @@ def build_parser(task: Task) -> argparse.ArgumentParser:
     return parser
 
 
+def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """What argparse's types cannot say, checked before anything is written: a usage error naming the option."""
+    for name, least in (("lr", None), ("max_update", 1), ("batch_size", 1), ("beam", 1), ("warmup_updates", 0),
+                        ("update_freq", 1)):
+        value = getattr(args, name, None)
+        if value is None:
+            continue
+        if (least is None and not value > 0) or (least is not None and value < least):
+            bound = "> 0" if least is None else f">= {least}"
+            parser.error(f"--{name.replace('_', '-')} must be {bound}, got {value}")
+    for name in ("train_args", "generate_args"):
+        value = getattr(args, name, None)
+        if value:
+            try:
+                shlex.split(value)
+            except ValueError as err:
+                parser.error(f"--{name.replace('_', '-')} {value!r}: {err} (one quoted string of options)")
+    work = getattr(args, "work", None)
+    if work and os.path.exists(work) and not os.path.isdir(work):
+        parser.error(f"--work {work}: a file, not a directory")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in TASKS:
@@ -130,6 +154,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     task = TASKS[argv[0]]
     parser = build_parser(task)
     args = parser.parse_args(argv[1:])
+    check_args(parser, args)
     task.args = args  # the task's own options (--split, --gen) and whether --patience was given
     args.recipe_argv = argv  # TASK and its options, repeated by the --jobs children with their own pair
     process.PROGRESS_EVERY = max(1.0, args.progress_every)
