@@ -30,8 +30,9 @@ def file_error(path: str, message: str, line: Optional[int] = None,
 
 
 def iter_lines(path: str, error: Type[ValueError] = TextFileError) -> Iterator[Tuple[int, str]]:
-    """(line number from 1, text without its line ending) for each line of a UTF-8 file. A missing file or bad
-    UTF-8 is an error naming the file (and line). A byte-order mark at the start is dropped."""
+    """(line number from 1, text without its line ending) for each line of a UTF-8 file. A missing file, bad UTF-8
+    or a carriage return inside a line (CR-only line endings) is an error naming the file (and line). A byte-order
+    mark at the start is dropped."""
     if not os.path.isfile(path):
         raise file_error(path, "file not found", error=error)
     with open(path, "rb") as f:
@@ -40,6 +41,9 @@ def iter_lines(path: str, error: Type[ValueError] = TextFileError) -> Iterator[T
                 line = raw.decode("utf-8").rstrip("\r\n")
             except UnicodeDecodeError as e:
                 raise file_error(path, f"not valid UTF-8 ({e.reason} at byte {e.start})", lineno, error) from None
+            if "\r" in line:  # CR-only line endings would turn the whole file into one line
+                raise file_error(path, "a carriage return inside the line: the file's lines end in CR alone (old "
+                                       "Mac style); convert them to LF or CR LF (e.g. tr '\\r' '\\n')", lineno, error)
             # a byte-order mark would otherwise glue itself to the first token
             yield lineno, (line[1:] if lineno == 1 and line.startswith("\ufeff") else line)
 

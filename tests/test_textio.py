@@ -23,6 +23,16 @@ def test_lines_drop_a_byte_order_mark_and_name_the_file_and_line(tmp_path):
         textio.read_lines(str(tmp_path / "missing.txt"), error=ToolError)
 
 
+def test_cr_only_line_endings_are_an_error_not_one_line(tmp_path):
+    """Issue 55, defect 5: ten pairs with CR-only endings silently became one."""
+    path = tmp_path / "mac.txt"
+    path.write_bytes(b"a b\rc\rd\r")
+    with pytest.raises(textio.TextFileError, match=r"mac.txt:1: a carriage return inside the line"):
+        textio.read_lines(str(path))
+    path.write_bytes(b"a b\r\nc\r\n")  # CR LF stays fine
+    assert textio.read_lines(str(path)) == ["a b", "c"]
+
+
 def test_columns_and_header_tsv(tmp_path):
     path = tmp_path / "c.tsv"
     path.write_text("a\tA\tx\nb\tB\n")
