@@ -308,6 +308,15 @@ def _same_file(a: str, b: str) -> bool:
 Labelled = Union[Dict[str, Optional[str]], Iterable[Tuple[str, Optional[str]]]]
 
 
+def directory_inputs(label: str, directory: Optional[str]) -> List[Tuple[str, str]]:
+    """Every file directly in ``directory`` as an input of refuse_overwriting_inputs, labelled "LABEL (NAME)": a
+    data-bin's dictionaries and binarised splits are a tool's inputs as much as the files it names."""
+    if not directory or not os.path.isdir(directory):
+        return []
+    return [(f"{label} ({name})", os.path.join(directory, name)) for name in sorted(os.listdir(directory))
+            if os.path.isfile(os.path.join(directory, name))]
+
+
 def refuse_overwriting_inputs(outputs: Labelled, inputs: Labelled) -> None:
     """Raise OutputOverwritesInputError if an output is the same file as an input or as another output.
 

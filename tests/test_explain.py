@@ -390,6 +390,17 @@ def test_tool_refuses_to_write_over_its_input(toy_data, tmp_path):
     assert (tmp_path / "test.src").read_text() == (toy_data / "test.src").read_text()
 
 
+def test_tool_refuses_to_write_over_the_data_bin(toy_data, tmp_path):
+    """Issue 55, defect 8: --html naming the data-bin's dictionary overwrote it."""
+    (tmp_path / "ckpt.pt").write_bytes(b"not read")
+    dictionary = toy_data / "bin" / "dict.tgt.txt"
+    before = dictionary.read_bytes()
+    r = run_tool(toy_data / "bin", "--path", tmp_path / "ckpt.pt", "--source", toy_data / "test.src",
+                 "-o", tmp_path / "x.jsonl", "--html", dictionary)
+    assert r.returncode == 2 and "same file as the input the data directory (dict.tgt.txt)" in r.stderr, r.stderr
+    assert dictionary.read_bytes() == before
+
+
 def test_loaded_models_are_prepared_as_fairseq_generate_prepares_them(toy_data, trained):
     """The tools decode with the model as fairseq-generate has it: its lexical head never generates <unk>."""
     from fairseq_lexical.analysis import gates

@@ -64,7 +64,7 @@ def main(argv=None) -> int:
         return 2
 
     from fairseq_lexical.analysis import damage as dmg
-    from lexical_offline.textio import OutputOverwritesInputError, refuse_overwriting_inputs
+    from lexical_offline.textio import OutputOverwritesInputError, directory_inputs, refuse_overwriting_inputs
 
     try:
         conditions = dmg.parse_conditions(args.damage)
@@ -74,7 +74,8 @@ def main(argv=None) -> int:
             paths = {args.save_damaged.replace("{}", dmg.condition_name(groups)): dmg.condition_name(groups)
                      for groups in conditions if groups}  # one path without '{}': run_conditions says so
             refuse_overwriting_inputs({f"--save-damaged ({name})" if len(paths) > 1 else "--save-damaged": path
-                                       for path, name in paths.items()}, {"--path": args.path})
+                                       for path, name in paths.items()},
+                                      [("--path", args.path), *directory_inputs("the data directory", args.data)])
         model, model_cfg, task = dmg.load_checkpoint(args.path, args.data, args.source_lang, args.target_lang,
                                                      args.device)
         for groups in conditions:  # unknown groups are reported before any decoding

@@ -96,12 +96,13 @@ def main(argv=None) -> int:
             return fail(f"{what} not found: {path}")
     if not os.path.isdir(args.data):
         return fail(f"data directory not found: {args.data}")
-    from lexical_offline.textio import read_lines, refuse_overwriting_inputs, write_jsonl
+    from lexical_offline.textio import directory_inputs, read_lines, refuse_overwriting_inputs, write_jsonl
 
     try:
         refuse_overwriting_inputs({"-o": args.output, "--html": args.html},
-                                  {"--path": args.path, "--generate-output": args.generate_output,
-                                   "--source": args.source, "--reference": args.reference})
+                                  [("--path", args.path), ("--generate-output", args.generate_output),
+                                   ("--source", args.source), ("--reference", args.reference),
+                                   *directory_inputs("the data directory", args.data)])
         references = None if args.reference is None else [" ".join(r.split()) for r in read_lines(args.reference)]
         if args.source is not None:
             sources = [" ".join(s.split()) for s in read_lines(args.source)]

@@ -65,11 +65,12 @@ def main(argv=None) -> int:
     if missing:
         print(f"plot_gates.py: error: {missing}", file=sys.stderr)
         return 2
-    from lexical_offline.textio import refuse_overwriting_inputs
+    from lexical_offline.textio import directory_inputs, refuse_overwriting_inputs
 
     try:
         json_out = os.path.splitext(args.output)[0] + ".json" if args.json else None
-        refuse_overwriting_inputs({"-o": args.output, "--json (-o with .json)": json_out}, {"--path": args.path})
+        refuse_overwriting_inputs({"-o": args.output, "--json (-o with .json)": json_out},
+                                  [("--path", args.path), *directory_inputs("the data directory", args.data)])
     except ValueError as e:
         print(f"plot_gates.py: error: {e}", file=sys.stderr)
         return 2
