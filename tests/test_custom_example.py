@@ -113,6 +113,17 @@ def test_impossible_options_stop_before_anything_is_written(data, tmp_path, opti
     assert work.is_file() if option[0] == "--work" else not work.exists()
 
 
+def test_fairseqs_reserved_symbols_in_the_data_are_named(data, tmp_path):
+    """Issue 55, defect 7: a '</s>' inside a target ended the sentence, '<pad>' made exact match 0, silently."""
+    lines = (data / "test.tsv").read_text().splitlines()
+    src, tgt = lines[2].split("\t")
+    lines[2] = f"{src}\t{tgt} </s> {tgt}"
+    (data / "reserved.tsv").write_text("\n".join(lines) + "\n")
+    work = tmp_path / "work"
+    proc = run_custom("--train", data / "train", "--test", data / "reserved.tsv", "--work", work)
+    assert_stopped_early(proc, work, "reserved.tsv:3: the target holds '</s>'")
+
+
 def test_the_smoke_label_says_the_updates_it_runs(data, tmp_path):
     proc = run_custom("--train", data / "train", "--test", data / "test", "--smoke", "--max-update", "10",
                       "--dry-run", "--work", tmp_path / "work")

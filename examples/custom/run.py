@@ -66,6 +66,9 @@ def split_files(path: str, src_lang: str, tgt_lang: str) -> Tuple[str, ...]:
     return (f"{path}.{src_lang}", f"{path}.{tgt_lang}")
 
 
+FAIRSEQ_RESERVED = ("<s>", "<pad>", "</s>", "<unk>")
+
+
 def read_split(role: str, path: str, src_lang: str, tgt_lang: str) -> Tuple[List[Tuple[str, str]], List[str]]:
     """(pairs, files read) of one split; every problem is a RecipeError naming the option and the file."""
     files = split_files(path, src_lang, tgt_lang)
@@ -78,6 +81,13 @@ def read_split(role: str, path: str, src_lang: str, tgt_lang: str) -> Tuple[List
         pairs = read_pairs(*files)  # one TSV file, or PREFIX.src_lang and PREFIX.tgt_lang
     except TextFileError as e:
         raise RecipeError(f"--{role}: {e}") from None
+    for lineno, pair in enumerate(pairs, start=1):
+        for side, text in zip(("source", "target"), pair):
+            reserved = next((w for w in text.split() if w in FAIRSEQ_RESERVED), None)
+            if reserved:  # fairseq reads "</s>" as the sentence's end, "<pad>" as padding...
+                where = files[0] if len(files) == 1 else files[0 if side == "source" else 1]
+                raise RecipeError(f"--{role}: {where}:{lineno}: the {side} holds {reserved!r}, one of fairseq's "
+                                  f"reserved symbols ({' '.join(FAIRSEQ_RESERVED)}); replace it in the data")
     return pairs, [os.path.abspath(f) for f in files]
 
 
