@@ -742,6 +742,39 @@ def test_runs_made_before_the_json_log_format_are_still_reused(tmp_path):
         (out / "config.json").write_text(json.dumps({"fingerprint": before}))
         assert recipe.stale(model, 1, prep) == f"{out}: train differ"
 
+
+def test_a_rebuilt_lexicon_with_the_same_entries_is_the_same_lexicon(tmp_path):
+    """Issue 55, defect 3: the lexicon's fingerprint held its header's timing, so restoring the data and re-running
+    was refused ("lexicon differ"). Only the entries count; runs finished with the whole file's SHA-1 still match."""
+    from recipes.cli import build_parser
+    from recipes.runner import Recipe
+    from recipes.tasks import TASKS, Prepared
+    from recipes.textio import sha1_files
+
+    write_tiny_layouts(tmp_path)
+    task = TASKS["scan"]
+    args = build_parser(task).parse_args(["--data", str(tmp_path / "scan"), "--work", str(tmp_path / "w"),
+                                          "--models", "simple", "--cpu-small"])
+    task.args = args
+    recipe, prep = Recipe(task, args), Prepared([], None, [], [], {})
+    lexicon = recipe.lexicon_path("simple")
+    os.makedirs(os.path.dirname(lexicon), exist_ok=True)
+    with open(lexicon, "w") as f:
+        f.write("# method: simple seconds=0.553\njump\tI_JUMP\t1.0\n")
+    out = tmp_path / "w" / "simple" / "seed1"
+    out.mkdir(parents=True)
+    fingerprint = recipe.fingerprint("simple", 1, recipe.commands("simple", 1, str(out), prep))
+    (out / "score.json").write_text("{}")
+    (out / "config.json").write_text(json.dumps({"fingerprint": fingerprint}))
+    with open(lexicon, "w") as f:  # rebuilt: another timing, the same entries
+        f.write("# method: simple seconds=0.47\njump\tI_JUMP\t1.0\n")
+    assert recipe.stale("simple", 1, prep) is None
+    (out / "config.json").write_text(json.dumps({"fingerprint": dict(fingerprint, lexicon_sha1=sha1_files([lexicon]))}))
+    assert recipe.stale("simple", 1, prep) is None  # recorded before, as the whole file's SHA-1
+    with open(lexicon, "w") as f:
+        f.write("# method: simple seconds=0.47\njump\tI_WALK\t1.0\n")
+    assert recipe.stale("simple", 1, prep) == f"{out}: lexicon differ"
+
 @pytest.mark.slow
 def test_lla_colors_keeps_the_first_best_epoch(tmp_path):
     """The lla row end to end on Colors with a short schedule, one fairseq-train call (lla_translation): the

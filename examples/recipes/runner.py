@@ -25,7 +25,7 @@ from recipes.process import KEEP_BEST_TASK, child_env, run_concurrently, run_log
 from recipes.settings import (CPU_LSTM_ARCH_SIZES, PRESET_LABELS, cpu_sized, effective_hparams, lla_settings,
                               parse_seeds, transformer_settings)
 from recipes.tasks import Prepared, Task
-from recipes.textio import count_entries, read_json, sha1_files, write_json
+from recipes.textio import count_entries, read_json, sha1_files, sha1_lexicon_entries, write_json
 
 USER_DIR = os.path.join(ROOT, "fairseq_lexical")  # fairseq's --user-dir
 EXAMPLES = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # where the package recipes lies
@@ -276,7 +276,7 @@ class Recipe(LlaSteps):
         spec = MODELS[model]
         lex_sha1 = None
         if spec.lexicon in LEXICON_METHODS and os.path.isfile(self.lexicon_path(spec.lexicon)):
-            lex_sha1 = sha1_files([self.lexicon_path(spec.lexicon)])
+            lex_sha1 = sha1_lexicon_entries(self.lexicon_path(spec.lexicon))
         return {"data_sha1": self.data_sha1, "lexicon_sha1": lex_sha1,
                 **{k: norm(v) for k, v in commands.items()}}
 
@@ -342,7 +342,10 @@ class Recipe(LlaSteps):
         fp = self.fingerprint(model, seed, self.commands(model, seed, out, prep))
         config_path = f"{out}/config.json"
         old = (read_json(config_path).get("fingerprint") or {}) if os.path.isfile(config_path) else {}
-        diff = [k.replace("_sha1", "") for k in fp if old.get(k) != fp[k]]
+        # runs finished before the entries-only lexicon fingerprint recorded the whole file's SHA-1
+        spec = MODELS[model]
+        earlier = {"lexicon_sha1": sha1_files([self.lexicon_path(spec.lexicon)])} if fp.get("lexicon_sha1") else {}
+        diff = [k.replace("_sha1", "") for k in fp if old.get(k) != fp[k] and old.get(k) != earlier.get(k, fp[k])]
         return f"{out}: {', '.join(diff)} differ" if diff else None
 
     def check_finished_runs(self, prep: Prepared) -> None:

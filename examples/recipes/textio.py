@@ -39,6 +39,17 @@ def count_entries(path: str) -> int:
         return sum(1 for line in f if line.strip() and not line.startswith("#"))
 
 
+def sha1_lexicon_entries(path: str) -> str:
+    """SHA-1 of a lexicon file's entries, without its '#' provenance lines (which hold the build's timing: a rebuild
+    from the same data must match)."""
+    h = hashlib.sha1()
+    with open(path, "rb") as f:
+        for line in f:
+            if not line.startswith(b"#"):
+                h.update(line)
+    return h.hexdigest()
+
+
 def sha1_files(paths: Sequence[str]) -> str:
     h = hashlib.sha1()
     for p in paths:
