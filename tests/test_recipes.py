@@ -869,3 +869,39 @@ def test_an_interrupted_lla_run_starts_again_or_resumes(tmp_path):
                        text(tmp_path / "late" / "lla" / "seed1" / "train.log"))
     assert loaded and 45 <= int(loaded.group(1)) < 150  # (the interruption lands a few epochs after the 45th)
     assert selection == reference
+
+
+def test_the_recipes_delete_only_what_they_wrote(tmp_path):
+    """Issue 55, defect 1: a file of the user's in WORK/bin, or in a run directory before the run, was deleted
+    without a word. Such directories are refused, untouched; in the recipe's own run directory a re-run removes the
+    recipe's files and keeps the user's."""
+    from recipes.cli import build_parser
+    from recipes.console import RecipeError
+    from recipes.runner import RUN_OUTPUTS, Recipe, remove_outputs
+    from recipes.tasks import TASKS, Prepared
+
+    write_tiny_layouts(tmp_path)
+    task = TASKS["scan"]
+    args = build_parser(task).parse_args(["--data", str(tmp_path / "scan"), "--work", str(tmp_path / "w"),
+                                          "--models", "lstm", "--cpu-small"])
+    task.args = args
+    recipe, prep = Recipe(task, args), Prepared([], None, [], [], {})
+    bin_dir = tmp_path / "w" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "deploy.sh").write_text("echo x\n")
+    (bin_dir / "dict.src.txt").write_text("old 1\n")
+    with pytest.raises(RecipeError, match=r"holds files the recipe did not write \(deploy.sh\)"):
+        recipe.preprocess(str(bin_dir), ["false"], "preprocess.log")
+    assert sorted(p.name for p in bin_dir.iterdir()) == ["deploy.sh", "dict.src.txt"]
+    out = tmp_path / "w" / "lstm" / "seed1"
+    out.mkdir(parents=True)
+    (out / "NOTES.txt").write_text("mine\n")
+    (out / "checkpoint_best.pt").write_bytes(b"mine")
+    with pytest.raises(RecipeError, match=r"\(NOTES.txt, checkpoint_best.pt\)"):
+        recipe.run_one("lstm", 1, prep, "[1/1]")
+    assert sorted(p.name for p in out.iterdir()) == ["NOTES.txt", "checkpoint_best.pt"]
+    # the recipe's own directory: its files go, the user's stay
+    for name in ("config.json", "train.log", "train.log.1", "checkpoint_last.pt", "generate.txt", "score.json"):
+        (out / name).write_text("x")
+    remove_outputs(str(out), RUN_OUTPUTS)
+    assert sorted(p.name for p in out.iterdir()) == ["NOTES.txt"]

@@ -7,7 +7,6 @@ import os
 import platform
 import re
 import shlex
-import shutil
 import sys
 import time
 from dataclasses import asdict
@@ -49,6 +48,38 @@ def job_outcome(log: str) -> str:
     results = [m.group(1) for line in lines if (m := RESULT_LINE.fullmatch(line))]
     return (errors or results or lines or ["(empty log)"])[-1]
 
+
+
+# What the recipes write in a data-bin (fairseq-preprocess's files and the stamp) and in a run directory: the only
+# names they ever delete. Anything else there is the user's.
+PREPROCESS_OUTPUTS = re.compile(r"dict\.[\w.-]+\.txt|(train|valid|test)\d*\.[\w.-]+\.(bin|idx)|preprocess\.log|"
+                                r"prepared\.json")
+RUN_OUTPUTS = re.compile(r"checkpoint[\w.-]*\.pt|[\w.-]+\.log(\.\d+)?|(config|run|score|selection)\.json|"
+                         r"train\.done|generate[\w.-]*\.txt|damage[\w.-]*\.json|[\w.-]+\.tmp")
+
+
+def foreign_files(directory: str, ours: "re.Pattern[str]") -> List[str]:
+    """Names in ``directory`` the recipes do not write (subdirectories included)."""
+    if not os.path.isdir(directory):
+        return []
+    return sorted(n for n in os.listdir(directory)
+                  if not (os.path.isfile(os.path.join(directory, n)) and ours.fullmatch(n)))
+
+
+def remove_outputs(directory: str, ours: "re.Pattern[str]", keep=lambda name: False) -> None:
+    """Delete the recipes' own files in ``directory`` (not ``keep``'s); everything else stays."""
+    for name in os.listdir(directory):
+        path = os.path.join(directory, name)
+        if os.path.isfile(path) and ours.fullmatch(name) and not keep(name):
+            os.remove(path)
+
+
+def refuse_foreign_files(directory: str, ours: "re.Pattern[str]", what: str) -> None:
+    foreign = foreign_files(directory, ours)
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise RecipeError(f"{directory} holds files the recipe did not write ({shown}); it would have to replace "
+                          f"{what} there: move them, or choose another --work")
 
 class Recipe(LlaSteps):
     """One invocation of a recipe: a task, its settings from the command line, the models and seeds to run."""
@@ -117,7 +148,8 @@ class Recipe(LlaSteps):
             say(f"== fairseq-preprocess: up to date ({destdir})")
         else:
             if os.path.isdir(destdir):
-                shutil.rmtree(destdir)
+                refuse_foreign_files(destdir, PREPROCESS_OUTPUTS, "the data-bin")
+                remove_outputs(destdir, PREPROCESS_OUTPUTS)
             secs = run_logged(cmd, self.work + "/" + log, what="fairseq-preprocess")
             write_json(stamp_path, stamp)
             say(f"== fairseq-preprocess: {destdir} ({hms(secs)})")
@@ -381,6 +413,8 @@ class Recipe(LlaSteps):
         trained = None  # an earlier invocation's finished training, reused when only decoding/scoring is missing
         resuming = False
         ckpt = self.checkpoint_path(out, model)
+        if os.path.isdir(out) and not os.path.isfile(config_path):  # not a run of the recipes
+            refuse_foreign_files(out, re.compile(r"(?!)"), f"the {model} run (seed {seed})")
         if os.path.isdir(out):
             old = read_json(config_path).get("fingerprint") if os.path.isfile(config_path) else None
             same = old == fp and not self.args.force
@@ -401,22 +435,20 @@ class Recipe(LlaSteps):
                 kept = []
                 for name in sorted(os.listdir(out)):
                     path = os.path.join(out, name)
-                    if re.fullmatch(r".+\.log\.\d+", name):
-                        continue
-                    if name.endswith(".log"):
+                    if name.endswith(".log") and os.path.isfile(path):
                         n = 1
                         while os.path.exists(f"{path}.{n}"):
                             n += 1
                         os.replace(path, f"{path}.{n}")
                         kept.append(f"{name}.{n}")
-                    elif os.path.isdir(path):
-                        shutil.rmtree(path)
-                    else:
-                        os.remove(path)
+                remove_outputs(out, RUN_OUTPUTS, keep=lambda name: re.fullmatch(r".+\.log\.\d+", name))
                 say(f"{who}: {what}; starting again "
                     f"(its logs kept: {', '.join(kept) or 'none'})")
-            else:
-                shutil.rmtree(out)
+            else:  # other settings (or --force): the earlier run's files go, the user's stay
+                remove_outputs(out, RUN_OUTPUTS)
+                foreign = foreign_files(out, RUN_OUTPUTS)
+                if foreign:
+                    say(f"{who}: starting again; kept in {out} (not the recipe's): {', '.join(foreign)}")
         os.makedirs(out, exist_ok=True)
         config = {
             "task": self.task.name, "model": model, "label": self.label(model), "seed": seed,
