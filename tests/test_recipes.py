@@ -905,3 +905,15 @@ def test_the_recipes_delete_only_what_they_wrote(tmp_path):
         (out / name).write_text("x")
     remove_outputs(str(out), RUN_OUTPUTS)
     assert sorted(p.name for p in out.iterdir()) == ["NOTES.txt"]
+
+
+def test_one_recipe_at_a_time_in_a_work_directory(tmp_path):
+    """Issue 55, defect 4: a second run on the same --work 'resumed' the first's training while it ran."""
+    from recipes.console import RecipeError
+    from recipes.runner import lock_work_directory
+
+    held = lock_work_directory(str(tmp_path))
+    with pytest.raises(RecipeError, match=rf"--work {tmp_path} is in use by a running recipe \(pid {os.getpid()}"):
+        lock_work_directory(str(tmp_path))
+    held.close()  # the holder ends: the directory is free again
+    lock_work_directory(str(tmp_path)).close()

@@ -74,6 +74,28 @@ def remove_outputs(directory: str, ours: "re.Pattern[str]", keep=lambda name: Fa
             os.remove(path)
 
 
+def lock_work_directory(work: str):
+    """An exclusive lock on WORK/.lock for this process' lifetime (released by the OS when it ends, however it
+    ends), or a RecipeError naming the process that holds it: two recipes in one work directory would resume each
+    other's training and rename each other's logs."""
+    import fcntl
+
+    handle = open(os.path.join(work, ".lock"), "a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.seek(0)
+        holder = handle.read().strip() or "another process"
+        handle.close()
+        raise RecipeError(f"--work {work} is in use by a running recipe ({holder}); wait for it to end or choose "
+                          f"another --work") from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"pid {os.getpid()}, started {datetime.datetime.now().isoformat(timespec='seconds')}\n")
+    handle.flush()
+    return handle
+
+
 def refuse_foreign_files(directory: str, ours: "re.Pattern[str]", what: str) -> None:
     foreign = foreign_files(directory, ours)
     if foreign:
@@ -588,6 +610,8 @@ class Recipe(LlaSteps):
                     f"{self.work}/jobs/<model>_seed<N>.log)")
             return 0
         os.makedirs(self.work, exist_ok=True)
+        if not self.args.as_job:  # --jobs children and campaign runs work under their parent's lock
+            self._lock = lock_work_directory(self.work)
         if not self.args.as_job:  # the parent's config.json holds the whole invocation
             write_json(self.work + "/config.json", self.config())
         prep = self.prepare()
