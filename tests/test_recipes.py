@@ -917,3 +917,34 @@ def test_one_recipe_at_a_time_in_a_work_directory(tmp_path):
         lock_work_directory(str(tmp_path))
     held.close()  # the holder ends: the directory is free again
     lock_work_directory(str(tmp_path)).close()
+
+
+def test_runs_of_other_data_are_refused_before_anything_is_written(tmp_path):
+    """Issue 55, defect 2: a changed training file was refused only after WORK/data, the data-bin and the lexicons
+    had been replaced, so the finished checkpoints no longer matched their data-bin."""
+    from recipes.cli import build_parser
+    from recipes.console import RecipeError
+    from recipes.runner import Recipe
+    from recipes.tasks import TASKS
+    from recipes.textio import sha1_files
+
+    write_tiny_layouts(tmp_path)
+    task = TASKS["scan"]
+    args = build_parser(task).parse_args(["--data", str(tmp_path / "scan"), "--work", str(tmp_path / "w"),
+                                          "--models", "lstm", "--cpu-small"])
+    task.args = args
+    recipe = Recipe(task, args)
+    recipe.prepare()
+    data = tmp_path / "w" / "data"
+    parts = [str(data / f"{s}.{side}") for s in ("train", "valid", "test", "lexcorpus") for side in ("src", "tgt")]
+    assert recipe.data_sha1 == sha1_files(parts)  # what finished runs recorded, computed before writing
+    out = tmp_path / "w" / "lstm" / "seed1"
+    out.mkdir(parents=True)
+    (out / "score.json").write_text("{}")
+    (out / "config.json").write_text(json.dumps({"fingerprint": {"data_sha1": "made from other data"}}))
+    stamp = (tmp_path / "w" / "bin" / "prepared.json").stat().st_mtime_ns
+    (data / "train.src").write_text("changed\n")
+    with pytest.raises(RecipeError, match=r"(?s)lstm/seed1: data differ.*nothing was written"):
+        Recipe(task, args).prepare()
+    assert (data / "train.src").read_text() == "changed\n"
+    assert (tmp_path / "w" / "bin" / "prepared.json").stat().st_mtime_ns == stamp

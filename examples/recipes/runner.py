@@ -3,6 +3,7 @@ training, decoding and scoring commands, run or reused (finished runs are skippe
 from __future__ import annotations
 
 import datetime
+import hashlib
 import os
 import platform
 import re
@@ -140,13 +141,19 @@ class Recipe(LlaSteps):
     # -- preparation --------------------------------------------------------------------------------------------
     def prepare(self) -> Prepared:
         prep = self.task.prepare(self.args, self.files)
+        splits = {"train": prep.train, "valid": prep.valid if prep.valid is not None else prep.train,
+                  "test": prep.test, "lexcorpus": prep.lexcorpus}
+        # the SHA-1 of the files about to be written (sha1_files' of them): finished runs of other data are refused
+        # before WORK/data, the data-bin and the lexicons they were made from are replaced
+        digest = hashlib.sha1()
+        for name in ("train", "valid", "test", "lexcorpus"):
+            for side in (0, 1):
+                digest.update("".join(pair[side] + "\n" for pair in splits[name]).encode("utf-8") + b"\0")
+        self.data_sha1 = digest.hexdigest()
+        self.refuse_runs_of_other_data()
         os.makedirs(self.data_dir, exist_ok=True)
-        write_parallel(self.data_dir + "/train", prep.train)
-        write_parallel(self.data_dir + "/test", prep.test)
-        write_parallel(self.data_dir + "/valid", prep.valid if prep.valid is not None else prep.train)
-        write_parallel(self.data_dir + "/lexcorpus", prep.lexcorpus)
-        parts = [f"{self.data_dir}/{s}.{l}" for s in ("train", "valid", "test", "lexcorpus") for l in ("src", "tgt")]
-        self.data_sha1 = sha1_files(parts)
+        for name, pairs in splits.items():
+            write_parallel(f"{self.data_dir}/{name}", pairs)
         say(f"== data: {len(prep.train)} train, "
             + (f"{len(prep.valid)} validation, " if prep.valid is not None else "")
             + f"{len(prep.test)} test pairs from {', '.join(sorted(set(self.files.values())))}")
@@ -156,6 +163,23 @@ class Recipe(LlaSteps):
         if any(m in JOINED_DICT_MODELS for m in self.models):
             self.preprocess(self.bin_joined, self.preprocess_command(self.bin_joined), "preprocess_joined.log")
         return prep
+
+    def refuse_runs_of_other_data(self) -> None:
+        """A RecipeError if a finished run of this invocation was made from other data (check_finished_runs checks
+        the rest, once the commands are known)."""
+        if self.args.force:
+            return
+        other = []
+        for model, seed in self.pairs:
+            out = self.run_dir(model, seed)
+            if os.path.isfile(f"{out}/score.json") and os.path.isfile(f"{out}/config.json"):
+                recorded = (read_json(f"{out}/config.json").get("fingerprint") or {}).get("data_sha1")
+                if recorded is not None and recorded != self.data_sha1:
+                    other.append(f"{out}: data differ")
+        if other:
+            raise RecipeError("finished runs with other settings (the train/generate/score commands, data or "
+                              "lexicon differ):\n  " + "\n  ".join(other) + "\nuse --force to re-run them, or "
+                              "another --work (nothing was written)")
 
     def preprocess_command(self, destdir: str) -> List[str]:
         cmd = [tool("fairseq-preprocess"), "--source-lang", "src", "--target-lang", "tgt",
