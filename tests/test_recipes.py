@@ -948,3 +948,21 @@ def test_runs_of_other_data_are_refused_before_anything_is_written(tmp_path):
         Recipe(task, args).prepare()
     assert (data / "train.src").read_text() == "changed\n"
     assert (tmp_path / "w" / "bin" / "prepared.json").stat().st_mtime_ns == stamp
+
+
+def test_a_test_set_of_unseen_tokens_is_reported_and_nfd_is_named():
+    """Issue 55, defect 15: training in NFC and testing in NFD turned 64% of the test tokens into <unk>, shown only
+    in preprocess.log."""
+    import unicodedata
+
+    from recipes.runner import out_of_vocabulary_notes
+
+    words = ["café", "élan", "naïve", "déjà", "vu"]
+    train = [(w, w.upper()) for w in words]
+    assert out_of_vocabulary_notes(train, train) == []
+    nfd = [(unicodedata.normalize("NFD", s), t) for s, t in train]
+    (note,) = out_of_vocabulary_notes(train, nfd)
+    assert note.startswith("warning: 80% of the test source tokens never occur in training")
+    assert "differ in normalisation" in note
+    (note,) = out_of_vocabulary_notes(train, [("zzz", "CAFÉ")])
+    assert "100% of the test source" in note and "normalisation" not in note

@@ -75,6 +75,30 @@ def remove_outputs(directory: str, ours: "re.Pattern[str]", keep=lambda name: Fa
             os.remove(path)
 
 
+def out_of_vocabulary_notes(train, test, threshold: float = 0.2) -> List[str]:
+    """A warning for each side of the test pairs whose tokens are mostly unseen in training (above ``threshold``;
+    they become <unk>, which fairseq reports only in preprocess.log), saying so when the two files differ in Unicode
+    normalisation (NFC against NFD: the same words, other code points)."""
+    import unicodedata
+
+    notes = []
+    for side, name in ((0, "source"), (1, "target")):
+        vocab = {w for pair in train for w in pair[side].split()}
+        tokens = [w for pair in test for w in pair[side].split()]
+        unseen = sum(w not in vocab for w in tokens)
+        if not tokens or unseen / len(tokens) <= threshold:
+            continue
+        note = (f"warning: {100 * unseen / len(tokens):.0f}% of the test {name} tokens never occur in training "
+                f"(they become <unk>)")
+        nfc = {unicodedata.normalize("NFC", w) for w in vocab}
+        unseen_nfc = sum(unicodedata.normalize("NFC", w) not in nfc for w in tokens)
+        if unseen_nfc < unseen / 2:
+            note += (f"; in Unicode NFC both files would share all but {100 * unseen_nfc / len(tokens):.0f}%: "
+                     f"they differ in normalisation (e.g. NFC against NFD), normalise them alike")
+        notes.append(note)
+    return notes
+
+
 def lock_work_directory(work: str):
     """An exclusive lock on WORK/.lock for this process' lifetime (released by the OS when it ends, however it
     ends), or a RecipeError naming the process that holds it: two recipes in one work directory would resume each
@@ -157,7 +181,7 @@ class Recipe(LlaSteps):
         say(f"== data: {len(prep.train)} train, "
             + (f"{len(prep.valid)} validation, " if prep.valid is not None else "")
             + f"{len(prep.test)} test pairs from {', '.join(sorted(set(self.files.values())))}")
-        for note in prep.notes:
+        for note in prep.notes + out_of_vocabulary_notes(prep.train, prep.test):
             say(f"   {note}")
         self.preprocess(self.bin, self.preprocess_command(self.bin), "preprocess.log")
         if any(m in JOINED_DICT_MODELS for m in self.models):
