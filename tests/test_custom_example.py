@@ -124,6 +124,16 @@ def test_fairseqs_reserved_symbols_in_the_data_are_named(data, tmp_path):
     assert_stopped_early(proc, work, "reserved.tsv:3: the target holds '</s>'")
 
 
+def test_a_pair_longer_than_fairseq_takes_is_named(data, tmp_path):
+    """Issue 55, defect 6: a 1,500-token test pair crashed fairseq-generate after training."""
+    lines = (data / "test.tsv").read_text().splitlines()
+    lines[4] = " ".join(["a1"] * 1500) + "\t" + lines[4].split("\t")[1]
+    (data / "long.tsv").write_text("\n".join(lines) + "\n")
+    work = tmp_path / "work"
+    proc = run_custom("--train", data / "train", "--test", data / "long.tsv", "--work", work)
+    assert_stopped_early(proc, work, "long.tsv:5: the source has 1500 tokens")
+
+
 def test_the_smoke_label_says_the_updates_it_runs(data, tmp_path):
     proc = run_custom("--train", data / "train", "--test", data / "test", "--smoke", "--max-update", "10",
                       "--dry-run", "--work", tmp_path / "work")

@@ -67,6 +67,7 @@ def split_files(path: str, src_lang: str, tgt_lang: str) -> Tuple[str, ...]:
 
 
 FAIRSEQ_RESERVED = ("<s>", "<pad>", "</s>", "<unk>")
+MAX_POSITIONS = 1024  # fairseq's translation task's default --max-source-positions and --max-target-positions
 
 
 def read_split(role: str, path: str, src_lang: str, tgt_lang: str) -> Tuple[List[Tuple[str, str]], List[str]]:
@@ -83,9 +84,14 @@ def read_split(role: str, path: str, src_lang: str, tgt_lang: str) -> Tuple[List
         raise RecipeError(f"--{role}: {e}") from None
     for lineno, pair in enumerate(pairs, start=1):
         for side, text in zip(("source", "target"), pair):
+            where = files[0] if len(files) == 1 else files[0 if side == "source" else 1]
+            n = len(text.split())
+            if n + 1 > MAX_POSITIONS:  # fairseq skips such a training pair (a log line) and fails on a test one
+                raise RecipeError(f"--{role}: {where}:{lineno}: the {side} has {n} tokens; fairseq's translation "
+                                  f"task takes {MAX_POSITIONS - 1} at most (with </s>, --max-source-positions / "
+                                  f"--max-target-positions {MAX_POSITIONS}): split or drop the pair")
             reserved = next((w for w in text.split() if w in FAIRSEQ_RESERVED), None)
             if reserved:  # fairseq reads "</s>" as the sentence's end, "<pad>" as padding...
-                where = files[0] if len(files) == 1 else files[0 if side == "source" else 1]
                 raise RecipeError(f"--{role}: {where}:{lineno}: the {side} holds {reserved!r}, one of fairseq's "
                                   f"reserved symbols ({' '.join(FAIRSEQ_RESERVED)}); replace it in the data")
     return pairs, [os.path.abspath(f) for f in files]
