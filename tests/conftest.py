@@ -192,8 +192,6 @@ def build_model(data_dir, *model_args):
     """Build a model and its task in-process from fairseq-train style arguments."""
     from fairseq import options, tasks
 
-    import fairseq_lexical  # noqa: F401
-
     parser = options.get_training_parser()
     args = options.parse_args_and_arch(
         parser, [str(data_dir), "--user-dir", os.path.join(REPO, "fairseq_lexical"), *map(str, model_args)]

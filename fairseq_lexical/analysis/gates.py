@@ -18,9 +18,12 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
 
 import numpy as np
+
+if TYPE_CHECKING:  # torch is imported where a model is loaded
+    import torch
 
 from lexical_offline import textio
 

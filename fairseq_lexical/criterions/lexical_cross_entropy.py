@@ -5,7 +5,6 @@ greedy exact match."""
 
 import math
 from dataclasses import dataclass, field
-from typing import Dict
 
 import torch
 import torch.nn.functional as F

@@ -152,7 +152,6 @@ class RelativeMultiheadAttention(nn.Module):
         ``F.scaled_dot_product_attention`` then computes the same attention without materialising them).
         """
         bsz, heads, q_len, _ = q.shape
-        k_len = k.size(2)
         if not need_weights and not self.num_relative:
             allowed = None
             if attn_mask is not None:

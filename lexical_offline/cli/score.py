@@ -30,7 +30,6 @@ the same metrics are reported on it, with its size. Test sources come from the S
 """
 import argparse
 import json
-import os
 import sys
 
 

@@ -17,7 +17,6 @@ ordered by sample id).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 
