@@ -6,6 +6,7 @@ environment that has a supported torch keeps that torch. fairseq-fixed has binar
 elsewhere it compiles, and should be built against the torch present: install it first with
 `pip install --no-build-isolation fairseq-fixed` (tools/setup_env.sh does).
 """
+
 from setuptools import find_packages, setup
 
 setup(
@@ -15,8 +16,7 @@ setup(
     long_description=open("README.md", encoding="utf-8").read() if __import__("os").path.exists("README.md") else "",
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
-    packages=find_packages(include=["fairseq_lexical", "fairseq_lexical.*", "lexical_offline",
-                                "lexical_offline.*"]),
+    packages=find_packages(include=["fairseq_lexical", "fairseq_lexical.*", "lexical_offline", "lexical_offline.*"]),
     install_requires=[
         # Lowest tested: 2.4.1 (CUDA 12.1 build, on the CPU): the suite passes but for the tests of torch >= 2.6's
         # safe loading (weights_only by default), which 2.4 does not do. constraints.txt has 2.13.0.

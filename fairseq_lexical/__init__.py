@@ -6,6 +6,7 @@ optimizer and task.
 The code that needs neither fairseq nor torch (lexicon learners, metrics, corpus reading) is the separate package
 ``lexical_offline``.
 """
+
 __version__ = "0.1.0"
 
 _registered = False

@@ -29,6 +29,7 @@
    ``fairseq.checkpoint_utils.load_checkpoint_to_cpu`` now says instead that the file is not a loadable fairseq
    checkpoint, naming it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -106,7 +107,8 @@ def _clear_checkpoint_errors():
             raise CheckpointLoadError(
                 f"{path}: not a loadable fairseq checkpoint (torch's safe loader refused it: {reason[:200]}). "
                 f"It is damaged, of another program, or holds objects a checkpoint of fairseq and this plugin "
-                f"never does; do not load a file you do not trust with weights_only=False") from None
+                f"never does; do not load a file you do not trust with weights_only=False"
+            ) from None
 
     load_checkpoint_to_cpu._fairseq_lexical_clear_errors = True
     checkpoint_utils.load_checkpoint_to_cpu = load_checkpoint_to_cpu
@@ -195,8 +197,10 @@ def _torchrun_world_size_and_cpu():
 
 def _undo_bf16_tpu(args) -> None:
     if getattr(args, "bf16", False) and getattr(args, "tpu", False) and importlib.util.find_spec("torch_xla") is None:
-        logger.info("--bf16 without torch_xla: training in bf16 on the %s, not on a TPU (fairseq 0.12 sets --tpu "
-                    "with --bf16)", "CPU" if getattr(args, "cpu", False) or not torch.cuda.is_available() else "GPU")
+        logger.info(
+            "--bf16 without torch_xla: training in bf16 on the %s, not on a TPU (fairseq 0.12 sets --tpu with --bf16)",
+            "CPU" if getattr(args, "cpu", False) or not torch.cuda.is_available() else "GPU",
+        )
         args.tpu = False
 
 

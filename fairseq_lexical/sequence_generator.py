@@ -21,6 +21,7 @@ could still produce beats them. For a > 0 the bound is loose, which costs steps 
 Beam 1 is greedy decoding and stays fairseq's own, as do prefixes and constraints. The options this search does not
 implement are listed by ``keep_best_unsupported``; the task hands those to fairseq's generator.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -37,6 +38,7 @@ from lexical_offline.cli import BEAM_SEARCHES
 
 logger = logging.getLogger(__name__)
 
+
 def keep_best_unsupported(args, extra_gen_cls_kwargs=None, prefix_allowed_tokens_fn=None) -> Optional[str]:
     """Why the generation options ``args`` (fairseq's GenerationConfig or the hub's) need fairseq's generator, or
     None when ``KeepBestSequenceGenerator`` implements them."""
@@ -49,8 +51,10 @@ def keep_best_unsupported(args, extra_gen_cls_kwargs=None, prefix_allowed_tokens
         (getattr(args, "diversity_rate", -1) > -1, "--diversity-rate"),
         (getattr(args, "match_source_len", False), "--match-source-len"),
         (bool(getattr(args, "constraints", None)), "--constraints"),
-        (prefix_allowed_tokens_fn is not None or getattr(args, "prefix_allowed_tokens_fn", None) is not None,
-         "prefix_allowed_tokens_fn"),
+        (
+            prefix_allowed_tokens_fn is not None or getattr(args, "prefix_allowed_tokens_fn", None) is not None,
+            "prefix_allowed_tokens_fn",
+        ),
         (getattr(args, "print_alignment", None) not in (None, False), "--print-alignment"),
         (getattr(args, "unkpen", 0) < 0, "a negative --unkpen"),
         ((extra_gen_cls_kwargs or {}).get("lm_model") is not None, "--lm-path"),
@@ -78,9 +82,13 @@ class _EndedHypotheses:
         c = bisect.bisect_right(self.starts, ident) - 1
         chunk, i = self.chunks[c], ident - self.starts[c]
         attention = chunk["attention"]
-        return {"tokens": chunk["tokens"][i], "score": score,
-                "attention": attention[i] if attention is not None else torch.empty(0),
-                "alignment": torch.empty(0), "positional_scores": chunk["positional_scores"][i]}
+        return {
+            "tokens": chunk["tokens"][i],
+            "score": score,
+            "attention": attention[i] if attention is not None else torch.empty(0),
+            "alignment": torch.empty(0),
+            "positional_scores": chunk["positional_scores"][i],
+        }
 
 
 class KeepBestSequenceGenerator(SequenceGenerator):
@@ -95,12 +103,19 @@ class KeepBestSequenceGenerator(SequenceGenerator):
         self.nbest = min(nbest, self.beam_size)
         self._said_fairseq = False
 
-    def _generate(self, sample: Dict[str, Dict[str, Tensor]], prefix_tokens: Optional[Tensor] = None,
-                  constraints: Optional[Tensor] = None, bos_token: Optional[int] = None):
+    def _generate(
+        self,
+        sample: Dict[str, Dict[str, Tensor]],
+        prefix_tokens: Optional[Tensor] = None,
+        constraints: Optional[Tensor] = None,
+        bos_token: Optional[int] = None,
+    ):
         if self.beam_size <= 1 or prefix_tokens is not None or constraints is not None:
             if (prefix_tokens is not None or constraints is not None) and not self._said_fairseq:
-                logger.info("fairseq's beam search for sentences with %s (not --beam-search keep-best)",
-                            "a prefix (--prefix-size)" if prefix_tokens is not None else "constraints")
+                logger.info(
+                    "fairseq's beam search for sentences with %s (not --beam-search keep-best)",
+                    "a prefix (--prefix-size)" if prefix_tokens is not None else "constraints",
+                )
                 self._said_fairseq = True
             return super()._generate(sample, prefix_tokens, constraints, bos_token)
         net_input = sample["net_input"]
@@ -111,8 +126,10 @@ class KeepBestSequenceGenerator(SequenceGenerator):
         width = k + 1  # k beam rows, then the greedy lane
         max_len = min(int(self.max_len_a * src_len + self.max_len_b), self.max_len - 1)
         if self.min_len > max_len:
-            raise ValueError(f"--min-len {self.min_len} is larger than the maximum output length {max_len} "
-                             "(--max-len-a, --max-len-b, the model's maximum positions)")
+            raise ValueError(
+                f"--min-len {self.min_len} is larger than the maximum output length {max_len} "
+                "(--max-len-a, --max-len-b, the model's maximum positions)"
+            )
 
         incremental_states = [{} for _ in range(self.model.models_size)]
         encoder_outs = self.model.forward_encoder(net_input)
@@ -122,8 +139,9 @@ class KeepBestSequenceGenerator(SequenceGenerator):
         # Per row: the prefix (from the BOS), each token's log-probability, the attention of each step (grown by
         # one column a step, as fairseq copies its prefixes), the cumulative score. At the first step every beam
         # row holds the same empty prefix, so only row 0 of each sentence is live.
-        tokens = torch.full((bsz * width, 1), self.eos if bos_token is None else bos_token, dtype=torch.long,
-                            device=device)
+        tokens = torch.full(
+            (bsz * width, 1), self.eos if bos_token is None else bos_token, dtype=torch.long, device=device
+        )
         step_scores = torch.zeros(bsz * width, 0, device=device)
         attn: Optional[Tensor] = None
         cumulative = torch.zeros(bsz, width, device=device)
@@ -189,9 +207,11 @@ class KeepBestSequenceGenerator(SequenceGenerator):
             # 3. A sentence is done when its pool holds k hypotheses (as fairseq returns) or no row can end any more,
             # no beam row can beat the nbest-th kept one, and the lane cannot beat the best.
             best_bound = self._bound(beam_scores, step, max_len).max(1).values
-            done = (pool_scores[:, -1].gt(-math.inf) | best_bound.eq(-math.inf)) \
-                & (best_bound <= pool_scores[:, self.nbest - 1]) \
+            done = (
+                (pool_scores[:, -1].gt(-math.inf) | best_bound.eq(-math.inf))
+                & (best_bound <= pool_scores[:, self.nbest - 1])
                 & (~lane_alive | (self._bound(lane_scores, step, max_len) <= pool_scores[:, 0]))
+            )
             done_flags = [True] * n if step == max_len else done.tolist()
             for b, is_done in enumerate(done_flags):
                 if is_done:
@@ -229,8 +249,9 @@ class KeepBestSequenceGenerator(SequenceGenerator):
         rank = ends.long() * top.size(1) + torch.arange(top.size(1), device=top.device)
         chosen = rank.topk(k, dim=1, largest=False).indices
         picked = top.gather(1, chosen)
-        parent = (torch.arange(n, device=top.device) * width).unsqueeze(1) \
-            + torch.div(picked, vocab, rounding_mode="floor")
+        parent = (torch.arange(n, device=top.device) * width).unsqueeze(1) + torch.div(
+            picked, vocab, rounding_mode="floor"
+        )
         # fewer than k candidates that do not end (a vocabulary of a few words): the rest of the beam is dead
         scores = top_scores.gather(1, chosen).masked_fill(ends.gather(1, chosen), -math.inf)
         return scores, parent, picked % vocab
@@ -259,7 +280,7 @@ class KeepBestSequenceGenerator(SequenceGenerator):
         if not self.normalize_scores or a == 0:
             return scores
         length = max_len + 1 if a > 0 else min(step + 2, max_len + 1)
-        return scores / length ** a
+        return scores / length**a
 
     @staticmethod
     def _pool(ended: _EndedHypotheses, scores: Tensor, ids: Tensor) -> List[Dict[str, Tensor]]:

@@ -5,6 +5,7 @@ line with too few tab-separated fields, an empty side of a pair, a wrong line co
 Each reader takes ``error``, the ValueError subclass to raise (a tool's own error type), called with the whole
 message; the default is TextFileError. Also here: the tools' check that no output overwrites an input.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,9 @@ class TextFileError(ValueError):
     """An input file is missing or malformed; the message names the file (and line)."""
 
 
-def file_error(path: str, message: str, line: Optional[int] = None,
-               error: Type[ValueError] = TextFileError) -> ValueError:
+def file_error(
+    path: str, message: str, line: Optional[int] = None, error: Type[ValueError] = TextFileError
+) -> ValueError:
     """``error("path:line: message")`` (or ``"path: message"`` without a line), to raise."""
     return error(f"{path}:{line}: {message}" if line is not None else f"{path}: {message}")
 
@@ -42,30 +44,53 @@ def iter_lines(path: str, error: Type[ValueError] = TextFileError) -> Iterator[T
             except UnicodeDecodeError as e:
                 raise file_error(path, f"not valid UTF-8 ({e.reason} at byte {e.start})", lineno, error) from None
             if "\r" in line:  # CR-only line endings would turn the whole file into one line
-                raise file_error(path, "a carriage return inside the line: the file's lines end in CR alone (old "
-                                       "Mac style); convert them to LF or CR LF (e.g. tr '\\r' '\\n')", lineno, error)
+                raise file_error(
+                    path,
+                    "a carriage return inside the line: the file's lines end in CR alone (old "
+                    "Mac style); convert them to LF or CR LF (e.g. tr '\\r' '\\n')",
+                    lineno,
+                    error,
+                )
             # a byte-order mark would otherwise glue itself to the first token
             yield lineno, (line[1:] if lineno == 1 and line.startswith("\ufeff") else line)
 
 
-def check_count(path: str, found: int, expected: Optional[int], what: str = "lines", against: str = "expected",
-                error: Type[ValueError] = TextFileError) -> None:
+def check_count(
+    path: str,
+    found: int,
+    expected: Optional[int],
+    what: str = "lines",
+    against: str = "expected",
+    error: Type[ValueError] = TextFileError,
+) -> None:
     """With ``expected``, a different count is an error: "path: 4 lines but there are 5 <against>"."""
     if expected is not None and found != expected:
         raise file_error(path, f"{found} {what} but there are {expected} {against}", error=error)
 
 
-def read_lines(path: str, expected: Optional[int] = None, what: str = "lines", against: str = "expected",
-               error: Type[ValueError] = TextFileError) -> List[str]:
+def read_lines(
+    path: str,
+    expected: Optional[int] = None,
+    what: str = "lines",
+    against: str = "expected",
+    error: Type[ValueError] = TextFileError,
+) -> List[str]:
     """Every line of a UTF-8 file; with ``expected``, a different count is an error naming both numbers."""
     lines = [line for _, line in iter_lines(path, error)]
     check_count(path, len(lines), expected, what, against, error)
     return lines
 
 
-def read_column(path: str, column: int, min_fields: Optional[int] = None, allow_empty: bool = True,
-                expected: Optional[int] = None, what: str = "lines", against: str = "expected",
-                error: Type[ValueError] = TextFileError) -> List[str]:
+def read_column(
+    path: str,
+    column: int,
+    min_fields: Optional[int] = None,
+    allow_empty: bool = True,
+    expected: Optional[int] = None,
+    what: str = "lines",
+    against: str = "expected",
+    error: Type[ValueError] = TextFileError,
+) -> List[str]:
     """Field ``column`` (0-based) of every line of a tab-separated file whose lines have at least ``min_fields``
     fields (default: column + 1). A shorter line, or (unless ``allow_empty``) an empty value, is an error naming
     ``path:line``."""
@@ -74,8 +99,9 @@ def read_column(path: str, column: int, min_fields: Optional[int] = None, allow_
     for lineno, line in iter_lines(path, error):
         fields = line.split("\t")
         if len(fields) < min_fields:
-            raise file_error(path, f"expected at least {min_fields} tab-separated fields, found {len(fields)}",
-                             lineno, error)
+            raise file_error(
+                path, f"expected at least {min_fields} tab-separated fields, found {len(fields)}", lineno, error
+            )
         value = fields[column]
         if not allow_empty and not value.strip():
             raise file_error(path, f"field {column + 1} is empty", lineno, error)
@@ -93,8 +119,9 @@ def write_lines(path: str, lines: Iterable[str]) -> None:
 # -- TSV with a header line -------------------------------------------------------------------------------------
 
 
-def read_tsv(path: str, required: Sequence[str] = (),
-             error: Type[ValueError] = TextFileError) -> Tuple[List[str], List[Dict[str, str]]]:
+def read_tsv(
+    path: str, required: Sequence[str] = (), error: Type[ValueError] = TextFileError
+) -> Tuple[List[str], List[Dict[str, str]]]:
     """(header, rows as dicts) of a TSV with a header line; every line needs the header's field count, and the
     header every name in ``required``."""
     lines = read_lines(path, error=error)
@@ -113,8 +140,9 @@ def read_tsv(path: str, required: Sequence[str] = (),
     return header, rows
 
 
-def write_tsv(path: str, header: Sequence[str], rows: Iterable[Sequence[object]],
-              error: Type[ValueError] = TextFileError) -> int:
+def write_tsv(
+    path: str, header: Sequence[str], rows: Iterable[Sequence[object]], error: Type[ValueError] = TextFileError
+) -> int:
     """A header line and one line per row; None becomes an empty field, floats get 10 significant digits.
     Returns the number of rows."""
     n = 0
@@ -182,8 +210,9 @@ def read_parallel_pairs(src_path: str, tgt_path: str) -> List[Pair]:
     return pairs
 
 
-def read_pairs(path: str, tgt_path: Optional[str] = None, fmt: str = "tsv",
-               columns: Tuple[int, int] = (0, 1)) -> List[Pair]:
+def read_pairs(
+    path: str, tgt_path: Optional[str] = None, fmt: str = "tsv", columns: Tuple[int, int] = (0, 1)
+) -> List[Pair]:
     """Read a parallel corpus: two line-aligned token files (``tgt_path``), or one file in ``fmt``:
 
     - ``tsv``: ``source<TAB>target`` (exactly two fields; read_tsv_pairs);
@@ -207,8 +236,9 @@ def read_pairs(path: str, tgt_path: Optional[str] = None, fmt: str = "tsv",
         else:
             fields = line.split("\t")
             if len(fields) <= max(columns):
-                raise file_error(path, f"expected at least {max(columns) + 1} tab-separated fields, found "
-                                       f"{len(fields)}", lineno)
+                raise file_error(
+                    path, f"expected at least {max(columns) + 1} tab-separated fields, found {len(fields)}", lineno
+                )
             src, tgt = fields[columns[0]], fields[columns[1]]
         pairs.append(checked_pair(path, lineno, src, tgt))
     if not pairs:
@@ -313,8 +343,11 @@ def directory_inputs(label: str, directory: Optional[str]) -> List[Tuple[str, st
     data-bin's dictionaries and binarised splits are a tool's inputs as much as the files it names."""
     if not directory or not os.path.isdir(directory):
         return []
-    return [(f"{label} ({name})", os.path.join(directory, name)) for name in sorted(os.listdir(directory))
-            if os.path.isfile(os.path.join(directory, name))]
+    return [
+        (f"{label} ({name})", os.path.join(directory, name))
+        for name in sorted(os.listdir(directory))
+        if os.path.isfile(os.path.join(directory, name))
+    ]
 
 
 def refuse_overwriting_inputs(outputs: Labelled, inputs: Labelled) -> None:
@@ -323,9 +356,9 @@ def refuse_overwriting_inputs(outputs: Labelled, inputs: Labelled) -> None:
     ``outputs`` and ``inputs`` map a label (the option as the user wrote it, e.g. ``-o`` or ``--src``) to a path,
     as a dict or (label, path) pairs; None paths are ignored. Called before anything is written: a tool must never
     replace its own corpus or checkpoint, whatever the spelling of the path (relative, absolute, through a link)."""
+
     def pairs(labelled):
-        return [(label, path) for label, path in (labelled.items() if isinstance(labelled, dict) else labelled)
-                if path]
+        return [(label, path) for label, path in (labelled.items() if isinstance(labelled, dict) else labelled) if path]
 
     outs, ins = pairs(outputs), pairs(inputs)
     for i, (out_label, out) in enumerate(outs):
@@ -333,9 +366,11 @@ def refuse_overwriting_inputs(outputs: Labelled, inputs: Labelled) -> None:
             if _same_file(out, inp):
                 raise OutputOverwritesInputError(
                     f"{out_label} {out} is the same file as the input {in_label} {inp}: writing it would destroy "
-                    "that input; choose another output path")
-        for other_label, other in outs[i + 1:]:
+                    "that input; choose another output path"
+                )
+        for other_label, other in outs[i + 1 :]:
             if _same_file(out, other):
                 raise OutputOverwritesInputError(
                     f"{out_label} {out} and {other_label} {other} are the same file: one output would overwrite "
-                    "the other")
+                    "the other"
+                )

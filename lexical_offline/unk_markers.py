@@ -13,6 +13,7 @@ outside a closed vocabulary are all ``<unk>``, so they cannot be copied. The mar
 
 fairseq's pointer-generator example applies the same idea. No fairseq or torch import here.
 """
+
 from __future__ import annotations
 
 import re

@@ -22,8 +22,9 @@ def _torch_at_least(major, minor):
 
 # torch >= 2.6 loads with weights_only=True by default; compat.py's allow-list is what makes checkpoints load there.
 # Older torch (the range starts at 2.4) loads everything, so tests of that behaviour have nothing to test.
-needs_safe_loading = pytest.mark.skipif(not _torch_at_least(2, 6),
-                                        reason="torch < 2.6 does not load checkpoints with weights_only=True by default")
+needs_safe_loading = pytest.mark.skipif(
+    not _torch_at_least(2, 6), reason="torch < 2.6 does not load checkpoints with weights_only=True by default"
+)
 
 
 def _cuda_available():
@@ -88,11 +89,13 @@ def make_toy_pairs(n, seed):
     rng = random.Random(seed)
     pairs = []
     for _ in range(n):
+
         def phrase():
             w = rng.choice(list(LEXICON))
             if rng.random() < 0.3:
                 return f"{w} twice", f"{LEXICON[w]} {LEXICON[w]}"
             return w, LEXICON[w]
+
         s, t = phrase()
         if rng.random() < 0.5:
             s2, t2 = phrase()
@@ -114,6 +117,7 @@ _PRIMS = {"walk": "I_WALK", "run": "I_RUN", "look": "I_LOOK", "jump": "I_JUMP"}
 def scan_line(rng):
     """One SCAN-grammar command and its actions (a small part of the grammar: primitives, turn, twice/thrice,
     and)."""
+
     def phrase():
         if rng.random() < 0.25:
             d = rng.choice(["left", "right"])
@@ -128,6 +132,7 @@ def scan_line(rng):
         if r > 1:
             cmd, act = f"{cmd} {'twice' if r == 2 else 'thrice'}", act * r
         return cmd, act
+
     cmd, act = phrase()
     if rng.random() < 0.4:
         c2, a2 = phrase()
@@ -169,9 +174,21 @@ def toy_data(tmp_path_factory):
         for s, t in LEXICON.items():
             f.write(f"{s}\t{t}\t1\n")
     run_cli(
-        "fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt",
-        "--trainpref", root / "train", "--validpref", root / "valid", "--testpref", root / "test",
-        "--destdir", root / "bin", "--workers", "1",
+        "fairseq-preprocess",
+        "--source-lang",
+        "src",
+        "--target-lang",
+        "tgt",
+        "--trainpref",
+        root / "train",
+        "--validpref",
+        root / "valid",
+        "--testpref",
+        root / "test",
+        "--destdir",
+        root / "bin",
+        "--workers",
+        "1",
     )
     return root
 
@@ -210,6 +227,19 @@ def save_checkpoint(path, args, model, without=()):
     cfg = OmegaConf.to_container(convert_namespace_to_omegaconf(args), resolve=True, enum_to_str=True)
     for name in without:  # (the conversion fills in the parser's defaults)
         delattr(cfg["model"], name)
-    torch.save({"cfg": cfg, "model": model.state_dict(), "extra_state": {"train_iterator": {"epoch": 1}},
-                "optimizer_history": [{"criterion_name": "lexical_cross_entropy", "optimizer_name": "adam",
-                                       "lr_scheduler_state": {}, "num_updates": 0}]}, path)
+    torch.save(
+        {
+            "cfg": cfg,
+            "model": model.state_dict(),
+            "extra_state": {"train_iterator": {"epoch": 1}},
+            "optimizer_history": [
+                {
+                    "criterion_name": "lexical_cross_entropy",
+                    "optimizer_name": "adam",
+                    "lr_scheduler_state": {},
+                    "num_updates": 0,
+                }
+            ],
+        },
+        path,
+    )

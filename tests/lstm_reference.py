@@ -2,6 +2,7 @@
 with its per-step loop, an attention layer that records h_t and alpha_t, and, for the authors' combined output, a
 first cell that keeps its step input. Kept here as the oracle of tests/test_lstm_loop.py: the new loop must give
 its outputs and gradients, and take its checkpoints. Only the decoder is rebuilt; the rest of the model is shared."""
+
 import torch
 from torch import nn
 
@@ -37,8 +38,14 @@ class StepInputRecordingLSTMCell(nn.LSTMCell):
         self.step_input = input
         with torch.autocast(input.device.type, enabled=False):
             w = fp32_or_wider
-            h, c = torch.lstm_cell(w(input), tuple(w(s) for s in hx), w(self.weight_ih), w(self.weight_hh),
-                                   w(self.bias_ih), w(self.bias_hh))
+            h, c = torch.lstm_cell(
+                w(input),
+                tuple(w(s) for s in hx),
+                w(self.weight_ih),
+                w(self.weight_hh),
+                w(self.bias_ih),
+                w(self.bias_hh),
+            )
         return h.to(self.weight_ih.dtype), c.to(self.weight_ih.dtype)
 
 
@@ -97,25 +104,32 @@ def reference_decoder(new: LexLSTMDecoder) -> ReferenceLSTMDecoder:
     attention = new.attention
     embed = new.embed_tokens
     ref = ReferenceLSTMDecoder(
-        new.dictionary, embed_dim=embed.embedding_dim, hidden_size=new.hidden_size,
+        new.dictionary,
+        embed_dim=embed.embedding_dim,
+        hidden_size=new.hidden_size,
         out_embed_dim=new.additional_fc.out_features if hasattr(new, "additional_fc") else new.hidden_size,
-        num_layers=new.num_layers, dropout_in=new.dropout_in_module.p, dropout_out=new.dropout_out_module.p,
-        attention=True, encoder_output_units=new.encoder_output_units, pretrained_embed=None,
-        share_input_output_embed=new.share_input_output_embed, max_target_positions=new.max_target_positions,
+        num_layers=new.num_layers,
+        dropout_in=new.dropout_in_module.p,
+        dropout_out=new.dropout_out_module.p,
+        attention=True,
+        encoder_output_units=new.encoder_output_units,
+        pretrained_embed=None,
+        share_input_output_embed=new.share_input_output_embed,
+        max_target_positions=new.max_target_positions,
     )
     ref.write_dropout = nn.Dropout(new.write_dropout.p)
     ref.combined_output = new.combined_output
     if new.combined_output:
         cell = ref.layers[0]
         ref.layers[0] = StepInputRecordingLSTMCell(cell.input_size, cell.hidden_size)
-        ref.attention = CombinedOutputAttention(new.hidden_size, new.encoder_output_units, ref.layers[0],
-                                                new.hidden_size, new.write_dropout.p)
+        ref.attention = CombinedOutputAttention(
+            new.hidden_size, new.encoder_output_units, ref.layers[0], new.hidden_size, new.write_dropout.p
+        )
         if hasattr(ref, "additional_fc"):
             fc = ref.additional_fc
             ref.additional_fc = Float32Linear(fc.in_features, fc.out_features)
     else:
-        ref.attention = RecordingAttentionLayer(new.hidden_size, new.encoder_output_units, new.hidden_size,
-                                                bias=False)
+        ref.attention = RecordingAttentionLayer(new.hidden_size, new.encoder_output_units, new.hidden_size, bias=False)
     ref.gate_feature_names = new.gate_feature_names
     ref.excluded_outputs = new.excluded_outputs
     ref.lexical_head = new.lexical_head

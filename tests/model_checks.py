@@ -2,6 +2,7 @@
 
 The checks take a ``device`` (conftest's fixture): they move the model there for the check and back to where it was
 afterwards, so that a model shared by a module's tests stays on the CPU for the tests that follow."""
+
 import contextlib
 
 import torch

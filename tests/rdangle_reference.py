@@ -1,6 +1,7 @@
 """The R-Dangle per-prefix reference loop: `rdangle_transformer` teacher forcing written as a plain loop over target
 positions. The stacked training of ``RDangleDecoder`` must give its losses and gradients (tests/test_rdangle.py);
 tools/benchmarking.py times it against the stacked training (``tools/bench.py rdangle``)."""
+
 import torch
 
 
@@ -26,8 +27,9 @@ def rdangle_per_prefix_forward(model, src_tokens, src_lengths, prev_output_token
         features.append(feats[:, -1])
         attns.append(attn[:, -1])
         contexts.append(dec.context(attn[:, -1:], dec.value_states(encoder_out, key_states)).squeeze(1))
-    return dec.output(torch.stack(features, 1), torch.stack(attns, 1), torch.stack(contexts, 1), x_in,
-                      encoder_out["src_tokens"][0])
+    return dec.output(
+        torch.stack(features, 1), torch.stack(attns, 1), torch.stack(contexts, 1), x_in, encoder_out["src_tokens"][0]
+    )
 
 
 class PerPrefixLoop(torch.nn.Module):

@@ -1,4 +1,5 @@
 """`--optimizer adam_foreach` is fairseq's `adam`, update for update (multi-tensor operations instead of a loop)."""
+
 import pytest
 import torch
 
@@ -43,8 +44,10 @@ def test_updates_equal_fairseqs_adam(weight_decay):
 
 
 def test_half_precision_parameters_take_fairseqs_loop():
-    ours, theirs = [p.detach().half().requires_grad_() for p in params(2)], \
-        [p.detach().half().requires_grad_() for p in params(2)]
+    ours, theirs = (
+        [p.detach().half().requires_grad_() for p in params(2)],
+        [p.detach().half().requires_grad_() for p in params(2)],
+    )
     options = dict(lr=[0.01], adam_betas="(0.9, 0.98)", adam_eps=1e-8, weight_decay=0.0)
     opt_ours = FairseqAdamForeach(FairseqAdamForeachConfig(**options), ours)
     opt_theirs = FairseqAdam(FairseqAdamConfig(**options), theirs)
@@ -76,8 +79,19 @@ def test_the_command_line_builds_it(toy_data):
 
     from conftest import build_model
 
-    model, _, args = build_model(toy_data / "bin", "--arch", "lstm_plain_small", "--optimizer", "adam_foreach",
-                                 "--adam-betas", "(0.9, 0.998)", "--lr", "0.001", "--weight-decay", "0.01")
+    model, _, args = build_model(
+        toy_data / "bin",
+        "--arch",
+        "lstm_plain_small",
+        "--optimizer",
+        "adam_foreach",
+        "--adam-betas",
+        "(0.9, 0.998)",
+        "--lr",
+        "0.001",
+        "--weight-decay",
+        "0.01",
+    )
     cfg = convert_namespace_to_omegaconf(args)
     optimizer = optim.build_optimizer(cfg.optimizer, list(model.parameters()))
     assert isinstance(optimizer, FairseqAdamForeach)

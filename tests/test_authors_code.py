@@ -4,6 +4,7 @@ options (docs/authors_code.md) get the same weights through an explicit map; on 
 in float64 with dropout off, the teacher-forced loss as each code reduces it, every gradient and the greedy outputs
 agree to rounding. Cases: LSTM, LSTM + copy (the identity lexicon), LSTM + Simple (their lexicon from an alignment
 file, ours from the same file)."""
+
 import json
 import os
 import sys
@@ -16,8 +17,9 @@ import torch
 from conftest import REPO, build_model
 
 REFERENCE = os.path.join(os.path.dirname(REPO), "shared", "reference", "ekinakyurek-lexical")
-pytestmark = pytest.mark.skipif(not os.path.isdir(REFERENCE),
-                                reason=f"{REFERENCE} is absent (../shared is not part of the repository)")
+pytestmark = pytest.mark.skipif(
+    not os.path.isdir(REFERENCE), reason=f"{REFERENCE} is absent (../shared is not part of the repository)"
+)
 
 from recipes.catalogue import AUTHORS_DECODER, AUTHORS_GATE  # noqa: E402
 
@@ -42,10 +44,14 @@ def authors():
     nltk and seaborn for evaluation and plots only: stubbed here. Their top-level module names (data, src, main,
     mutex, hlog) are removed from sys.modules again, and matplotlib's settings that main.py changes restored."""
     import matplotlib
+
     saved_rc = dict(matplotlib.rcParams)
-    stubs = {"nltk": types.ModuleType("nltk"), "nltk.translate": types.ModuleType("nltk.translate"),
-             "nltk.translate.bleu_score": types.ModuleType("nltk.translate.bleu_score"),
-             "seaborn": types.ModuleType("seaborn")}
+    stubs = {
+        "nltk": types.ModuleType("nltk"),
+        "nltk.translate": types.ModuleType("nltk.translate"),
+        "nltk.translate.bleu_score": types.ModuleType("nltk.translate.bleu_score"),
+        "seaborn": types.ModuleType("seaborn"),
+    }
     stubs["nltk.translate.bleu_score"].corpus_bleu = None
     stubs["seaborn"].set = lambda *a, **k: None
     added = [name for name in stubs if name not in sys.modules]
@@ -56,6 +62,7 @@ def authors():
         import main as their_main
         import src as their_src
         from absl import flags
+
         flags.FLAGS.mark_as_parsed()  # their defaults (dropout, highdrop off, soft_align off, ...)
     finally:
         sys.path.remove(REFERENCE)
@@ -64,16 +71,25 @@ def authors():
         for name in added:
             del sys.modules[name]
         matplotlib.rcParams.update(saved_rc)
-    return types.SimpleNamespace(EncDec=their_src.EncDec, Vocab=their_src.Vocab, collate=their_data.collate,
-                                 decoder=their_src.decoder, aligner=their_main.tranlate_with_alignerv2)
+    return types.SimpleNamespace(
+        EncDec=their_src.EncDec,
+        Vocab=their_src.Vocab,
+        collate=their_data.collate,
+        decoder=their_src.decoder,
+        aligner=their_main.tranlate_with_alignerv2,
+    )
 
 
 def row_map(their_vocab, our_dict, decoder_input=False):
     """our id -> their id, for the rows of embeddings and output layers. Their sentences start with <s> on both
     sides; fairseq's decoder starts from </s> (so on the decoder's input side our </s> is their <s>) and its source
     has no <s>: the batch below adds one, and on the source side our <s> is theirs."""
-    m = {our_dict.pad(): their_vocab.pad(), our_dict.eos(): their_vocab.eos(), our_dict.bos(): their_vocab.sos(),
-         our_dict.unk(): their_vocab.unk()}
+    m = {
+        our_dict.pad(): their_vocab.pad(),
+        our_dict.eos(): their_vocab.eos(),
+        our_dict.bos(): their_vocab.sos(),
+        our_dict.unk(): their_vocab.unk(),
+    }
     if decoder_input:
         m[our_dict.eos()], m[our_dict.bos()] = their_vocab.sos(), their_vocab.eos()
     m.update({i: their_vocab[our_dict[i]] for i in range(our_dict.nspecial, len(our_dict))})
@@ -83,14 +99,16 @@ def row_map(their_vocab, our_dict, decoder_input=False):
 def parameter_map(theirs, source_rows, target_rows, input_rows, copy_id):
     """our parameter name -> (their tensor, rows of ours -> rows of theirs, or None: the whole tensor)."""
     dec = theirs.decoder
-    out = {"encoder.embed_tokens.weight": (theirs.encoder.embed.weight, source_rows),
-           "decoder.embed_tokens.weight": (dec.embed.weight, input_rows),
-           "decoder.attention.input_proj.weight": (dec.attention_0.make_query.weight, None),  # the query W_q h_t + b
-           "decoder.attention.input_proj.bias": (dec.attention_0.make_query.bias, None),
-           "decoder.attention.output_proj.weight": (dec.combine.weight, None),  # o_t = W [e; o_t-1; h_t; c_t] + b
-           "decoder.attention.output_proj.bias": (dec.combine.bias, None),
-           "decoder.fc_out.weight": (dec.predict.weight, target_rows),
-           "decoder.fc_out.bias": (dec.predict.bias, target_rows)}
+    out = {
+        "encoder.embed_tokens.weight": (theirs.encoder.embed.weight, source_rows),
+        "decoder.embed_tokens.weight": (dec.embed.weight, input_rows),
+        "decoder.attention.input_proj.weight": (dec.attention_0.make_query.weight, None),  # the query W_q h_t + b
+        "decoder.attention.input_proj.bias": (dec.attention_0.make_query.bias, None),
+        "decoder.attention.output_proj.weight": (dec.combine.weight, None),  # o_t = W [e; o_t-1; h_t; c_t] + b
+        "decoder.attention.output_proj.bias": (dec.combine.bias, None),
+        "decoder.fc_out.weight": (dec.predict.weight, target_rows),
+        "decoder.fc_out.bias": (dec.predict.bias, target_rows),
+    }
     for layer in range(2):
         for kind in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
             out[f"encoder.lstm.{kind}_l{layer}"] = (getattr(theirs.encoder.rnn, f"{kind}_l{layer}"), None)
@@ -110,8 +128,13 @@ def build_both(authors, kind, tmp_path, exclude_specials=True):
         vy.add(w)
     torch.manual_seed(0)
     # MAXLEN: their decoder forces </s> at step MAXLEN - 1 (main.py: the longest target + 1); beyond these batches
-    theirs = authors.EncDec(vx, vy, D, D, copy=kind != "lstm", n_layers=2, dropout=0.4, bidirectional=False,
-                            MAXLEN=100, source_att=True).double().eval()
+    theirs = (
+        authors.EncDec(
+            vx, vy, D, D, copy=kind != "lstm", n_layers=2, dropout=0.4, bidirectional=False, MAXLEN=100, source_att=True
+        )
+        .double()
+        .eval()
+    )
     extra = []
     if kind == "copy":
         extra = ["--lexicon", "identity"]
@@ -130,17 +153,43 @@ def build_both(authors, kind, tmp_path, exclude_specials=True):
     for side, words in (("src", SOURCE), ("tgt", target)):
         (tmp_path / f"dict.{side}.txt").write_text("".join(f"{w} 1\n" for w in words))
     options = [*AUTHORS_DECODER, *(AUTHORS_GATE if kind != "lstm" else ())]
-    sizes = [a for name in ("encoder-embed-dim", "decoder-embed-dim", "encoder-hidden-size", "decoder-hidden-size",
-                            "decoder-out-embed-dim") for a in (f"--{name}", str(D))]
-    ours, task, args = build_model(tmp_path, "--arch", "lstm_plain" if kind == "lstm" else "lex_lstm", *sizes,
-                                   *options, *(["--exclude-special-outputs"] if exclude_specials else []), *extra,
-                                   "--criterion", "lexical_cross_entropy", "--sentence-avg",
-                                   "--source-lang", "src", "--target-lang", "tgt")
+    sizes = [
+        a
+        for name in (
+            "encoder-embed-dim",
+            "decoder-embed-dim",
+            "encoder-hidden-size",
+            "decoder-hidden-size",
+            "decoder-out-embed-dim",
+        )
+        for a in (f"--{name}", str(D))
+    ]
+    ours, task, args = build_model(
+        tmp_path,
+        "--arch",
+        "lstm_plain" if kind == "lstm" else "lex_lstm",
+        *sizes,
+        *options,
+        *(["--exclude-special-outputs"] if exclude_specials else []),
+        *extra,
+        "--criterion",
+        "lexical_cross_entropy",
+        "--sentence-avg",
+        "--source-lang",
+        "src",
+        "--target-lang",
+        "tgt",
+    )
     ours = ours.double().eval()
     ours.criterion = task.build_criterion(args)  # the recipes' loss: summed over tokens, averaged over sentences
     sd, td = task.source_dictionary, task.target_dictionary
-    mapping = parameter_map(theirs, row_map(vx, sd), row_map(vy, td), row_map(vy, td, decoder_input=True),
-                            vy.copy() if kind != "lstm" else None)
+    mapping = parameter_map(
+        theirs,
+        row_map(vx, sd),
+        row_map(vy, td),
+        row_map(vy, td, decoder_input=True),
+        vy.copy() if kind != "lstm" else None,
+    )
     assert sorted(mapping) == sorted(dict(ours.named_parameters())), "every parameter of ours has a counterpart"
     copy_weights(ours, mapping)
     return theirs, ours, (vx, vy), (sd, td), mapping
@@ -162,8 +211,12 @@ def batches(kind, vocabs, dicts, authors):
     order (left-padded source with the <s> theirs has, prev_output_tokens from </s>, right-padded target)."""
     (vx, vy), (sd, td) = vocabs, dicts
     pairs = PAIRS[kind]
-    inp, out, lens = authors.collate([([vx.sos()] + vx.encode(s.split()) + [vx.eos()],
-                                       [vy.sos()] + vy.encode(t.split()) + [vy.eos()]) for s, t in pairs])
+    inp, out, lens = authors.collate(
+        [
+            ([vx.sos()] + vx.encode(s.split()) + [vx.eos()], [vy.sos()] + vy.encode(t.split()) + [vy.eos()])
+            for s, t in pairs
+        ]
+    )
     order = sorted(range(len(pairs)), key=lambda i: -len(pairs[i][0].split()))  # collate's order (stable)
     src_len = max(len(s.split()) for s, _ in pairs) + 2
     tgt_len = max(len(t.split()) for _, t in pairs) + 1
@@ -173,10 +226,10 @@ def batches(kind, vocabs, dicts, authors):
     for b, i in enumerate(order):
         s, t = pairs[i]
         ids = [sd.bos()] + [sd.index(w) for w in s.split()] + [sd.eos()]
-        src[b, src_len - len(ids):] = torch.tensor(ids)
+        src[b, src_len - len(ids) :] = torch.tensor(ids)
         y = [td.index(w) for w in t.split()] + [td.eos()]
-        tgt[b, :len(y)] = torch.tensor(y)
-        prev[b, :len(y)] = torch.tensor([td.eos()] + y[:-1])
+        tgt[b, : len(y)] = torch.tensor(y)
+        prev[b, : len(y)] = torch.tensor([td.eos()] + y[:-1])
     lengths = src.ne(sd.pad()).sum(1)
     return (inp, out, lens), (src, lengths, prev, tgt)
 
@@ -184,8 +237,13 @@ def batches(kind, vocabs, dicts, authors):
 def our_loss(ours, src, lengths, prev, tgt, pad):
     """lexical_cross_entropy with --sentence-avg (the recipes'), divided by its sample size as fairseq's trainer
     does: summed over target tokens, averaged over sentences."""
-    sample = {"net_input": {"src_tokens": src, "src_lengths": lengths, "prev_output_tokens": prev}, "target": tgt,
-              "ntokens": int(tgt.ne(pad).sum()), "nsentences": src.size(0), "id": torch.arange(src.size(0))}
+    sample = {
+        "net_input": {"src_tokens": src, "src_lengths": lengths, "prev_output_tokens": prev},
+        "target": tgt,
+        "ntokens": int(tgt.ne(pad).sum()),
+        "nsentences": src.size(0),
+        "id": torch.arange(src.size(0)),
+    }
     loss, sample_size, _ = ours.criterion(ours, sample)
     return loss / sample_size
 
@@ -242,7 +300,7 @@ def greedy(ours, src, lengths, eos, steps):
 
 
 def trimmed(row, eos):
-    return row[:row.index(eos) + 1] if eos in row else row
+    return row[: row.index(eos) + 1] if eos in row else row
 
 
 SEED, SCALE = 0, 0.5
@@ -267,4 +325,3 @@ def test_greedy_outputs_equal_theirs(pair, authors):
     our_words = [[td[i] for i in trimmed(row, td.eos())] for row in our_out]
     assert our_words == their_words
     assert max(len(w) for w in our_words) >= 4  # not all sentences ended at once
-

@@ -14,6 +14,7 @@ a real program where the message on the terminal matters), the corpus readers' r
 through fairseq-train / fairseq-generate / score.py, and options given to architectures that do not have them.
 `--reencode-interval` <= 0 (R-Dangle) is left to that model's tests.
 """
+
 import os
 import re
 import subprocess
@@ -44,15 +45,43 @@ def fairseq_train_in_process(*argv):
 
 
 def train_argv(data_bin, lexicon, tmp_path, arch="lex_lstm_small"):
-    return [data_bin, "--user-dir", USER_DIR, "--arch", arch, "--lexicon", lexicon, "--criterion",
-            "lexical_cross_entropy", "--optimizer", "adam", "--lr", "0.001", "--batch-size", "8", "--max-update", "1",
-            "--save-dir", tmp_path / "ckpt", "--num-workers", "0", "--no-save", "--disable-validation"]
+    return [
+        data_bin,
+        "--user-dir",
+        USER_DIR,
+        "--arch",
+        arch,
+        "--lexicon",
+        lexicon,
+        "--criterion",
+        "lexical_cross_entropy",
+        "--optimizer",
+        "adam",
+        "--lr",
+        "0.001",
+        "--batch-size",
+        "8",
+        "--max-update",
+        "1",
+        "--save-dir",
+        tmp_path / "ckpt",
+        "--num-workers",
+        "0",
+        "--no-save",
+        "--disable-validation",
+    ]
 
 
 def start(program, *args, cwd=None):
     env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
-    return subprocess.Popen([os.path.join(BIN, program), *map(str, args)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
+    return subprocess.Popen(
+        [os.path.join(BIN, program), *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=cwd,
+    )
 
 
 def finish(proc, timeout=400):
@@ -69,8 +98,9 @@ def test_build_lexicon_names_an_empty_line_of_parallel_files(tmp_path, capsys):
     src, tgt = tmp_path / "c.src", tmp_path / "c.tgt"
     src.write_text("bless him\nblessed her\nhim\nher\n")
     tgt.write_text("BLESS HIM\nBLESS HER\n  \nHER\n")
-    code = build_lexicon_tool().main(["--method", "simple", "--src", str(src), "--tgt", str(tgt),
-                                      "-o", str(tmp_path / "lex.tsv"), "--no-progress"])
+    code = build_lexicon_tool().main(
+        ["--method", "simple", "--src", str(src), "--tgt", str(tgt), "-o", str(tmp_path / "lex.tsv"), "--no-progress"]
+    )
     assert code == 2 and f"{tgt}:3: empty line" in capsys.readouterr().err
     assert not (tmp_path / "lex.tsv").exists()
 
@@ -102,8 +132,12 @@ def test_build_lexicon_reads_an_over_long_line_whole_without_shifting_the_others
     src.write_text(f"bless him\n{long_src}\nblessed her\nhim\nher\n")
     tgt.write_text(f"BLESS HIM\n{long_tgt}\nBLESS HER\nHIM\nHER\n")
     out = tmp_path / "lex.tsv"
-    assert build_lexicon_tool().main(["--method", "simple", "--src", str(src), "--tgt", str(tgt), "-o", str(out),
-                                      "--no-progress"]) == 0
+    assert (
+        build_lexicon_tool().main(
+            ["--method", "simple", "--src", str(src), "--tgt", str(tgt), "-o", str(out), "--no-progress"]
+        )
+        == 0
+    )
     entries, provenance = read_lexicon(str(out))
     found = {(s, t): c for s, t, c in entries}
     assert found[("him", "HIM")] == 2.0 and found[("her", "HER")] == 2.0 and found[("zz", "ZZ")] == 1.0
@@ -120,8 +154,12 @@ def test_build_lexicon_drops_a_byte_order_mark_and_reports_tokens_the_format_can
     src.write_bytes("\ufeffhim #1\nher\nhim\n#1\n".encode("utf-8"))
     tgt.write_text("HIM ONE\nHER\nHIM\nONE\n")
     out = tmp_path / "lex.tsv"
-    assert build_lexicon_tool().main(["--method", "simple", "--src", str(src), "--tgt", str(tgt), "-o", str(out),
-                                      "--no-progress"]) == 0
+    assert (
+        build_lexicon_tool().main(
+            ["--method", "simple", "--src", str(src), "--tgt", str(tgt), "-o", str(out), "--no-progress"]
+        )
+        == 0
+    )
     err = capsys.readouterr().err
     assert "warning: skipped 1 entries whose tokens the lexicon file format cannot hold" in err
     assert "'#1' -> 'ONE': a line that starts with '#' is a comment" in err
@@ -141,8 +179,11 @@ def test_refuse_overwriting_inputs_sees_the_same_file_under_any_name(tmp_path, m
     monkeypatch.chdir(tmp_path)
     for same in ("train.src", str(corpus), "./sub/../train.src", "link.src", "hard.src"):
         (tmp_path / "sub").mkdir(exist_ok=True)
-        with pytest.raises(OutputOverwritesInputError, match=rf"-o {re.escape(same)} is the same file as the input "
-                                                             rf"--src {re.escape(str(corpus))}"):
+        with pytest.raises(
+            OutputOverwritesInputError,
+            match=rf"-o {re.escape(same)} is the same file as the input "
+            rf"--src {re.escape(str(corpus))}",
+        ):
             refuse_overwriting_inputs({"-o": same}, {"--src": str(corpus), "--tgt": None})
     with pytest.raises(OutputOverwritesInputError, match="--source-out a.txt and --target-out ./a.txt are the same"):
         refuse_overwriting_inputs({"--source-out": "a.txt", "--target-out": "./a.txt"}, {})
@@ -159,12 +200,15 @@ def corpus_files(tmp_path):
     return src, tgt, tsv
 
 
-@pytest.mark.parametrize("inputs, output", [
-    (("--src", "train.src", "--tgt", "train.tgt"), "train.src"),
-    (("--src", "train.src", "--tgt", "train.tgt"), "train.tgt"),
-    (("--src", "train.src", "--tgt", "train.tgt"), "alias.tgt"),  # the corpus through a symlink
-    (("--tsv", "train.tsv"), "train.tsv"),
-])
+@pytest.mark.parametrize(
+    "inputs, output",
+    [
+        (("--src", "train.src", "--tgt", "train.tgt"), "train.src"),
+        (("--src", "train.src", "--tgt", "train.tgt"), "train.tgt"),
+        (("--src", "train.src", "--tgt", "train.tgt"), "alias.tgt"),  # the corpus through a symlink
+        (("--tsv", "train.tsv"), "train.tsv"),
+    ],
+)
 def test_build_lexicon_refuses_to_overwrite_its_corpus(tmp_path, capsys, monkeypatch, inputs, output):
     files = corpus_files(tmp_path)
     before = [f.read_text() for f in files]
@@ -172,8 +216,24 @@ def test_build_lexicon_refuses_to_overwrite_its_corpus(tmp_path, capsys, monkeyp
     assert build_lexicon_tool().main(["--method", "simple", *inputs, "-o", output, "--no-progress"]) == 2
     assert f"error: -o {output} is the same file as the input" in capsys.readouterr().err
     assert [f.read_text() for f in files] == before
-    assert build_lexicon_tool().main(["--method", "ibm1", "--src", "train.src", "--tgt", "train.tgt", "-o",
-                                      "lex.tsv", "--write-alignments", "train.tgt", "--no-progress"]) == 2
+    assert (
+        build_lexicon_tool().main(
+            [
+                "--method",
+                "ibm1",
+                "--src",
+                "train.src",
+                "--tgt",
+                "train.tgt",
+                "-o",
+                "lex.tsv",
+                "--write-alignments",
+                "train.tgt",
+                "--no-progress",
+            ]
+        )
+        == 2
+    )
     assert "--write-alignments train.tgt is the same file as the input --tgt train.tgt" in capsys.readouterr().err
     assert [f.read_text() for f in files] == before
 
@@ -192,8 +252,10 @@ def test_plot_gates_refuses_to_overwrite_the_checkpoint(tmp_path, capsys, use_js
     ckpt.write_bytes(b"trained")
     output = tmp_path / "model.png"
     extra = ["--json"] if use_json else []
-    assert load_tool("plot_gates").main([str(tmp_path), "--path", str(ckpt), "-o", str(output), "--source", "a",
-                                         *extra]) == 2
+    assert (
+        load_tool("plot_gates").main([str(tmp_path), "--path", str(ckpt), "-o", str(output), "--source", "a", *extra])
+        == 2
+    )
     assert "is the same file as the input --path" in capsys.readouterr().err
     assert ckpt.read_bytes() == b"trained"
 
@@ -210,8 +272,21 @@ def test_unk_markers_refuses_to_overwrite_its_inputs(tmp_path):
     with pytest.raises(SystemExit, match="--source-out .* is the same file as the input --source"):
         tool.main(["preprocess", "--vocab", str(vocab), "--source", str(src), "--source-out", str(src)])
     with pytest.raises(SystemExit, match="--source-out .* and --target-out .* are the same file"):
-        tool.main(["preprocess", "--vocab", str(vocab), "--source", str(src), "--target", str(tgt),
-                   "--source-out", str(tmp_path / "o"), "--target-out", str(tmp_path / "o")])
+        tool.main(
+            [
+                "preprocess",
+                "--vocab",
+                str(vocab),
+                "--source",
+                str(src),
+                "--target",
+                str(tgt),
+                "--source-out",
+                str(tmp_path / "o"),
+                "--target-out",
+                str(tmp_path / "o"),
+            ]
+        )
     with pytest.raises(SystemExit, match="-o .* is the same file as the input --hypotheses"):
         tool.main(["postprocess", "--source", str(src), "--hypotheses", str(tgt), "-o", str(tgt)])
     assert (src.read_text(), tgt.read_text()) == ("a b\n", "A B\n")
@@ -232,13 +307,17 @@ def test_select_compositional_refuses_to_overwrite_its_inputs(tmp_path, capsys):
     train, cands = tmp_path / "train.txt", tmp_path / "p.pool.src"
     train.write_text("a b\n")
     cands.write_text("a b\n")
-    assert tool.main(["pool", "--train-source", str(train), "--source", str(cands), "--out-prefix",
-                      str(tmp_path / "p")]) == 2
+    assert (
+        tool.main(["pool", "--train-source", str(train), "--source", str(cands), "--out-prefix", str(tmp_path / "p")])
+        == 2
+    )
     assert "--out-prefix's output" in capsys.readouterr().err
     assert tool.main(["novelty", "--train", str(train), "--test", str(cands), "--json", str(train)]) == 2
     assert f"--json {train} is the same file as the input --train" in capsys.readouterr().err
-    assert tool.main(["uncertainty", "--pool", str(cands), "-o", str(cands), "--data", str(tmp_path), "--path",
-                      "m.pt"]) == 2
+    assert (
+        tool.main(["uncertainty", "--pool", str(cands), "-o", str(cands), "--data", str(tmp_path), "--path", "m.pt"])
+        == 2
+    )
     assert f"-o {cands} is the same file as the input --pool" in capsys.readouterr().err
     assert (train.read_text(), cands.read_text()) == ("a b\n", "a b\n")
 
@@ -255,16 +334,34 @@ def test_aggregate_results_refuses_to_overwrite_a_score_file(tmp_path, capsys):
 def test_plot_by_degree_refuses_to_overwrite_its_inputs(tmp_path, capsys):
     ref = tmp_path / "out.tsv"
     ref.write_text("a\n")
-    assert load_tool("plot_by_degree").main(["--degrees", str(ref), "--reference", str(ref), "--hyp-a", str(ref),
-                                             "--hyp-b", str(ref), "-o", str(tmp_path / "out")]) == 2
+    assert (
+        load_tool("plot_by_degree").main(
+            [
+                "--degrees",
+                str(ref),
+                "--reference",
+                str(ref),
+                "--hyp-a",
+                str(ref),
+                "--hyp-b",
+                str(ref),
+                "-o",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 2
+    )
     assert "--out-prefix's output" in capsys.readouterr().err and ref.read_text() == "a\n"
 
 
-@pytest.mark.parametrize("tau, message", [
-    ("-1", "--temperature must be a finite number >= 0, got -1.0"),
-    ("nan", "--temperature must be a finite number >= 0, got nan"),
-    ("1e-320", "row 'a': --temperature 1e-320 is too small for scores up to 2"),
-])
+@pytest.mark.parametrize(
+    "tau, message",
+    [
+        ("-1", "--temperature must be a finite number >= 0, got -1.0"),
+        ("nan", "--temperature must be a finite number >= 0, got nan"),
+        ("1e-320", "row 'a': --temperature 1e-320 is too small for scores up to 2"),
+    ],
+)
 def test_plot_lexicon_refuses_a_temperature_the_model_refuses(tmp_path, capsys, tau, message):
     """-1 plotted each row's argmin and 1e-320 NaN: the plot now applies the model's rule and checks."""
     lexicon = tmp_path / "lex.tsv"
@@ -286,11 +383,15 @@ def test_score_refuses_output_where_fairseq_skipped_over_long_samples(tmp_path):
     )
     with pytest.raises(GenerateOutputError) as err:
         parse_generate_output(str(path))
-    assert f"{path}:1: fairseq skipped 2 samples longer than max_positions=(4, 1024) (sample ids [3, 1])" in str(err.value)
+    assert f"{path}:1: fairseq skipped 2 samples longer than max_positions=(4, 1024) (sample ids [3, 1])" in str(
+        err.value
+    )
     # the tail case, which the id check alone cannot see: ids 0..1 present, sample 2 skipped
-    path.write_text("S-0\ta\nT-0\tA\nH-0\t-0.1\tA\nS-1\tb\nT-1\tB\nH-1\t-0.1\tB\n"
-                    "WARNING | 1 samples have invalid sizes and will be skipped, max_positions=(4, 1024), "
-                    "first few sample ids=[2]\n")
+    path.write_text(
+        "S-0\ta\nT-0\tA\nH-0\t-0.1\tA\nS-1\tb\nT-1\tB\nH-1\t-0.1\tB\n"
+        "WARNING | 1 samples have invalid sizes and will be skipped, max_positions=(4, 1024), "
+        "first few sample ids=[2]\n"
+    )
     with pytest.raises(GenerateOutputError, match=r"gen.txt:7: fairseq skipped 1 samples"):
         parse_generate_output(str(path))
 
@@ -310,7 +411,9 @@ def test_training_stops_on_a_lexicon_with_a_non_finite_score(toy_data, tmp_path,
     from lexical_offline.lexicon import LexiconFormatError
 
     lexicon = bad_lexicon(tmp_path, f"# provenance\na1\tB1\t1\na2\tB2\t{score}\n")
-    with pytest.raises(LexiconFormatError, match=rf"{re.escape(str(lexicon))}:3: score '{re.escape(score)}' is not finite"):
+    with pytest.raises(
+        LexiconFormatError, match=rf"{re.escape(str(lexicon))}:3: score '{re.escape(score)}' is not finite"
+    ):
         fairseq_train_in_process(*train_argv(toy_data / "bin", lexicon, tmp_path))
 
 
@@ -331,8 +434,9 @@ def test_training_stops_on_a_lexicon_whose_tokens_are_all_unknown(toy_data, tmp_
     with pytest.raises(LexiconFormatError) as err:
         fairseq_train_in_process(*train_argv(toy_data / "bin", lexicon, tmp_path))
     message = str(err.value)
-    assert message.startswith(f"{lexicon}: none of the 2 lexicon entries can be used: 2 with a source token not in "
-                              "the source dictionary")
+    assert message.startswith(
+        f"{lexicon}: none of the 2 lexicon entries can be used: 2 with a source token not in the source dictionary"
+    )
     assert "B1 -> a1" in message and "tokenised like the data" in message
 
 
@@ -345,8 +449,10 @@ def test_a_partly_unknown_lexicon_is_a_counted_warning(toy_data, caplog):
     lexicon.write_text("a1\tB1\t1\nzup\tB2\t1\na2\tPURPLE\t1\n")
     with caplog.at_level(logging.WARNING):
         build_model(toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", lexicon)
-    assert (f"lexicon {lexicon}: skipped 2 of 3 entries whose tokens are not in the dictionaries "
-            "(1 unknown source, 1 unknown target; e.g. zup -> B2, a2 -> PURPLE)") in caplog.text
+    assert (
+        f"lexicon {lexicon}: skipped 2 of 3 entries whose tokens are not in the dictionaries "
+        "(1 unknown source, 1 unknown target; e.g. zup -> B2, a2 -> PURPLE)"
+    ) in caplog.text
 
 
 def test_training_stops_on_a_lexicon_of_special_source_tokens_naming_them(toy_data, tmp_path):
@@ -371,8 +477,10 @@ def test_special_source_entries_are_a_counted_warning(toy_data, caplog):
     lexicon.write_text("a1\tB1\t1\n<unk>\tB2\t1\n")
     with caplog.at_level(logging.WARNING):
         build_model(toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", lexicon)
-    assert (f"lexicon {lexicon}: skipped 1 of 2 entries whose source is a special token, which always maps to "
-            "itself (e.g. <unk> -> B2)") in caplog.text
+    assert (
+        f"lexicon {lexicon}: skipped 1 of 2 entries whose source is a special token, which always maps to "
+        "itself (e.g. <unk> -> B2)"
+    ) in caplog.text
 
 
 def test_identity_lexicon_with_no_shared_string_warns(toy_data, caplog):
@@ -392,8 +500,9 @@ def test_lexicon_temperature_too_small_for_the_scores_is_an_error():
 
     specials = ["<s>", "<pad>", "</s>", "<unk>"]
     with pytest.raises(ValueError, match=r"--lexicon-temperature 1e-09 is too small for scores up to 1e\+300"):
-        build_lexicon_table([("a", "A", 1e300), ("a", "B", 1.0)], specials + ["a"], specials + ["A", "B"], 4,
-                            temperature=1e-9)
+        build_lexicon_table(
+            [("a", "A", 1e300), ("a", "B", 1.0)], specials + ["a"], specials + ["A", "B"], 4, temperature=1e-9
+        )
 
 
 @pytest.mark.parametrize("arch", ["lstm", "transformer", "lla_lstm"])
@@ -413,10 +522,20 @@ def test_line_count_mismatch_between_sides_stops_training(toy_data, tmp_path):
     lines = (toy_data / "train.tgt").read_text().splitlines()
     (tmp_path / "train.src").write_text((toy_data / "train.src").read_text())
     (tmp_path / "train.tgt").write_text("\n".join(lines[:-1]) + "\n")
-    args = options.get_preprocessing_parser().parse_args([
-        "--source-lang", "src", "--target-lang", "tgt", "--trainpref", str(tmp_path / "train"),
-        "--destdir", str(tmp_path / "bin"), "--workers", "1",
-    ])
+    args = options.get_preprocessing_parser().parse_args(
+        [
+            "--source-lang",
+            "src",
+            "--target-lang",
+            "tgt",
+            "--trainpref",
+            str(tmp_path / "train"),
+            "--destdir",
+            str(tmp_path / "bin"),
+            "--workers",
+            "1",
+        ]
+    )
     preprocess.main(args)
     with pytest.raises(AssertionError, match="Source and target must contain the same number of examples"):
         fairseq_train_in_process(*train_argv(tmp_path / "bin", toy_data / "lexicon.tsv", tmp_path))
@@ -430,10 +549,34 @@ def short_model(toy_data, tmp_path_factory):
     work = tmp_path_factory.mktemp("bad_cli")
     unknown = work / "unknown.tsv"
     unknown.write_text("B1\ta1\t1\n")
-    train = start("fairseq-train", toy_data / "bin", "--user-dir", USER_DIR, "--arch", "lex_lstm_small",
-                  "--lexicon", toy_data / "lexicon.tsv", "--criterion", "lexical_cross_entropy", "--optimizer",
-                  "adam", "--lr", "0.001", "--batch-size", "8", "--max-update", "2", "--max-source-positions", "4",
-                  "--save-dir", work / "ckpt", "--num-workers", "0", "--disable-validation", "--no-epoch-checkpoints")
+    train = start(
+        "fairseq-train",
+        toy_data / "bin",
+        "--user-dir",
+        USER_DIR,
+        "--arch",
+        "lex_lstm_small",
+        "--lexicon",
+        toy_data / "lexicon.tsv",
+        "--criterion",
+        "lexical_cross_entropy",
+        "--optimizer",
+        "adam",
+        "--lr",
+        "0.001",
+        "--batch-size",
+        "8",
+        "--max-update",
+        "2",
+        "--max-source-positions",
+        "4",
+        "--save-dir",
+        work / "ckpt",
+        "--num-workers",
+        "0",
+        "--disable-validation",
+        "--no-epoch-checkpoints",
+    )
     # its own save directory: fairseq-train checks one by writing and removing a file named `dummy`, and two runs
     # doing that in one directory at once can remove each other's
     bad = start("fairseq-train", *train_argv(toy_data / "bin", unknown, work / "unknown_lexicon"))
@@ -441,8 +584,19 @@ def short_model(toy_data, tmp_path_factory):
     assert code == 0, err[-4000:]
     logs = {"train": out + err, "unknown_lexicon": finish(bad)}
     ckpt = work / "ckpt" / "checkpoint_last.pt"
-    gen_args = [toy_data / "bin", "--user-dir", USER_DIR, "--path", ckpt, "--gen-subset", "test", "--beam", "2",
-                "--batch-size", "16"]
+    gen_args = [
+        toy_data / "bin",
+        "--user-dir",
+        USER_DIR,
+        "--path",
+        ckpt,
+        "--gen-subset",
+        "test",
+        "--beam",
+        "2",
+        "--batch-size",
+        "16",
+    ]
     strict = start("fairseq-generate", *gen_args)
     skipping = start("fairseq-generate", *gen_args, "--skip-invalid-size-inputs-valid-test")
     logs["generate_strict"] = finish(strict)
@@ -451,8 +605,11 @@ def short_model(toy_data, tmp_path_factory):
 
 
 def long_sources(toy_data, split, limit=4):
-    return [i for i, line in enumerate((toy_data / f"{split}.src").read_text().splitlines())
-            if len(line.split()) + 1 > limit]
+    return [
+        i
+        for i, line in enumerate((toy_data / f"{split}.src").read_text().splitlines())
+        if len(line.split()) + 1 > limit
+    ]
 
 
 @pytest.mark.slow

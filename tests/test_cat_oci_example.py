@@ -1,6 +1,7 @@
 """examples/cat_oci end to end on a tiny slice of ../shared/data/cat_oci: split, joint SentencePiece model, pieces,
 fairseq-preprocess, lexicon over pieces, fairseq-train / fairseq-generate / tools/score.py for NMT and
 PGN + lexicon, the summary, and a second invocation that skips the finished runs."""
+
 import json
 import os
 import subprocess
@@ -30,11 +31,35 @@ def test_cat_oci_tiny_end_to_end(tmp_path):
     data = shared_data("cat_oci")
     pytest.importorskip("sentencepiece", reason="sentencepiece is not installed (tools/setup_env.sh installs it)")
     work = tmp_path / "work"
-    args = ["--data", data, "--work", str(work), "--limit", "200", "--dev-size", "20", "--test-size", "20",
-            "--sizes", "120", "--vocab-size", "250", "--cpu-small", "--cpu", "--max-update", "4",
-            "--validate-every", "2", "--beam", "2", "--progress-every", "600",
-            # pgn differs from pgn_lex only by --lexicon identity (tests/test_lex_transformer.py); left out for time
-            "--systems", "nmt,pgn_lex"]
+    args = [
+        "--data",
+        data,
+        "--work",
+        str(work),
+        "--limit",
+        "200",
+        "--dev-size",
+        "20",
+        "--test-size",
+        "20",
+        "--sizes",
+        "120",
+        "--vocab-size",
+        "250",
+        "--cpu-small",
+        "--cpu",
+        "--max-update",
+        "4",
+        "--validate-every",
+        "2",
+        "--beam",
+        "2",
+        "--progress-every",
+        "600",
+        # pgn differs from pgn_lex only by --lexicon identity (tests/test_lex_transformer.py); left out for time
+        "--systems",
+        "nmt,pgn_lex",
+    ]
     r = run_example(*args)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
 

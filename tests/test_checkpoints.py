@@ -9,6 +9,7 @@ dropout 0.4 so that resuming has to restore the random stream too), trained by t
   updates per epoch): A's checkpoint of update 5 as B's `checkpoint_last.pt`, from which a second `fairseq-train`
   resumes and goes on to 10. (Stopping with `--max-update` and resuming is in tests/test_cli_end_to_end.py.)
 """
+
 import os
 import re
 import shutil
@@ -28,8 +29,13 @@ BIN = os.path.dirname(sys.executable)
 def start(program, *args, cwd=None, stdin=None):
     env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
     return subprocess.Popen(
-        [os.path.join(BIN, program), *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        stdin=subprocess.PIPE if stdin is not None else None, text=True, env=env, cwd=cwd,
+        [os.path.join(BIN, program), *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.PIPE if stdin is not None else None,
+        text=True,
+        env=env,
+        cwd=cwd,
     ), stdin
 
 
@@ -43,11 +49,42 @@ def finish(started, timeout=400):
 
 def train_args(data_bin, save_dir, lexicon, max_update):
     return [
-        data_bin, "--user-dir", USER_DIR, "--arch", "lex_lstm_small", "--lexicon", lexicon,
-        "--lexicon-temperature", "1", "--lexicon-top-k", "2", "--criterion", "lexical_cross_entropy",
-        "--optimizer", "adam", "--lr", "0.005", "--batch-size", "8", "--max-update", max_update, "--seed", "7",
-        "--save-dir", save_dir, "--no-epoch-checkpoints", "--save-interval-updates", "1",
-        "--keep-interval-updates", "7", "--num-workers", "0", "--log-format", "simple", "--log-interval", "1",
+        data_bin,
+        "--user-dir",
+        USER_DIR,
+        "--arch",
+        "lex_lstm_small",
+        "--lexicon",
+        lexicon,
+        "--lexicon-temperature",
+        "1",
+        "--lexicon-top-k",
+        "2",
+        "--criterion",
+        "lexical_cross_entropy",
+        "--optimizer",
+        "adam",
+        "--lr",
+        "0.005",
+        "--batch-size",
+        "8",
+        "--max-update",
+        max_update,
+        "--seed",
+        "7",
+        "--save-dir",
+        save_dir,
+        "--no-epoch-checkpoints",
+        "--save-interval-updates",
+        "1",
+        "--keep-interval-updates",
+        "7",
+        "--num-workers",
+        "0",
+        "--log-format",
+        "simple",
+        "--log-interval",
+        "1",
     ]
 
 
@@ -90,10 +127,37 @@ def runs(toy_data, tmp_path_factory):
     sources = (toy_data / "test.src").read_text().splitlines()[:6]
     ckpt = work / "A" / "checkpoint_last.pt"
     b2 = start("fairseq-train", *train_args(data, work / "B", work / "lex_b.tsv", 10))
-    gen = start("fairseq-generate", gen_dir, "--user-dir", USER_DIR, "--path", ckpt, "--gen-subset", "test",
-                "--beam", "5", "--batch-size", "16", cwd=cwd)
-    inter = start("fairseq-interactive", dict_dir, "--user-dir", USER_DIR, "--path", ckpt, "--source-lang", "src",
-                  "--target-lang", "tgt", "--beam", "5", cwd=cwd, stdin="\n".join(sources) + "\n")
+    gen = start(
+        "fairseq-generate",
+        gen_dir,
+        "--user-dir",
+        USER_DIR,
+        "--path",
+        ckpt,
+        "--gen-subset",
+        "test",
+        "--beam",
+        "5",
+        "--batch-size",
+        "16",
+        cwd=cwd,
+    )
+    inter = start(
+        "fairseq-interactive",
+        dict_dir,
+        "--user-dir",
+        USER_DIR,
+        "--path",
+        ckpt,
+        "--source-lang",
+        "src",
+        "--target-lang",
+        "tgt",
+        "--beam",
+        "5",
+        cwd=cwd,
+        stdin="\n".join(sources) + "\n",
+    )
     logs.update(B=finish(b2), generate=finish(gen), interactive=finish(inter))
     return work, logs, sources
 
@@ -129,7 +193,11 @@ def test_generate_and_interactive_need_neither_the_lexicon_file_nor_the_training
 @needs_safe_loading
 def test_checkpoints_hold_only_globals_the_allow_list_admits(runs):
     work, _, _ = runs
-    for ckpt in (work / "A" / "checkpoint_last.pt", work / "B" / "checkpoint_best.pt", work / "A" / "checkpoint_1_5.pt"):
+    for ckpt in (
+        work / "A" / "checkpoint_last.pt",
+        work / "B" / "checkpoint_best.pt",
+        work / "A" / "checkpoint_1_5.pt",
+    ):
         assert set(torch.serialization.get_unsafe_globals_in_checkpoint(str(ckpt))) <= {"argparse.Namespace"}
 
 
@@ -163,11 +231,35 @@ def test_a_checkpoint_loaded_as_another_architecture_fails_clearly(runs, toy_dat
     from fairseq_cli import train
 
     argv = sys.argv
-    sys.argv = ["fairseq-train", str(toy_data / "bin"), "--user-dir", USER_DIR, "--arch", "lex_transformer_tiny",
-                "--lexicon", "identity", "--reset-lexicon",  # past the lexicon check, to the architecture's
-                "--restore-file", str(work / "A" / "checkpoint_last.pt"), "--reset-optimizer",
-                "--save-dir", str(work / "C"), "--max-update", "1", "--batch-size", "8", "--optimizer", "adam",
-                "--lr", "0.001", "--criterion", "lexical_cross_entropy", "--num-workers", "0", "--no-save"]
+    sys.argv = [
+        "fairseq-train",
+        str(toy_data / "bin"),
+        "--user-dir",
+        USER_DIR,
+        "--arch",
+        "lex_transformer_tiny",
+        "--lexicon",
+        "identity",
+        "--reset-lexicon",  # past the lexicon check, to the architecture's
+        "--restore-file",
+        str(work / "A" / "checkpoint_last.pt"),
+        "--reset-optimizer",
+        "--save-dir",
+        str(work / "C"),
+        "--max-update",
+        "1",
+        "--batch-size",
+        "8",
+        "--optimizer",
+        "adam",
+        "--lr",
+        "0.001",
+        "--criterion",
+        "lexical_cross_entropy",
+        "--num-workers",
+        "0",
+        "--no-save",
+    ]
     try:
         with pytest.raises(Exception, match="please ensure that the architectures match") as err:
             train.cli_main()
@@ -176,8 +268,9 @@ def test_a_checkpoint_loaded_as_another_architecture_fails_clearly(runs, toy_dat
     assert "Error(s) in loading state_dict for LexTransformerModel" in str(err.value.__context__)
     # the state loaded into a model of the other architecture, in Python
     ckpt = str(work / "A" / "checkpoint_last.pt")
-    model, _, _ = build_model(toy_data / "bin", "--arch", "lex_transformer_tiny", "--lexicon", "identity",
-                              "--reset-lexicon")
+    model, _, _ = build_model(
+        toy_data / "bin", "--arch", "lex_transformer_tiny", "--lexicon", "identity", "--reset-lexicon"
+    )
     with pytest.raises(RuntimeError) as err:
         model.load_state_dict(load(ckpt)["model"], strict=True)
     message = str(err.value)
@@ -217,8 +310,12 @@ def interval_checkpoints(work):
     return paths
 
 
-FROZEN = ("decoder.lexical_head.lexicon_weights", "decoder.lexical_head.lexicon_targets",
-          "decoder.lexical_head.uniform_target_dist", "decoder.lexical_head.lexicon_uniform_rows")
+FROZEN = (
+    "decoder.lexical_head.lexicon_weights",
+    "decoder.lexical_head.lexicon_targets",
+    "decoder.lexical_head.uniform_target_dist",
+    "decoder.lexical_head.lexicon_uniform_rows",
+)
 
 
 def test_fairseq_average_checkpoints_runs_on_a_lexical_checkpoint(runs):

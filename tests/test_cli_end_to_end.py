@@ -1,4 +1,5 @@
 """Through the real command-line programs with --user-dir: preprocess, train, resume, generate, interactive."""
+
 import os
 import re
 import shutil
@@ -14,10 +15,35 @@ USER_DIR = os.path.join(REPO, "fairseq_lexical")
 
 def train(data_bin, save_dir, lexicon, max_update):
     return run_cli(
-        "fairseq-train", data_bin, "--user-dir", USER_DIR, "--arch", "lex_lstm_small", "--lexicon", lexicon,
-        "--criterion", "lexical_cross_entropy", "--optimizer", "adam", "--lr", "0.005", "--batch-size", "8",
-        "--max-update", max_update, "--save-dir", save_dir, "--no-epoch-checkpoints", "--num-workers", "0",
-        "--log-format", "simple", "--log-interval", "5", "--seed", "3",
+        "fairseq-train",
+        data_bin,
+        "--user-dir",
+        USER_DIR,
+        "--arch",
+        "lex_lstm_small",
+        "--lexicon",
+        lexicon,
+        "--criterion",
+        "lexical_cross_entropy",
+        "--optimizer",
+        "adam",
+        "--lr",
+        "0.005",
+        "--batch-size",
+        "8",
+        "--max-update",
+        max_update,
+        "--save-dir",
+        save_dir,
+        "--no-epoch-checkpoints",
+        "--num-workers",
+        "0",
+        "--log-format",
+        "simple",
+        "--log-interval",
+        "5",
+        "--seed",
+        "3",
     )
 
 
@@ -34,7 +60,9 @@ def trained(toy_data, tmp_path_factory):
 
 def test_training_logs_loss_and_mean_gate(trained):
     _, log, _ = trained
-    assert re.search(r"valid on 'valid' subset \| loss [\d.]+ \| nll_loss [\d.]+ \| p_gate [\d.]+ \| exact_match [\d.]+ \| ppl", log)
+    assert re.search(
+        r"valid on 'valid' subset \| loss [\d.]+ \| nll_loss [\d.]+ \| p_gate [\d.]+ \| exact_match [\d.]+ \| ppl", log
+    )
     assert "lexicon" in log and "entries used: 6" in log
 
 
@@ -54,8 +82,18 @@ def test_generate_beam5_translates_every_sentence_without_the_lexicon_file(toy_d
     work, _, _ = trained
     # 20 test sentences in batches of 16: stock fairseq-fixed would drop the last 4 (not a multiple of 8).
     proc = run_cli(
-        "fairseq-generate", toy_data / "bin", "--user-dir", USER_DIR, "--path", work / "ckpt" / "checkpoint_last.pt",
-        "--gen-subset", "test", "--beam", "5", "--batch-size", "16",
+        "fairseq-generate",
+        toy_data / "bin",
+        "--user-dir",
+        USER_DIR,
+        "--path",
+        work / "ckpt" / "checkpoint_last.pt",
+        "--gen-subset",
+        "test",
+        "--beam",
+        "5",
+        "--batch-size",
+        "16",
     )
     hyps = [line for line in proc.stdout.splitlines() if line.startswith("H-")]
     assert len(hyps) == 20
@@ -72,9 +110,22 @@ def test_generation_split_over_processes_equals_one_process(toy_data, trained, t
 
     work, _, _ = trained
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    cmd = [os.path.join(os.path.dirname(sys.executable), "fairseq-generate"), toy_data / "bin", "--user-dir",
-           USER_DIR, "--path", work / "ckpt" / "checkpoint_last.pt", "--gen-subset", "test", "--beam", "5",
-           "--batch-size", "4", "--num-workers", "0"]
+    cmd = [
+        os.path.join(os.path.dirname(sys.executable), "fairseq-generate"),
+        toy_data / "bin",
+        "--user-dir",
+        USER_DIR,
+        "--path",
+        work / "ckpt" / "checkpoint_last.pt",
+        "--gen-subset",
+        "test",
+        "--beam",
+        "5",
+        "--batch-size",
+        "4",
+        "--num-workers",
+        "0",
+    ]
     outputs = {}
     for jobs in (1, 2):
         out = tmp_path / f"generate{jobs}.txt"
@@ -89,8 +140,19 @@ def test_generation_split_over_processes_equals_one_process(toy_data, trained, t
 def test_interactive_from_the_checkpoint_alone(toy_data, trained):
     work, _, _ = trained
     proc = run_cli(
-        "fairseq-interactive", toy_data / "bin", "--user-dir", USER_DIR, "--path", work / "ckpt" / "checkpoint_last.pt",
-        "--source-lang", "src", "--target-lang", "tgt", "--beam", "5", input="a1 and a2\na3 twice\n",
+        "fairseq-interactive",
+        toy_data / "bin",
+        "--user-dir",
+        USER_DIR,
+        "--path",
+        work / "ckpt" / "checkpoint_last.pt",
+        "--source-lang",
+        "src",
+        "--target-lang",
+        "tgt",
+        "--beam",
+        "5",
+        input="a1 and a2\na3 twice\n",
     )
     assert len([line for line in proc.stdout.splitlines() if line.startswith("H-")]) == 2
 
@@ -118,10 +180,14 @@ def test_offline_package_imports_neither_fairseq_nor_torch_and_the_plugin_regist
     import subprocess
     import sys
 
-    offline = ("import sys, lexical_offline.metrics, lexical_offline.lexicon, lexical_offline.cli.score, "
-               "lexical_offline.cli.build_lexicon; assert 'fairseq' not in sys.modules and 'torch' not in sys.modules")
-    plugin = ("import fairseq_lexical; from fairseq.models import ARCH_MODEL_REGISTRY;"
-              "assert 'lex_lstm' in ARCH_MODEL_REGISTRY")
+    offline = (
+        "import sys, lexical_offline.metrics, lexical_offline.lexicon, lexical_offline.cli.score, "
+        "lexical_offline.cli.build_lexicon; assert 'fairseq' not in sys.modules and 'torch' not in sys.modules"
+    )
+    plugin = (
+        "import fairseq_lexical; from fairseq.models import ARCH_MODEL_REGISTRY;"
+        "assert 'lex_lstm' in ARCH_MODEL_REGISTRY"
+    )
     for code in (offline, plugin):
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
         assert proc.returncode == 0, (code, proc.stderr[-2000:])

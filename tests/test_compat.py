@@ -1,4 +1,5 @@
 """The fairseq-fixed defects that the plugin neutralises on import."""
+
 import argparse
 import subprocess
 import sys
@@ -55,8 +56,9 @@ def test_eval_bleu_checkpoints_load_with_safe_loading(tmp_path):
     np.testing.assert_array_equal(loaded["sum"], counts * 2)
     assert loaded["count"] == 3 and loaded["mean"] == np.float32(0.5)
     # without the plugin's allow-list the same file is refused (torch's own list has no numpy)
-    code = ("import argparse, torch; torch.serialization.add_safe_globals([argparse.Namespace]); "
-            f"torch.load({str(path)!r})")
+    code = (
+        f"import argparse, torch; torch.serialization.add_safe_globals([argparse.Namespace]); torch.load({str(path)!r})"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode != 0 and "numpy" in proc.stderr
 
@@ -134,10 +136,32 @@ def test_bf16_training_on_the_cpu_every_architecture(toy_data, tmp_path):
 
     from conftest import REPO
 
-    common = ["--user-dir", os.path.join(REPO, "fairseq_lexical"), "--cpu", "--bf16", "--criterion",
-              "lexical_cross_entropy", "--optimizer", "adam", "--lr", "0.005", "--batch-size", "8", "--max-update",
-              "6", "--num-workers", "0", "--log-format", "simple", "--log-interval", "2", "--seed", "3",
-              "--no-epoch-checkpoints", "--disable-validation"]
+    common = [
+        "--user-dir",
+        os.path.join(REPO, "fairseq_lexical"),
+        "--cpu",
+        "--bf16",
+        "--criterion",
+        "lexical_cross_entropy",
+        "--optimizer",
+        "adam",
+        "--lr",
+        "0.005",
+        "--batch-size",
+        "8",
+        "--max-update",
+        "6",
+        "--num-workers",
+        "0",
+        "--log-format",
+        "simple",
+        "--log-interval",
+        "2",
+        "--seed",
+        "3",
+        "--no-epoch-checkpoints",
+        "--disable-validation",
+    ]
     lexicon = ["--lexicon", str(toy_data / "lexicon.tsv")]
     jobs = {
         "lex_lstm": ["--arch", "lex_lstm_small", *lexicon],
@@ -145,10 +169,12 @@ def test_bf16_training_on_the_cpu_every_architecture(toy_data, tmp_path):
         "rdangle": ["--arch", "rdangle_transformer_tiny", "--reencode-interval", "2", *lexicon],
         "lla_lstm": ["--arch", "lla_lstm_small", "--lexicon-unit-joint"],
     }
-    jobs = {name: [str(toy_data / "bin"), *argv, *common, "--save-dir", str(tmp_path / name)]
-            for name, argv in jobs.items()}
-    proc = subprocess.run([sys.executable, "-c", _BF16_RUNNER, json.dumps(jobs)], capture_output=True, text=True,
-                          timeout=600)
+    jobs = {
+        name: [str(toy_data / "bin"), *argv, *common, "--save-dir", str(tmp_path / name)] for name, argv in jobs.items()
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", _BF16_RUNNER, json.dumps(jobs)], capture_output=True, text=True, timeout=600
+    )
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-5000:]
     assert "xla" not in log.lower() or "without torch_xla" in log

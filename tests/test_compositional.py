@@ -1,6 +1,7 @@
 """Compositional test-set selection (Zheng & Lapata 2023, section 4): the degree DP, the n-gram dictionary, the OOV
 filter, the seeded uncertainty sample, reverse mutual information, novel n-grams (Table 2), BLEU by degree
 (Fig. 1a), and the ensemble uncertainty on real (tiny) fairseq checkpoints."""
+
 import itertools
 import json
 import math
@@ -125,8 +126,13 @@ def test_corpus_dictionary_counts_occurrences_within_sentences():
 @pytest.fixture()
 def small_corpus():
     # counts: the 7, cat 4, sat 4, on 4, mat 3, dog 2, ran 1; "on the" and "the mat" 3 (no entries)
-    train = ["the cat sat on the mat", "the cat sat on the mat", "the cat sat on", "the cat sat on the mat",
-             "dog ran dog"]
+    train = [
+        "the cat sat on the mat",
+        "the cat sat on the mat",
+        "the cat sat on",
+        "the cat sat on the mat",
+        "dog ran dog",
+    ]
     candidates = [
         "the cat sat on the mat",  # 0: every word >= 3; "mat" (3) is no dictionary entry (needs > 3)
         "the dog sat",  # 1: dog seen twice -> rare
@@ -201,8 +207,13 @@ def test_sample_is_reproducible_and_changes_with_the_seed():
     assert all(a.stages[i] == S.STAGE_TOP for i in order[:20])
     assert a.stages[7] == a.stages[8] == S.STAGE_UNSCORED and a.ranks[7] is None
     assert a.ranks[order[0]] == 1
-    assert a.summary()["stages"] == {"dropped-top": 20, "selected": 50, "window": 150, "below-window": 278,
-                                     "unscored": 2}
+    assert a.summary()["stages"] == {
+        "dropped-top": 20,
+        "selected": 50,
+        "window": 150,
+        "below-window": 278,
+        "unscored": 2,
+    }
 
 
 def test_sample_ties_and_short_windows():
@@ -225,8 +236,13 @@ def test_reverse_mutual_information_hand_computed():
     torch = pytest.importorskip("torch")
     from fairseq_lexical.analysis.uncertainty import token_rmi
 
-    p = torch.tensor([[[0.5, 0.5], [0.2, 0.8]],  # member 1: token 1, token 2
-                      [[0.9, 0.1], [0.2, 0.8]]], dtype=torch.float32)  # member 2
+    p = torch.tensor(
+        [
+            [[0.5, 0.5], [0.2, 0.8]],  # member 1: token 1, token 2
+            [[0.9, 0.1], [0.2, 0.8]],
+        ],
+        dtype=torch.float32,
+    )  # member 2
     rmi = token_rmi(p.log())
     assert rmi.shape == (2,)
     assert rmi[0].item() == pytest.approx(0.35 * math.log(49 / 45) + 0.15 * math.log(9 / 5), abs=1e-7)
@@ -316,9 +332,21 @@ def test_pool_sample_and_novelty_command_lines(tmp_path, small_corpus):
     write(tmp_path / "train.txt", train)
     write(tmp_path / "cand.txt", cands)
     write(tmp_path / "cand.tgt", [f"t{i}" for i in range(len(cands))])
-    proc = run_tool(TOOL, "pool", "--train-source", tmp_path / "train.txt", "--source", tmp_path / "cand.txt",
-                    "--target", tmp_path / "cand.tgt", "--pool", "2", "--out-prefix", tmp_path / "out" / "p",
-                    "--no-progress")
+    proc = run_tool(
+        TOOL,
+        "pool",
+        "--train-source",
+        tmp_path / "train.txt",
+        "--source",
+        tmp_path / "cand.txt",
+        "--target",
+        tmp_path / "cand.tgt",
+        "--pool",
+        "2",
+        "--out-prefix",
+        tmp_path / "out" / "p",
+        "--no-progress",
+    )
     assert "2 with a word never seen in training, 1 with a word seen < 3 times" in proc.stdout
     assert "1 duplicates" in proc.stdout
     header, rows = textio.read_tsv(str(tmp_path / "out" / "p.candidates.tsv"))
@@ -331,13 +359,28 @@ def test_pool_sample_and_novelty_command_lines(tmp_path, small_corpus):
     assert summary["dropped"]["oov_rare_word"] == 1
 
     # sample from a hand-made score file
-    rows = [["index", "rmi", "source"]] + [[str(i), f"{u:.3f}", f"s{i}"] for i, u in
-                                            enumerate([0.9, 0.1, 0.5, 0.7, 0.3, 0.8])]
+    rows = [["index", "rmi", "source"]] + [
+        [str(i), f"{u:.3f}", f"s{i}"] for i, u in enumerate([0.9, 0.1, 0.5, 0.7, 0.3, 0.8])
+    ]
     write(tmp_path / "scores.tsv", ["\t".join(r) for r in rows])
     outs = []
     for seed in (1, 1, 2):
-        run_tool(TOOL, "sample", "--scores", tmp_path / "scores.tsv", "--drop-top", "1", "--window", "4",
-                 "--sample", "2", "--seed", seed, "--out-prefix", tmp_path / f"s{seed}")
+        run_tool(
+            TOOL,
+            "sample",
+            "--scores",
+            tmp_path / "scores.tsv",
+            "--drop-top",
+            "1",
+            "--window",
+            "4",
+            "--sample",
+            "2",
+            "--seed",
+            seed,
+            "--out-prefix",
+            tmp_path / f"s{seed}",
+        )
         outs.append((tmp_path / f"s{seed}.selected.ids").read_text())
     assert outs[0] == outs[1]
     _, srows = textio.read_tsv(str(tmp_path / "s1.sample.tsv"))
@@ -345,8 +388,16 @@ def test_pool_sample_and_novelty_command_lines(tmp_path, small_corpus):
     assert srows[1]["stage"] == "below-window" and srows[1]["rmi_rank"] == "6"
 
     write(tmp_path / "test.txt", ["the cat ran", "sat on the mat"])
-    proc = run_tool(TOOL, "novelty", "--train", tmp_path / "train.txt", "--test", tmp_path / "test.txt",
-                    "--json", tmp_path / "nov.json")
+    proc = run_tool(
+        TOOL,
+        "novelty",
+        "--train",
+        tmp_path / "train.txt",
+        "--test",
+        tmp_path / "test.txt",
+        "--json",
+        tmp_path / "nov.json",
+    )
     stats = json.loads((tmp_path / "nov.json").read_text())
     assert stats["words"]["orders"]["2"]["unique_novel"] == 1  # "cat ran"
     assert "word 2-gram" in proc.stdout
@@ -354,12 +405,32 @@ def test_pool_sample_and_novelty_command_lines(tmp_path, small_corpus):
 
 def test_bad_inputs_are_errors(tmp_path):
     write(tmp_path / "a.txt", ["x y"])
-    proc = run_tool(TOOL, "pool", "--train-source", tmp_path / "missing.txt", "--source", tmp_path / "a.txt",
-                    "--out-prefix", tmp_path / "p", check=False)
+    proc = run_tool(
+        TOOL,
+        "pool",
+        "--train-source",
+        tmp_path / "missing.txt",
+        "--source",
+        tmp_path / "a.txt",
+        "--out-prefix",
+        tmp_path / "p",
+        check=False,
+    )
     assert proc.returncode == 2 and "missing.txt: file not found" in proc.stderr
     write(tmp_path / "b.txt", ["x y", "z"])
-    proc = run_tool(TOOL, "pool", "--train-source", tmp_path / "a.txt", "--source", tmp_path / "a.txt",
-                    "--target", tmp_path / "b.txt", "--out-prefix", tmp_path / "p", check=False)
+    proc = run_tool(
+        TOOL,
+        "pool",
+        "--train-source",
+        tmp_path / "a.txt",
+        "--source",
+        tmp_path / "a.txt",
+        "--target",
+        tmp_path / "b.txt",
+        "--out-prefix",
+        tmp_path / "p",
+        check=False,
+    )
     assert proc.returncode == 2 and "has 2 lines" in proc.stderr
 
 
@@ -372,9 +443,23 @@ def test_plot_by_degree_command_line(tmp_path):
     write(tmp_path / "ref", refs)
     write(tmp_path / "a", refs)
     write(tmp_path / "b", ["q q q q q"] * 6)
-    proc = run_tool(PLOT, "--source", tmp_path / "src", "--train", tmp_path / "train", "--reference",
-                    tmp_path / "ref", "--hyp-a", tmp_path / "a", "--hyp-b", tmp_path / "b", "--buckets", "3",
-                    "-o", tmp_path / "fig" / "f")
+    proc = run_tool(
+        PLOT,
+        "--source",
+        tmp_path / "src",
+        "--train",
+        tmp_path / "train",
+        "--reference",
+        tmp_path / "ref",
+        "--hyp-a",
+        tmp_path / "a",
+        "--hyp-b",
+        tmp_path / "b",
+        "--buckets",
+        "3",
+        "-o",
+        tmp_path / "fig" / "f",
+    )
     for suffix in ("png", "tsv", "json"):
         assert (tmp_path / "fig" / f"f.{suffix}").stat().st_size > 0
     res = json.loads((tmp_path / "fig" / "f.json").read_text())
@@ -382,10 +467,32 @@ def test_plot_by_degree_command_line(tmp_path):
     assert res["buckets"][0]["degree_max"] <= res["buckets"][1]["degree_min"]
     assert "all" in proc.stdout
     # the same through a degrees TSV (rows aligned with the outputs)
-    run_tool(TOOL, "pool", "--train-source", tmp_path / "train", "--source", tmp_path / "src", "--out-prefix",
-             tmp_path / "p", "--no-progress")
-    run_tool(PLOT, "--degrees", tmp_path / "p.candidates.tsv", "--reference", tmp_path / "ref", "--hyp-a",
-             tmp_path / "a", "--hyp-b", tmp_path / "b", "--buckets", "3", "-o", tmp_path / "g")
+    run_tool(
+        TOOL,
+        "pool",
+        "--train-source",
+        tmp_path / "train",
+        "--source",
+        tmp_path / "src",
+        "--out-prefix",
+        tmp_path / "p",
+        "--no-progress",
+    )
+    run_tool(
+        PLOT,
+        "--degrees",
+        tmp_path / "p.candidates.tsv",
+        "--reference",
+        tmp_path / "ref",
+        "--hyp-a",
+        tmp_path / "a",
+        "--hyp-b",
+        tmp_path / "b",
+        "--buckets",
+        "3",
+        "-o",
+        tmp_path / "g",
+    )
     assert json.loads((tmp_path / "g.json").read_text())["buckets"] == res["buckets"]
 
 
@@ -394,10 +501,35 @@ def test_plot_by_degree_command_line(tmp_path):
 
 def _train(data_bin, save_dir, lexicon, seed):
     run_cli(
-        "fairseq-train", data_bin, "--user-dir", os.path.join(REPO, "fairseq_lexical"), "--arch", "lex_lstm_small",
-        "--lexicon", lexicon, "--criterion", "lexical_cross_entropy", "--optimizer", "adam", "--lr", "0.005",
-        "--batch-size", "8", "--max-update", "8", "--save-dir", save_dir, "--no-epoch-checkpoints",
-        "--num-workers", "0", "--log-format", "simple", "--log-interval", "5", "--seed", seed,
+        "fairseq-train",
+        data_bin,
+        "--user-dir",
+        os.path.join(REPO, "fairseq_lexical"),
+        "--arch",
+        "lex_lstm_small",
+        "--lexicon",
+        lexicon,
+        "--criterion",
+        "lexical_cross_entropy",
+        "--optimizer",
+        "adam",
+        "--lr",
+        "0.005",
+        "--batch-size",
+        "8",
+        "--max-update",
+        "8",
+        "--save-dir",
+        save_dir,
+        "--no-epoch-checkpoints",
+        "--num-workers",
+        "0",
+        "--log-format",
+        "simple",
+        "--log-interval",
+        "5",
+        "--seed",
+        seed,
     )
     return os.path.join(save_dir, "checkpoint_last.pt")
 
@@ -445,10 +577,33 @@ def test_uncertainty_on_two_checkpoints(toy_data, ensemble):
 def test_select_command_line_end_to_end(toy_data, ensemble, tmp_path):
     prefix = tmp_path / "sel" / "p"
     proc = run_tool(
-        TOOL, "select", "--train-source", toy_data / "train.src", "--source", toy_data / "test.src",
-        "--target", toy_data / "test.tgt", "--pool", "12", "--data", toy_data / "bin",
-        "--path", f"{ensemble[0]}:{ensemble[1]}", "--targets", "reference", "--drop-top", "2", "--window", "8",
-        "--sample", "4", "--seed", "3", "--out-prefix", prefix, "--no-progress",
+        TOOL,
+        "select",
+        "--train-source",
+        toy_data / "train.src",
+        "--source",
+        toy_data / "test.src",
+        "--target",
+        toy_data / "test.tgt",
+        "--pool",
+        "12",
+        "--data",
+        toy_data / "bin",
+        "--path",
+        f"{ensemble[0]}:{ensemble[1]}",
+        "--targets",
+        "reference",
+        "--drop-top",
+        "2",
+        "--window",
+        "8",
+        "--sample",
+        "4",
+        "--seed",
+        "3",
+        "--out-prefix",
+        prefix,
+        "--no-progress",
     )
     assert "reverse mutual information (reference, 2 members): 12 of 12 scored" in proc.stdout
     header, rows = textio.read_tsv(f"{prefix}.sample.tsv")
@@ -460,8 +615,22 @@ def test_select_command_line_end_to_end(toy_data, ensemble, tmp_path):
     src = (toy_data / "test.src").read_text().splitlines()
     assert (tmp_path / "sel" / "p.selected.src").read_text().splitlines() == [src[int(i)] for i in ids]
     # the sample alone, again with the same seed, gives the same selection
-    run_tool(TOOL, "sample", "--scores", f"{prefix}.uncertainty.tsv", "--drop-top", "2", "--window", "8",
-             "--sample", "4", "--seed", "3", "--out-prefix", tmp_path / "again")
+    run_tool(
+        TOOL,
+        "sample",
+        "--scores",
+        f"{prefix}.uncertainty.tsv",
+        "--drop-top",
+        "2",
+        "--window",
+        "8",
+        "--sample",
+        "4",
+        "--seed",
+        "3",
+        "--out-prefix",
+        tmp_path / "again",
+    )
     assert (tmp_path / "again.selected.ids").read_text().split() == ids
 
 
@@ -475,6 +644,10 @@ def test_offline_commands_import_neither_fairseq_nor_torch(tmp_path):
         "assert t.main(['novelty', '--train', sys.argv[2], '--test', sys.argv[2]]) == 0;"
         "assert 'fairseq' not in sys.modules and 'torch' not in sys.modules, 'heavy import'"
     )
-    proc = subprocess.run([sys.executable, "-c", code, os.path.join(REPO, "tools"), str(tmp_path / "t.txt"),
-                           str(tmp_path / "p")], capture_output=True, text=True, cwd=REPO)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, os.path.join(REPO, "tools"), str(tmp_path / "t.txt"), str(tmp_path / "p")],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -2,6 +2,7 @@
 ensemble uncertainty -> seeded sample), the three systems, the scores and the tables. The models are trained a
 handful of updates, so the BLEU values mean nothing here; only the outputs' presence and form are checked.
 About 90 s of CPU (10 fairseq processes, mostly their import): ~2 min 20 s of wall time at load average 4 on 2 cores."""
+
 import json
 import os
 import subprocess
@@ -17,10 +18,36 @@ FILES = ("cmn.txt_train_tokenized.tsv", "cmn.txt_dev_tokenized.tsv", "cmn.txt_te
 SYSTEMS = {"lstm": "LSTM", "simple": "LSTM + Lex.: Simple", "rdangle_sep": "R-Dangle sep, interval 4"}
 # 2,000 training pairs (the words of 100-odd candidates must be seen in training), 80 dev + 80 test pairs
 # (20 dev pairs held out for validation), 2 members, 3 updates, outputs of at most 10 tokens
-TINY = ["--limit-train", "2000", "--limit-eval", "80", "--valid-size", "20", "--min-word-count", "1",
-        "--pool", "60", "--drop-top", "5", "--window", "30", "--sample", "20", "--members", "2",
-        "--member-updates", "3", "--system-updates", "3", "--max-len-b", "10", "--jobs", "2",
-        "--progress-every", "1000"]
+TINY = [
+    "--limit-train",
+    "2000",
+    "--limit-eval",
+    "80",
+    "--valid-size",
+    "20",
+    "--min-word-count",
+    "1",
+    "--pool",
+    "60",
+    "--drop-top",
+    "5",
+    "--window",
+    "30",
+    "--sample",
+    "20",
+    "--members",
+    "2",
+    "--member-updates",
+    "3",
+    "--system-updates",
+    "3",
+    "--max-len-b",
+    "10",
+    "--jobs",
+    "2",
+    "--progress-every",
+    "1000",
+]
 
 
 def run_split(*args):
@@ -55,8 +82,21 @@ def test_compositional_split_end_to_end(tmp_path):
 
     # the sample TSV holds every score of every pool candidate, and the stages follow the ranking
     header, rows = read_tsv(work / "select" / "sel.sample.tsv")
-    for col in ("index", "degree", "pieces", "length", "tiling", "source", "target", "rmi", "rmi_tokens",
-                "rmi_status", "hypothesis", "rmi_rank", "stage"):
+    for col in (
+        "index",
+        "degree",
+        "pieces",
+        "length",
+        "tiling",
+        "source",
+        "target",
+        "rmi",
+        "rmi_tokens",
+        "rmi_status",
+        "hypothesis",
+        "rmi_rank",
+        "stage",
+    ):
         assert col in header, col
     assert len(rows) == 60
     for r in rows:

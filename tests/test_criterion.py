@@ -1,4 +1,5 @@
 """lexical_cross_entropy: NLL of the model's log-probabilities, label smoothing, auxiliary losses, mean p_gate."""
+
 import math
 
 import pytest
@@ -123,11 +124,14 @@ def test_exact_match_in_evaluation_counts_sentences_whose_every_token_is_the_arg
     assert agg.get_smoothed_values()["exact_match"] == pytest.approx(3 / 4)
 
 
-@pytest.mark.parametrize("arch, extra", [
-    ("lex_lstm_small", ("--decoder-output", "combined")),
-    ("lla_lstm_small", ()),
-    ("lex_transformer_tiny", ()),
-])
+@pytest.mark.parametrize(
+    "arch, extra",
+    [
+        ("lex_lstm_small", ("--decoder-output", "combined")),
+        ("lla_lstm_small", ()),
+        ("lex_transformer_tiny", ()),
+    ],
+)
 def test_exact_match_equals_greedy_decoding(toy_data, arch, extra):
     """Targets = the greedy decoder's own outputs for half the sentences and a one-token change of them for the
     other half: the teacher-forced exact match must count exactly the first half."""
@@ -169,8 +173,9 @@ def test_exact_match_equals_greedy_decoding(toy_data, arch, extra):
         else:
             expected += 1
         targets.append(t)
-    pairs = LanguagePairDataset([src[i] for i in keep], [len(src[i]) for i in keep], sd, targets,
-                                [len(t) for t in targets], td)
+    pairs = LanguagePairDataset(
+        [src[i] for i in keep], [len(src[i]) for i in keep], sd, targets, [len(t) for t in targets], td
+    )
     sample = pairs.collater([pairs[j] for j in range(len(keep))])
     with torch.no_grad():
         log = LexicalCrossEntropyCriterion(task)(model, sample)[2]

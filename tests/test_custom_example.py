@@ -1,6 +1,7 @@
 """examples/custom (your own data in one command): the checks that stop bad input before anything runs, the metric
 rule, the learning-curve reader, the commands of both families, and the --smoke preset end to end on generated
 data (lexicons, baseline and lexical models, decoding, scores, report folder with the explanation pages)."""
+
 import json
 import os
 import subprocess
@@ -16,8 +17,9 @@ sys.path.insert(0, os.path.join(REPO, "examples", "custom"))
 
 def run_custom(*args, timeout=900):
     env = examples_env(OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
-    return subprocess.run([sys.executable, RUN, *map(str, args)], capture_output=True, text=True, env=env,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, RUN, *map(str, args)], capture_output=True, text=True, env=env, timeout=timeout
+    )
 
 
 @pytest.fixture
@@ -95,12 +97,15 @@ def test_work_directory_holding_the_input_is_refused(data, tmp_path):
 # -- pieces --------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("option, expected", [
-    (["--lr", "-1"], "--lr must be > 0, got -1.0"),
-    (["--max-update", "0"], "--max-update must be >= 1, got 0"),
-    (["--train-args", '--foo "bar'], "--train-args '--foo \"bar': No closing quotation"),
-    (["--work", "FILE"], "a file, not a directory"),
-])
+@pytest.mark.parametrize(
+    "option, expected",
+    [
+        (["--lr", "-1"], "--lr must be > 0, got -1.0"),
+        (["--max-update", "0"], "--max-update must be >= 1, got 0"),
+        (["--train-args", '--foo "bar'], "--train-args '--foo \"bar': No closing quotation"),
+        (["--work", "FILE"], "a file, not a directory"),
+    ],
+)
 def test_impossible_options_stop_before_anything_is_written(data, tmp_path, option, expected):
     """Issue 55's defects 9-11: --lr -1 trained, an unclosed quote in --train-args and --work naming a file were
     tracebacks after the data was written."""
@@ -135,8 +140,18 @@ def test_a_pair_longer_than_fairseq_takes_is_named(data, tmp_path):
 
 
 def test_the_smoke_label_says_the_updates_it_runs(data, tmp_path):
-    proc = run_custom("--train", data / "train", "--test", data / "test", "--smoke", "--max-update", "10",
-                      "--dry-run", "--work", tmp_path / "work")
+    proc = run_custom(
+        "--train",
+        data / "train",
+        "--test",
+        data / "test",
+        "--smoke",
+        "--max-update",
+        "10",
+        "--dry-run",
+        "--work",
+        tmp_path / "work",
+    )
     assert proc.returncode == 0, proc.stderr
     assert "SMOKE preset: 10 updates" in proc.stdout
 
@@ -163,13 +178,26 @@ def test_loss_curves_read_fairseqs_simple_log(tmp_path):
         "p_gate 0.146 | exact_match 0.55 | ppl 1.99 | wps 2762 | wpb 26.5 | bsz 10 | num_updates 30\n"
         "2026-01-01 00:00:03 | INFO | train | epoch 005 | loss 1.5 | nll_loss 1.5 | num_updates 30\n"
         "2026-01-01 00:00:04 | INFO | valid | epoch 009 | valid on 'valid' subset | loss 0.5 | nll_loss 0.5 | "
-        "num_updates 60 | best_loss 0.5\n")
+        "num_updates 60 | best_loss 0.5\n"
+    )
     assert custom.loss_curves(str(log)) == {"valid": [(30, 0.995), (60, 0.5)], "train": [(10, 2.316)]}
 
 
 def test_dry_run_transformer_family_has_a_lexical_row_per_method(data, tmp_path):
-    proc = run_custom("--train", data / "train.tsv", "--test", data / "test.tsv", "--family", "transformer",
-                      "--lexicons", "simple,ibm2,pmi", "--cpu", "--dry-run", "--work", tmp_path / "work")
+    proc = run_custom(
+        "--train",
+        data / "train.tsv",
+        "--test",
+        data / "test.tsv",
+        "--family",
+        "transformer",
+        "--lexicons",
+        "simple,ibm2,pmi",
+        "--cpu",
+        "--dry-run",
+        "--work",
+        tmp_path / "work",
+    )
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "models: transformer, transformer_simple, transformer_ibm2, transformer_pmi" in out
@@ -186,14 +214,16 @@ def test_open_vocabulary_data_builds_lexicons_without_the_fallback(tmp_path):
 
     n = custom.OPEN_VOCABULARY_TYPES
     (tmp_path / "open.tsv").write_text("".join(f"s{i} s{i + 1}\tt{i} t{i + 1}\n" for i in range(n)))
-    proc = run_custom("--train", tmp_path / "open.tsv", "--test", tmp_path / "open.tsv", "--dry-run", "--work",
-                      tmp_path / "work")
+    proc = run_custom(
+        "--train", tmp_path / "open.tsv", "--test", tmp_path / "open.tsv", "--dry-run", "--work", tmp_path / "work"
+    )
     assert proc.returncode == 0, proc.stderr
     lexicons = next(line for line in proc.stdout.splitlines() if line.strip().startswith("lexicons:"))
     assert lexicons.count("--no-fallback") == 2  # simple and ibm2
     (tmp_path / "closed.tsv").write_text("".join(f"s{i}\tt{i % 5}\n" for i in range(50)))
-    proc = run_custom("--train", tmp_path / "closed.tsv", "--test", tmp_path / "closed.tsv", "--dry-run", "--work",
-                      tmp_path / "work")
+    proc = run_custom(
+        "--train", tmp_path / "closed.tsv", "--test", tmp_path / "closed.tsv", "--dry-run", "--work", tmp_path / "work"
+    )
     assert proc.returncode == 0, proc.stderr
     assert "--no-fallback" not in proc.stdout
 
@@ -218,8 +248,10 @@ def test_smoke_preset_end_to_end(data, tmp_path):
     table = [line for line in md.splitlines() if line.startswith("| ")]
     assert table[0] == "| model | exact match | BLEU | chrF |"  # 6 target word types: exact match first
     assert [row.split(" | ")[0] for row in table[1:]] == [
-        "| LSTM (--arch lstm_plain_small)", "| LSTM + Lex.: Simple (--arch lex_lstm_small)",
-        "| LSTM + Lex.: IBMM2 (IBM Model 2) (--arch lex_lstm_small)"]
+        "| LSTM (--arch lstm_plain_small)",
+        "| LSTM + Lex.: Simple (--arch lex_lstm_small)",
+        "| LSTM + Lex.: IBMM2 (IBM Model 2) (--arch lex_lstm_small)",
+    ]
     for name in ("lexicon_simple.png", "lexicon_ibm2.png", "learning_curves.png"):
         assert (report / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"({name})" in md
     for model in ("simple", "ibm2"):

@@ -1,4 +1,5 @@
 """tools/damage.py and fairseq_lexical.analysis.damage (Thrush 2020, Table 2), and plot_lexicon.py --checkpoint."""
+
 import json
 import os
 
@@ -91,8 +92,12 @@ def test_groups_of_the_model_and_clear_errors(toy_data, perturbed):
 
 
 def test_condition_parsing_and_repeats():
-    assert dmg.parse_conditions("none, lstm ,lexicon,lstm+lexicon") == [(), ("lstm",), ("lexicon",),
-                                                                       ("lstm", "lexicon")]
+    assert dmg.parse_conditions("none, lstm ,lexicon,lstm+lexicon") == [
+        (),
+        ("lstm",),
+        ("lexicon",),
+        ("lstm", "lexicon"),
+    ]
     assert dmg.condition_name(("lstm", "lexicon")) == "lstm+lexicon" and dmg.condition_name(()) == "none"
     with pytest.raises(dmg.DamageError):
         dmg.parse_conditions(" , ")
@@ -107,11 +112,15 @@ def test_save_damaged_refuses_to_overwrite_the_trained_checkpoint(tmp_path, caps
     ckpt.write_bytes(b"trained weights")
     (tmp_path / "link.pt").symlink_to(ckpt)
     monkeypatch.chdir(tmp_path)
-    saved, damage = {"same": (str(ckpt), "lexicon"), "symlink": ("link.pt", "lexicon"),
-                     "relative": ("./checkpoint_best.pt", "lexicon"),
-                     "pattern": ("checkpoint_{}.pt", "none,lstm,best")}[save]
-    assert load_tool("damage").main([str(tmp_path), "--path", str(ckpt), "--damage", damage,
-                                     "--save-damaged", saved]) == 2
+    saved, damage = {
+        "same": (str(ckpt), "lexicon"),
+        "symlink": ("link.pt", "lexicon"),
+        "relative": ("./checkpoint_best.pt", "lexicon"),
+        "pattern": ("checkpoint_{}.pt", "none,lstm,best"),
+    }[save]
+    assert (
+        load_tool("damage").main([str(tmp_path), "--path", str(ckpt), "--damage", damage, "--save-damaged", saved]) == 2
+    )
     err = capsys.readouterr().err
     assert "is the same file as the input --path" in err
     assert ("--save-damaged (best) checkpoint_best.pt" if save == "pattern" else f"--save-damaged {saved}") in err
@@ -125,10 +134,31 @@ def test_save_damaged_refuses_to_overwrite_the_trained_checkpoint(tmp_path, caps
 def checkpoint(toy_data, tmp_path_factory):
     work = tmp_path_factory.mktemp("damage")
     run_cli(
-        "fairseq-train", toy_data / "bin", "--user-dir", USER_DIR, "--arch", "lla_lstm_small",
-        "--lexicon-unit-epochs", "2", "--max-epoch", "5", "--criterion", "lexical_cross_entropy",
-        "--optimizer", "adam", "--lr", "0.005", "--batch-size", "8", "--save-dir", work / "ckpt",
-        "--no-epoch-checkpoints", "--num-workers", "0", "--seed", "2",
+        "fairseq-train",
+        toy_data / "bin",
+        "--user-dir",
+        USER_DIR,
+        "--arch",
+        "lla_lstm_small",
+        "--lexicon-unit-epochs",
+        "2",
+        "--max-epoch",
+        "5",
+        "--criterion",
+        "lexical_cross_entropy",
+        "--optimizer",
+        "adam",
+        "--lr",
+        "0.005",
+        "--batch-size",
+        "8",
+        "--save-dir",
+        work / "ckpt",
+        "--no-epoch-checkpoints",
+        "--num-workers",
+        "0",
+        "--seed",
+        "2",
     )
     return work, work / "ckpt" / "checkpoint_last.pt"
 
@@ -138,8 +168,23 @@ def test_damage_tool_scores_conditions_and_saved_checkpoint_matches_fairseq_gene
     work, ckpt = checkpoint
     tool = load_tool("damage")
     saved = work / "damaged_{}.pt"
-    rc = tool.main([str(toy_data / "bin"), "--path", str(ckpt), "--damage", "none,lstm,lexicon", "--seed", "4",
-                    "--example", "a1 twice and a2", "--save-damaged", str(saved), "--json", "--hypotheses"])
+    rc = tool.main(
+        [
+            str(toy_data / "bin"),
+            "--path",
+            str(ckpt),
+            "--damage",
+            "none,lstm,lexicon",
+            "--seed",
+            "4",
+            "--example",
+            "a1 twice and a2",
+            "--save-damaged",
+            str(saved),
+            "--json",
+            "--hypotheses",
+        ]
+    )
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     results = {r["condition"]: r for r in out["results"]}
@@ -153,8 +198,22 @@ def test_damage_tool_scores_conditions_and_saved_checkpoint_matches_fairseq_gene
     # the undamaged row is what fairseq-generate gives on the checkpoint itself, and the saved damaged checkpoint
     # decodes in fairseq-generate exactly as in the tool (both with the keep-best search)
     for name, path in (("none", ckpt), ("lexicon", work / "damaged_lexicon.pt")):
-        proc = run_cli("fairseq-generate", toy_data / "bin", "--user-dir", USER_DIR, "--path", path,
-                       "--task", "lexical_translation", "--gen-subset", "test", "--beam", "5", "--batch-size", "16")
+        proc = run_cli(
+            "fairseq-generate",
+            toy_data / "bin",
+            "--user-dir",
+            USER_DIR,
+            "--path",
+            path,
+            "--task",
+            "lexical_translation",
+            "--gen-subset",
+            "test",
+            "--beam",
+            "5",
+            "--batch-size",
+            "16",
+        )
         hyps = {}
         for line in proc.stdout.splitlines():
             if line.startswith("H-"):
@@ -172,15 +231,32 @@ def test_damage_tool_scores_conditions_and_saved_checkpoint_matches_fairseq_gene
 def test_damage_tool_table_and_errors(toy_data, checkpoint, capsys):
     _, ckpt = checkpoint
     tool = load_tool("damage")
-    assert tool.main([str(toy_data / "bin"), "--path", str(ckpt), "--damage", "none,adversary", "--no-score",
-                      "--example", "a3"]) == 0
+    assert (
+        tool.main(
+            [str(toy_data / "bin"), "--path", str(ckpt), "--damage", "none,adversary", "--no-score", "--example", "a3"]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "input: a3" in text and "adversary: re-initialised 4 parameters" in text
     assert tool.main([str(toy_data / "bin"), "--path", str(ckpt), "--damage", "wernicke"]) == 2
     assert "unknown module group 'wernicke'" in capsys.readouterr().err
     assert tool.main([str(toy_data / "bin"), "--path", str(ckpt) + ".missing"]) == 2
-    assert tool.main([str(toy_data / "bin"), "--path", str(ckpt), "--damage", "lstm,lexicon",
-                      "--save-damaged", "x.pt", "--no-score"]) == 2
+    assert (
+        tool.main(
+            [
+                str(toy_data / "bin"),
+                "--path",
+                str(ckpt),
+                "--damage",
+                "lstm,lexicon",
+                "--save-damaged",
+                "x.pt",
+                "--no-score",
+            ]
+        )
+        == 2
+    )
     assert "needs '{}'" in capsys.readouterr().err
 
 
@@ -189,8 +265,23 @@ def test_plot_lexicon_from_checkpoint(toy_data, checkpoint, tmp_path, capsys):
     _, ckpt = checkpoint
     plot = load_tool("plot_lexicon")
     png = tmp_path / "fig2.png"
-    assert plot.main(["--checkpoint", str(ckpt), "--data", str(toy_data / "bin"), "-o", str(png),
-                      "--words", "a1,a2,twice,zz", "--max-targets", "5"]) == 0
+    assert (
+        plot.main(
+            [
+                "--checkpoint",
+                str(ckpt),
+                "--data",
+                str(toy_data / "bin"),
+                "-o",
+                str(png),
+                "--words",
+                "a1,a2,twice,zz",
+                "--max-targets",
+                "5",
+            ]
+        )
+        == 0
+    )
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "left out: zz" in capsys.readouterr().err
     words, targets, mat = plot.checkpoint_rows(str(ckpt), str(toy_data / "bin"), "a1,a2,twice", max_targets=5)

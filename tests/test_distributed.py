@@ -22,6 +22,7 @@ records per rank the losses fairseq logs and the model's state after training, s
 with each other (parameters must be bit-identical: the same averaged gradients went into the same Adam update)
 and with the reference.
 """
+
 import json
 import os
 import signal
@@ -46,30 +47,97 @@ def free_port() -> int:
 def jobs(toy, joined_bin, lexicon, soft_lexicon):
     """name -> fairseq-train arguments (without --save-dir and the distributed options)."""
     common = [
-        "--user-dir", USER_DIR, "--cpu", "--criterion", "lexical_cross_entropy", "--optimizer", "adam",
-        "--lr", "0.005", "--batch-size", "5", "--required-batch-size-multiple", "1", "--num-workers", "0",
-        "--seed", "3", "--dropout", "0", "--log-format", "simple", "--log-interval", "1", "--disable-validation",
+        "--user-dir",
+        USER_DIR,
+        "--cpu",
+        "--criterion",
+        "lexical_cross_entropy",
+        "--optimizer",
+        "adam",
+        "--lr",
+        "0.005",
+        "--batch-size",
+        "5",
+        "--required-batch-size-multiple",
+        "1",
+        "--num-workers",
+        "0",
+        "--seed",
+        "3",
+        "--dropout",
+        "0",
+        "--log-format",
+        "simple",
+        "--log-interval",
+        "1",
+        "--disable-validation",
         "--no-epoch-checkpoints",
     ]
     bin_ = str(toy / "bin")
-    tiny = ["--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "32", "--decoder-embed-dim",
-            "32", "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64", "--encoder-attention-heads", "2",
-            "--decoder-attention-heads", "2"]
+    tiny = [
+        "--encoder-layers",
+        "1",
+        "--decoder-layers",
+        "1",
+        "--encoder-embed-dim",
+        "32",
+        "--decoder-embed-dim",
+        "32",
+        "--encoder-ffn-embed-dim",
+        "64",
+        "--decoder-ffn-embed-dim",
+        "64",
+        "--encoder-attention-heads",
+        "2",
+        "--decoder-attention-heads",
+        "2",
+    ]
     return {
         # frozen lexicon: a buffer, no --find-unused-parameters needed
         "lex_lstm": [bin_, "--arch", "lex_lstm_small", "--lexicon", lexicon, "--max-update", "6", *common],
         # trainable lexicon: a parameter that DDP must synchronise
-        "lex_transformer": [bin_, "--arch", "lex_transformer_tiny", "--lexicon", soft_lexicon,
-                            "--lexicon-temperature", "1", "--lexicon-top-k", "2", "--lexicon-trainable",
-                            "--max-update", "6", *common],
+        "lex_transformer": [
+            bin_,
+            "--arch",
+            "lex_transformer_tiny",
+            "--lexicon",
+            soft_lexicon,
+            "--lexicon-temperature",
+            "1",
+            "--lexicon-top-k",
+            "2",
+            "--lexicon-trainable",
+            "--max-update",
+            "6",
+            *common,
+        ],
         # the identity lexicon (copy) on a joined dictionary, at a reduced size
         "pgn_transformer": [joined_bin, "--arch", "pgn_transformer", *tiny, "--max-update", "6", *common],
         # two epochs: the Lexicon Unit alone, then the other modules; unused parameters by design in each phase
-        "lla_lstm": [bin_, "--arch", "lla_lstm_small", "--lexicon-unit-epochs", "1", "--max-epoch", "2",
-                     "--find-unused-parameters", *common],
+        "lla_lstm": [
+            bin_,
+            "--arch",
+            "lla_lstm_small",
+            "--lexicon-unit-epochs",
+            "1",
+            "--max-epoch",
+            "2",
+            "--find-unused-parameters",
+            *common,
+        ],
         # source keys re-encoded with the target prefix every 2 steps, with the copy head on top
-        "rdangle_transformer": [bin_, "--arch", "rdangle_transformer_tiny", "--reencode-interval", "2",
-                                "--lexicon", lexicon, "--max-update", "6", *common],
+        "rdangle_transformer": [
+            bin_,
+            "--arch",
+            "rdangle_transformer_tiny",
+            "--reencode-interval",
+            "2",
+            "--lexicon",
+            lexicon,
+            "--max-update",
+            "6",
+            *common,
+        ],
     }
 
 
@@ -81,10 +149,21 @@ def joined_bin(toy_data, tmp_path_factory):
 
     dest = tmp_path_factory.mktemp("ddp_joined") / "bin"
     parser = options.get_preprocessing_parser()
-    args = parser.parse_args([
-        "--source-lang", "src", "--target-lang", "tgt", "--trainpref", str(toy_data / "train"),
-        "--destdir", str(dest), "--workers", "1", "--joined-dictionary",
-    ])
+    args = parser.parse_args(
+        [
+            "--source-lang",
+            "src",
+            "--target-lang",
+            "tgt",
+            "--trainpref",
+            str(toy_data / "train"),
+            "--destdir",
+            str(dest),
+            "--workers",
+            "1",
+            "--joined-dictionary",
+        ]
+    )
     preprocess.main(args)
     return str(dest)
 
@@ -104,16 +183,28 @@ def runs(toy_data, joined_bin, tmp_path_factory):
         spec = {name: args + ["--save-dir", str(work / launch / name)] for name, args in job_args.items()}
         if launch == "ddp":
             spec = {name: args + ["--distributed-backend", "gloo"] for name, args in spec.items()}
-            command = [torchrun, "--nproc_per_node", "2", "--master_addr", "127.0.0.1", "--master_port",
-                       str(free_port()), os.path.abspath(__file__)]
+            command = [
+                torchrun,
+                "--nproc_per_node",
+                "2",
+                "--master_addr",
+                "127.0.0.1",
+                "--master_port",
+                str(free_port()),
+                os.path.abspath(__file__),
+            ]
         else:
             spec = {name: args + ["--update-freq", "2"] for name, args in spec.items()}
             command = [sys.executable, os.path.abspath(__file__)]
         (work / f"{launch}.json").write_text(json.dumps(spec))
         logs[launch] = open(work / f"{launch}.log", "w")
         procs[launch] = subprocess.Popen(
-            command + [str(work / f"{launch}.json"), str(work / launch)], stdout=logs[launch],
-            stderr=subprocess.STDOUT, env=env, cwd=str(work), start_new_session=True,
+            command + [str(work / f"{launch}.json"), str(work / launch)],
+            stdout=logs[launch],
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=str(work),
+            start_new_session=True,
         )
     for launch, proc in procs.items():
         try:
@@ -124,8 +215,9 @@ def runs(toy_data, joined_bin, tmp_path_factory):
                 proc.wait()
             logs[launch].close()
         if proc.returncode != 0:
-            raise AssertionError(f"{launch} run failed ({proc.returncode}):\n"
-                                 + (work / f"{launch}.log").read_text()[-6000:])
+            raise AssertionError(
+                f"{launch} run failed ({proc.returncode}):\n" + (work / f"{launch}.log").read_text()[-6000:]
+            )
     return work
 
 
@@ -182,7 +274,9 @@ def test_frozen_lexicon_is_a_buffer_and_unchanged(runs):
     assert torch.equal(state["decoder.lexical_head.lexicon_weights"], init["decoder.lexical_head.lexicon_weights"])
     # the checkpoint rank 0 saved holds the same lexicon
     ckpt = load_checkpoint(runs / "ddp" / "lex_lstm" / "checkpoint_last.pt")
-    assert torch.equal(ckpt["model"]["decoder.lexical_head.lexicon_weights"], init["decoder.lexical_head.lexicon_weights"])
+    assert torch.equal(
+        ckpt["model"]["decoder.lexical_head.lexicon_weights"], init["decoder.lexical_head.lexicon_weights"]
+    )
 
 
 @slow
@@ -225,12 +319,21 @@ def test_torchrun_environment_sets_the_world_size_and_a_cpu_device(monkeypatch):
     from fairseq.distributed import utils as distributed_utils
 
     def config(**kwargs):  # the fields of fairseq's DistributedTrainingConfig that infer_init_method reads
-        fields = dict(distributed_world_size=1, distributed_init_method=None, distributed_rank=0, distributed_port=-1,
-                      distributed_no_spawn=False, device_id=0, tpu=False, pipeline_model_parallel=False)
+        fields = dict(
+            distributed_world_size=1,
+            distributed_init_method=None,
+            distributed_rank=0,
+            distributed_port=-1,
+            distributed_no_spawn=False,
+            device_id=0,
+            tpu=False,
+            pipeline_model_parallel=False,
+        )
         return SimpleNamespace(**{**fields, **kwargs})
 
-    for key, value in dict(MASTER_ADDR="127.0.0.1", MASTER_PORT="29500", WORLD_SIZE="4", RANK="3",
-                           LOCAL_RANK="1").items():
+    for key, value in dict(
+        MASTER_ADDR="127.0.0.1", MASTER_PORT="29500", WORLD_SIZE="4", RANK="3", LOCAL_RANK="1"
+    ).items():
         monkeypatch.setenv(key, value)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
     cfg = config()
@@ -308,8 +411,11 @@ def _worker(spec_path, out_dir):
         torch.save(model.state_dict(), os.path.join(job_dir, f"rank{rank}.pt"))
         torch.save(current["init"], os.path.join(job_dir, f"init{rank}.pt"))
         record = dict(
-            losses=current["losses"], ids=current["ids"], num_updates=trainer.get_num_updates(),
-            world_size=world, parameters=[n for n, _ in model.named_parameters()],
+            losses=current["losses"],
+            ids=current["ids"],
+            num_updates=trainer.get_num_updates(),
+            world_size=world,
+            parameters=[n for n, _ in model.named_parameters()],
             buffers=[n for n, _ in model.named_buffers()],
         )
         with open(os.path.join(job_dir, f"rank{rank}.json"), "w") as f:

@@ -1,4 +1,5 @@
 """The installed programs (setup.py's console scripts) and the installed plugin, used from outside the checkout."""
+
 import ast
 import os
 import re
@@ -69,17 +70,64 @@ def test_user_dir_program_prints_the_installed_plugin(tmp_path):
 def test_lexicon_train_generate_score_from_another_directory(toy_data, tmp_path):
     """A user's session outside the checkout: build a lexicon, train with --user-dir $(fairseq-lexical-user-dir),
     generate (the checkpoint loads only with the plugin) and score, each by its installed name."""
-    user_dir = subprocess.run([installed("fairseq-lexical-user-dir")], capture_output=True, text=True,
-                              check=True).stdout.strip()
-    run_cli("fairseq-lexical-build-lexicon", "--method", "simple", "--src", toy_data / "train.src",
-            "--tgt", toy_data / "train.tgt", "-o", tmp_path / "lex.tsv", "--no-progress", cwd=tmp_path)
+    user_dir = subprocess.run(
+        [installed("fairseq-lexical-user-dir")], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    run_cli(
+        "fairseq-lexical-build-lexicon",
+        "--method",
+        "simple",
+        "--src",
+        toy_data / "train.src",
+        "--tgt",
+        toy_data / "train.tgt",
+        "-o",
+        tmp_path / "lex.tsv",
+        "--no-progress",
+        cwd=tmp_path,
+    )
     assert "a1\tB1\t" in (tmp_path / "lex.tsv").read_text()
-    run_cli("fairseq-train", toy_data / "bin", "--user-dir", user_dir, "--arch", "lex_lstm_small",
-            "--lexicon", tmp_path / "lex.tsv", "--criterion", "lexical_cross_entropy", "--optimizer", "adam",
-            "--lr", "0.005", "--batch-size", "8", "--max-update", "4", "--save-dir", tmp_path / "ckpt",
-            "--no-epoch-checkpoints", "--num-workers", "0", "--seed", "1", cwd=tmp_path)
-    gen = run_cli("fairseq-generate", toy_data / "bin", "--user-dir", user_dir, "--path",
-                  tmp_path / "ckpt" / "checkpoint_last.pt", "--gen-subset", "test", "--beam", "2", cwd=tmp_path)
+    run_cli(
+        "fairseq-train",
+        toy_data / "bin",
+        "--user-dir",
+        user_dir,
+        "--arch",
+        "lex_lstm_small",
+        "--lexicon",
+        tmp_path / "lex.tsv",
+        "--criterion",
+        "lexical_cross_entropy",
+        "--optimizer",
+        "adam",
+        "--lr",
+        "0.005",
+        "--batch-size",
+        "8",
+        "--max-update",
+        "4",
+        "--save-dir",
+        tmp_path / "ckpt",
+        "--no-epoch-checkpoints",
+        "--num-workers",
+        "0",
+        "--seed",
+        "1",
+        cwd=tmp_path,
+    )
+    gen = run_cli(
+        "fairseq-generate",
+        toy_data / "bin",
+        "--user-dir",
+        user_dir,
+        "--path",
+        tmp_path / "ckpt" / "checkpoint_last.pt",
+        "--gen-subset",
+        "test",
+        "--beam",
+        "2",
+        cwd=tmp_path,
+    )
     (tmp_path / "gen.txt").write_text(gen.stdout + gen.stderr)
     score = run_cli("fairseq-lexical-score", tmp_path / "gen.txt", "--json", cwd=tmp_path)
     assert '"n": 20' in score.stdout

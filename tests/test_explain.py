@@ -1,6 +1,7 @@
 """fairseq_lexical.analysis.explain and tools/explain.py: per output token p_gate, the write and lexicon branches
 (their sum is the model's own p(y)), the source position with the most lexical mass and the lexicon entry used;
 the JSON lines and the HTML page (rendered with headless Chromium where it is installed)."""
+
 import json
 import math
 import os
@@ -22,8 +23,16 @@ PAIRS = [("a1 twice and a2", "B1 B1 B2"), ("a3 and a4 twice", "B3 B4 B4")]
 # with the copy-token gate; the Transformer head; soft rows (several targets per row, tau > 0); the uniform lexicon
 MODELS = {
     "lstm_sigmoid": ("--arch", "lex_lstm_small"),
-    "lstm_copy_token": ("--arch", "lex_lstm_small", "--decoder-output", "combined", "--gate-form", "copy-token",
-                        "--gate-features", "output"),
+    "lstm_copy_token": (
+        "--arch",
+        "lex_lstm_small",
+        "--decoder-output",
+        "combined",
+        "--gate-form",
+        "copy-token",
+        "--gate-features",
+        "output",
+    ),
     "transformer": ("--arch", "lex_transformer_tiny"),
     "lstm_soft_rows": ("--arch", "lex_lstm_small", "--lexicon-temperature", "0.5", "--lexicon-top-k", "3"),
 }
@@ -42,8 +51,9 @@ def soft_lexicon(toy_data):
 
 def build(toy_data, options, lexicon=None):
     torch.manual_seed(0)
-    model, task, _ = build_model(toy_data / "bin", *options, "--lexicon", lexicon or toy_data / "lexicon.tsv",
-                                 "--dropout", "0")
+    model, task, _ = build_model(
+        toy_data / "bin", *options, "--lexicon", lexicon or toy_data / "lexicon.tsv", "--dropout", "0"
+    )
     model.eval()
     return model, task
 
@@ -61,8 +71,16 @@ def explain_pairs(model, task, pairs):
     from fairseq_lexical.analysis import explain as E
 
     sd, td = task.source_dictionary, task.target_dictionary
-    return [E.explain_pair(model, task, sd.encode_line(s, add_if_not_exist=False).long(),
-                           td.encode_line(t, add_if_not_exist=False).long(), reference=t) for s, t in pairs]
+    return [
+        E.explain_pair(
+            model,
+            task,
+            sd.encode_line(s, add_if_not_exist=False).long(),
+            td.encode_line(t, add_if_not_exist=False).long(),
+            reference=t,
+        )
+        for s, t in pairs
+    ]
 
 
 # -- in-process, untrained models ----------------------------------------------------------------------------
@@ -121,8 +139,9 @@ def test_uniform_rows_spread_their_mass(toy_data):
     sample, lprobs, _ = batched_model_output(model, task, [PAIRS[0]])
     support = int((model.decoder.lexical_head.uniform_target_dist > 0).sum())
     for tok in ex.tokens[:-1]:
-        assert tok.write + tok.lexicon == pytest.approx(math.exp(float(
-            lprobs[0, tok.position, sample["target"][0, tok.position]])), rel=1e-4)
+        assert tok.write + tok.lexicon == pytest.approx(
+            math.exp(float(lprobs[0, tok.position, sample["target"][0, tok.position]])), rel=1e-4
+        )
         assert tok.entry is not None and tok.entry.weight == pytest.approx(1.0 / support)
 
 
@@ -186,25 +205,48 @@ def _tok(position, token, origin, source_position=None, source_word=None, weight
 
     lexicon, write = (0.8, 0.1) if origin == "lexicon" else (0.05, 0.85)
     return TokenExplanation(
-        position=position, token=token, p=lexicon + write, log_p=math.log(lexicon + write), p_gate=0.2,
-        write=write, lexicon=lexicon, origin=origin, lexicon_share=lexicon / (lexicon + write), renormalization=1.0,
-        source_position=source_position, source_word=source_word,
-        attention=None if weight is None else 0.9, lexical_mass=None if weight is None else 0.9 * weight,
-        entry=None if weight is None else LexiconEntry(source_word, token, weight))
+        position=position,
+        token=token,
+        p=lexicon + write,
+        log_p=math.log(lexicon + write),
+        p_gate=0.2,
+        write=write,
+        lexicon=lexicon,
+        origin=origin,
+        lexicon_share=lexicon / (lexicon + write),
+        renormalization=1.0,
+        source_position=source_position,
+        source_word=source_word,
+        attention=None if weight is None else 0.9,
+        lexical_mass=None if weight is None else 0.9 * weight,
+        entry=None if weight is None else LexiconEntry(source_word, token, weight),
+    )
 
 
 def hand_made_sentences():
     from fairseq_lexical.analysis.explain import SentenceExplanation
 
     right = SentenceExplanation(
-        source_tokens=["dax", "fep", "</s>"], output_tokens=["RED", "RED", "RED", "</s>"],
-        tokens=[_tok(0, "RED", "lexicon", 0, "dax", 1.0), _tok(1, "RED", "written"), _tok(2, "RED", "written"),
-                _tok(3, "</s>", "written")],
-        sample_id=0, reference="RED RED RED", correct=True)
+        source_tokens=["dax", "fep", "</s>"],
+        output_tokens=["RED", "RED", "RED", "</s>"],
+        tokens=[
+            _tok(0, "RED", "lexicon", 0, "dax", 1.0),
+            _tok(1, "RED", "written"),
+            _tok(2, "RED", "written"),
+            _tok(3, "</s>", "written"),
+        ],
+        sample_id=0,
+        reference="RED RED RED",
+        correct=True,
+    )
     wrong = SentenceExplanation(
-        source_tokens=["lug", "<x&y>", "</s>"], output_tokens=["BLUE", "<x&y>", "</s>"],
+        source_tokens=["lug", "<x&y>", "</s>"],
+        output_tokens=["BLUE", "<x&y>", "</s>"],
         tokens=[_tok(0, "BLUE", "lexicon", 0, "lug", 0.75), _tok(1, "<x&y>", "written"), _tok(2, "</s>", "written")],
-        sample_id=1, reference="BLUE GREEN", correct=False)
+        sample_id=1,
+        reference="BLUE GREEN",
+        correct=False,
+    )
     return [right, wrong]
 
 
@@ -228,8 +270,12 @@ def chromium():
 
 
 def run_chromium(*args):
-    proc = subprocess.run([chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", *args],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return proc.stdout
 
@@ -264,21 +310,59 @@ def test_page_renders_in_chromium(tmp_path):
 def trained(toy_data, tmp_path_factory):
     """lex_lstm_small trained 120 updates on the toy task, and fairseq-generate's output on its test set."""
     out = tmp_path_factory.mktemp("explain_model")
-    run_cli("fairseq-train", toy_data / "bin", "--user-dir", USER_DIR, "--arch", "lex_lstm_small",
-            "--lexicon", toy_data / "lexicon.tsv", "--criterion", "lexical_cross_entropy", "--optimizer", "adam",
-            "--lr", "0.005", "--batch-size", "10", "--max-update", "120", "--save-dir", out,
-            "--no-epoch-checkpoints", "--disable-validation", "--required-batch-size-multiple", "1",
-            "--num-workers", "0", "--seed", "1")
-    gen = run_cli("fairseq-generate", toy_data / "bin", "--user-dir", USER_DIR, "--path", out / "checkpoint_last.pt",
-                  "--gen-subset", "test", "--beam", "3", "--batch-size", "8", "--num-workers", "0")
+    run_cli(
+        "fairseq-train",
+        toy_data / "bin",
+        "--user-dir",
+        USER_DIR,
+        "--arch",
+        "lex_lstm_small",
+        "--lexicon",
+        toy_data / "lexicon.tsv",
+        "--criterion",
+        "lexical_cross_entropy",
+        "--optimizer",
+        "adam",
+        "--lr",
+        "0.005",
+        "--batch-size",
+        "10",
+        "--max-update",
+        "120",
+        "--save-dir",
+        out,
+        "--no-epoch-checkpoints",
+        "--disable-validation",
+        "--required-batch-size-multiple",
+        "1",
+        "--num-workers",
+        "0",
+        "--seed",
+        "1",
+    )
+    gen = run_cli(
+        "fairseq-generate",
+        toy_data / "bin",
+        "--user-dir",
+        USER_DIR,
+        "--path",
+        out / "checkpoint_last.pt",
+        "--gen-subset",
+        "test",
+        "--beam",
+        "3",
+        "--batch-size",
+        "8",
+        "--num-workers",
+        "0",
+    )
     (out / "generate.txt").write_text(gen.stdout)
     return out
 
 
 def run_tool(*args):
     env = dict(os.environ, PYTHONWARNINGS="ignore")
-    return subprocess.run([sys.executable, TOOL, *map(str, args)], capture_output=True, text=True, env=env,
-                          timeout=600)
+    return subprocess.run([sys.executable, TOOL, *map(str, args)], capture_output=True, text=True, env=env, timeout=600)
 
 
 def read_jsonl(path):
@@ -302,9 +386,19 @@ def positional_scores(generate_txt):
 def test_tool_numbers_equal_fairseq_generates_token_scores(toy_data, trained, tmp_path):
     """Over the test set: the branches add up to fairseq-generate's own positional scores (P lines, base 2, four
     decimals), the output tokens are its H lines, and the page is written."""
-    r = run_tool(toy_data / "bin", "--path", trained / "checkpoint_last.pt", "--generate-output",
-                 trained / "generate.txt", "--reference", toy_data / "test.tgt", "-o", tmp_path / "x.jsonl",
-                 "--html", tmp_path / "x.html")
+    r = run_tool(
+        toy_data / "bin",
+        "--path",
+        trained / "checkpoint_last.pt",
+        "--generate-output",
+        trained / "generate.txt",
+        "--reference",
+        toy_data / "test.tgt",
+        "-o",
+        tmp_path / "x.jsonl",
+        "--html",
+        tmp_path / "x.html",
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     rows = read_jsonl(tmp_path / "x.jsonl")
     scores, hyps = positional_scores((trained / "generate.txt").read_text())
@@ -326,8 +420,19 @@ def test_tool_numbers_equal_fairseq_generates_token_scores(toy_data, trained, tm
 
 @pytest.mark.slow
 def test_tool_decodes_raw_source_lines_like_fairseq_generate(toy_data, trained, tmp_path):
-    r = run_tool(toy_data / "bin", "--path", trained / "checkpoint_last.pt", "--source", toy_data / "test.src",
-                 "--reference", toy_data / "test.tgt", "--beam", "3", "-o", tmp_path / "y.jsonl")
+    r = run_tool(
+        toy_data / "bin",
+        "--path",
+        trained / "checkpoint_last.pt",
+        "--source",
+        toy_data / "test.src",
+        "--reference",
+        toy_data / "test.tgt",
+        "--beam",
+        "3",
+        "-o",
+        tmp_path / "y.jsonl",
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     _, hyps = positional_scores((trained / "generate.txt").read_text())
     rows = read_jsonl(tmp_path / "y.jsonl")
@@ -343,8 +448,15 @@ def test_tool_reports_a_generate_output_of_another_model(toy_data, trained, tmp_
     head, scores = lines[k].split("\t")
     lines[k] = head + "\t" + " ".join(f"{float(s) - 1.0:.4f}" for s in scores.split())
     (tmp_path / "gen.txt").write_text("\n".join(lines) + "\n")
-    r = run_tool(toy_data / "bin", "--path", trained / "checkpoint_last.pt", "--generate-output",
-                 tmp_path / "gen.txt", "-o", tmp_path / "z.jsonl")
+    r = run_tool(
+        toy_data / "bin",
+        "--path",
+        trained / "checkpoint_last.pt",
+        "--generate-output",
+        tmp_path / "gen.txt",
+        "-o",
+        tmp_path / "z.jsonl",
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert "1 hypotheses have token scores (P lines) that differ" in r.stderr
     rows = read_jsonl(tmp_path / "z.jsonl")
@@ -357,35 +469,56 @@ def test_hub_explain_matches_the_tool(toy_data, trained, tmp_path):
     from fairseq_lexical.analysis.explain import explain
     from fairseq_lexical.models.lex_lstm import LexLSTMModel
 
-    hub = LexLSTMModel.from_pretrained(str(trained), checkpoint_file="checkpoint_last.pt",
-                                       data_name_or_path=str(toy_data / "bin"))
+    hub = LexLSTMModel.from_pretrained(
+        str(trained), checkpoint_file="checkpoint_last.pt", data_name_or_path=str(toy_data / "bin")
+    )
     sentence = (toy_data / "test.src").read_text().splitlines()[0]
     ex = explain(hub, sentence, beam=3)
     assert ex.translation == hub.translate(sentence, beam=3)
     (tmp_path / "one.src").write_text(sentence + "\n")
-    r = run_tool(toy_data / "bin", "--path", trained / "checkpoint_last.pt", "--source", tmp_path / "one.src",
-                 "--beam", "3", "-o", tmp_path / "one.jsonl")
+    r = run_tool(
+        toy_data / "bin",
+        "--path",
+        trained / "checkpoint_last.pt",
+        "--source",
+        tmp_path / "one.src",
+        "--beam",
+        "3",
+        "-o",
+        tmp_path / "one.jsonl",
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     (row,) = read_jsonl(tmp_path / "one.jsonl")
     assert row["output_tokens"] == ex.output_tokens
     for a, b in zip(row["tokens"], ex.tokens):
         assert (a["p_gate"], a["write"], a["lexicon"], a["source_position"]) == pytest.approx(
-            (b.p_gate, b.write, b.lexicon, b.source_position), rel=1e-5)
+            (b.p_gate, b.write, b.lexicon, b.source_position), rel=1e-5
+        )
     several = explain(hub, [sentence, sentence], beam=3)
     assert len(several) == 2 and several[1].output_tokens == ex.output_tokens
 
 
 def test_tool_names_a_missing_checkpoint(toy_data, tmp_path):
-    r = run_tool(toy_data / "bin", "--path", tmp_path / "nope.pt", "--source", toy_data / "test.src",
-                 "-o", tmp_path / "x.jsonl")
+    r = run_tool(
+        toy_data / "bin", "--path", tmp_path / "nope.pt", "--source", toy_data / "test.src", "-o", tmp_path / "x.jsonl"
+    )
     assert r.returncode == 2 and "checkpoint not found" in r.stderr and "nope.pt" in r.stderr
 
 
 def test_tool_refuses_to_write_over_its_input(toy_data, tmp_path):
     (tmp_path / "test.src").write_text((toy_data / "test.src").read_text())
     (tmp_path / "ckpt.pt").write_bytes(b"not read")
-    r = run_tool(toy_data / "bin", "--path", tmp_path / "ckpt.pt", "--source", tmp_path / "test.src",
-                 "-o", tmp_path / "x.jsonl", "--html", tmp_path / "test.src")
+    r = run_tool(
+        toy_data / "bin",
+        "--path",
+        tmp_path / "ckpt.pt",
+        "--source",
+        tmp_path / "test.src",
+        "-o",
+        tmp_path / "x.jsonl",
+        "--html",
+        tmp_path / "test.src",
+    )
     assert r.returncode == 2 and "--html" in r.stderr and "same file as the input --source" in r.stderr
     assert (tmp_path / "test.src").read_text() == (toy_data / "test.src").read_text()
 
@@ -395,8 +528,17 @@ def test_tool_refuses_to_write_over_the_data_bin(toy_data, tmp_path):
     (tmp_path / "ckpt.pt").write_bytes(b"not read")
     dictionary = toy_data / "bin" / "dict.tgt.txt"
     before = dictionary.read_bytes()
-    r = run_tool(toy_data / "bin", "--path", tmp_path / "ckpt.pt", "--source", toy_data / "test.src",
-                 "-o", tmp_path / "x.jsonl", "--html", dictionary)
+    r = run_tool(
+        toy_data / "bin",
+        "--path",
+        tmp_path / "ckpt.pt",
+        "--source",
+        toy_data / "test.src",
+        "-o",
+        tmp_path / "x.jsonl",
+        "--html",
+        dictionary,
+    )
     assert r.returncode == 2 and "same file as the input the data directory (dict.tgt.txt)" in r.stderr, r.stderr
     assert dictionary.read_bytes() == before
 

@@ -8,6 +8,7 @@
   returns one hypothesis per sample id 0..N-1, or raises GenerateOutputError naming the file -- never another
   exception.
 """
+
 import math
 import os
 import tempfile
@@ -32,23 +33,44 @@ def _write(data: bytes) -> str:
 TOKEN_CHARS = st.sampled_from(list("ab#_-.é土\t \r\u00a0\u2028\u0085\ufeff\x00\x0b"))
 SCORE_TEXT = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True).map(repr),
-    st.sampled_from(["1", "0", "-0", "-1", "nan", "NaN", "inf", "-inf", "1e999", "1e-320", "one", "", " 2 ", "0x1",
-                     "1_0", "+3", "٣"]),
+    st.sampled_from(
+        [
+            "1",
+            "0",
+            "-0",
+            "-1",
+            "nan",
+            "NaN",
+            "inf",
+            "-inf",
+            "1e999",
+            "1e-320",
+            "one",
+            "",
+            " 2 ",
+            "0x1",
+            "1_0",
+            "+3",
+            "٣",
+        ]
+    ),
 )
 FIELD = st.one_of(st.text(TOKEN_CHARS, max_size=4), SCORE_TEXT)
 
 
 @st.composite
 def lexicon_lines(draw):
-    lines = draw(st.lists(
-        st.one_of(
-            st.builds(lambda s, t, c: f"{s}\t{t}\t{c}", FIELD, FIELD, SCORE_TEXT),  # entry-shaped
-            st.lists(FIELD, max_size=5).map("\t".join),  # any field count
-            st.text(TOKEN_CHARS, max_size=6).map(lambda s: "#" + s),  # comments
-            st.just(""),
-        ),
-        max_size=8,
-    ))
+    lines = draw(
+        st.lists(
+            st.one_of(
+                st.builds(lambda s, t, c: f"{s}\t{t}\t{c}", FIELD, FIELD, SCORE_TEXT),  # entry-shaped
+                st.lists(FIELD, max_size=5).map("\t".join),  # any field count
+                st.text(TOKEN_CHARS, max_size=6).map(lambda s: "#" + s),  # comments
+                st.just(""),
+            ),
+            max_size=8,
+        )
+    )
     ending = draw(st.sampled_from(["\n", "\r\n", "\r"]))
     bom = draw(st.sampled_from(["", "\ufeff"]))
     data = (bom + ending.join(lines)).encode("utf-8")
@@ -101,8 +123,10 @@ TOKEN = st.text(st.sampled_from(list("ab#_-.é土 \u00a0\u2028\ufeff")), min_siz
 
 
 @SETTINGS
-@given(st.lists(st.tuples(TOKEN, TOKEN, st.floats(min_value=0, max_value=1e300)), min_size=1, max_size=6),
-       st.lists(st.text(st.sampled_from(list("ab #:=")), max_size=8), max_size=2))
+@given(
+    st.lists(st.tuples(TOKEN, TOKEN, st.floats(min_value=0, max_value=1e300)), min_size=1, max_size=6),
+    st.lists(st.text(st.sampled_from(list("ab #:=")), max_size=8), max_size=2),
+)
 @example([("#tag", "TAG", 1.0)], [])
 @example([(" a", "A", 1.0)], [])
 def test_what_the_writer_writes_reads_back(entries, provenance):
@@ -132,17 +156,26 @@ TEXT = st.text(st.sampled_from(list("AB c\t-0.5é")), max_size=8)
 
 @st.composite
 def generate_lines(draw):
-    lines = draw(st.lists(
-        st.one_of(
-            st.builds(lambda k, i, t: f"{k}-{i}\t{t}", st.sampled_from("STHDP"), SAMPLE_ID, TEXT),
-            st.builds(lambda k, i, s, t: f"{k}-{i}\t{s}\t{t}", st.sampled_from("HD"), SAMPLE_ID,
-                      st.sampled_from(["-0.1", "nan", "x", ""]), TEXT),
-            TEXT,  # log lines and anything else
-            st.just("2026-01-01 | WARNING | 3 samples have invalid sizes and will be skipped, max_positions=(4, 4), "
-                    "first few sample ids=[1, 2, 3]"),
-        ),
-        max_size=10,
-    ))
+    lines = draw(
+        st.lists(
+            st.one_of(
+                st.builds(lambda k, i, t: f"{k}-{i}\t{t}", st.sampled_from("STHDP"), SAMPLE_ID, TEXT),
+                st.builds(
+                    lambda k, i, s, t: f"{k}-{i}\t{s}\t{t}",
+                    st.sampled_from("HD"),
+                    SAMPLE_ID,
+                    st.sampled_from(["-0.1", "nan", "x", ""]),
+                    TEXT,
+                ),
+                TEXT,  # log lines and anything else
+                st.just(
+                    "2026-01-01 | WARNING | 3 samples have invalid sizes and will be skipped, max_positions=(4, 4), "
+                    "first few sample ids=[1, 2, 3]"
+                ),
+            ),
+            max_size=10,
+        )
+    )
     return "\n".join(lines).encode("utf-8")
 
 

@@ -1,5 +1,6 @@
 """tools/gpu_campaign.sh: the plan's arithmetic, collect, and a whole miniature campaign on a simulated device
 (a Python that has only the device's packages, a copy of the working tree, no network, no ../shared)."""
+
 import json
 import os
 import random
@@ -22,12 +23,16 @@ SCRIPT = os.path.join(REPO, "tools", "gpu_campaign.sh")
 # -- the plan ---------------------------------------------------------------------------------------------------------
 def test_paper_plan_order_is_the_issues():
     ids = [r.id for r in plan.plan_runs("paper")]
-    assert ids[:4] == ["scan_jump-lstm-s1", "scan_jump-simple-s1", "scan_around_right-lstm-s1",
-                       "scan_around_right-simple-s1"]
+    assert ids[:4] == [
+        "scan_jump-lstm-s1",
+        "scan_jump-simple-s1",
+        "scan_around_right-lstm-s1",
+        "scan_around_right-simple-s1",
+    ]
     first_cogs, first_cmn = ids.index("cogs-lstm-s1"), ids.index("eng_cmn-lstm-s1")
     assert all(i.startswith("scan_") for i in ids[:first_cogs]) and len(ids[:first_cogs]) == 12  # 3 seeds x 4
     assert {i.split("-")[1] for i in ids[first_cogs:first_cmn]} == {"lstm", "copy", "simple"}
-    assert {i.split("-")[1] for i in ids[first_cmn:first_cmn + 9]} == {"lstm", "simple", "ibm1"}
+    assert {i.split("-")[1] for i in ids[first_cmn : first_cmn + 9]} == {"lstm", "simple", "ibm1"}
     assert len(set(ids)) == len(ids)
 
 
@@ -65,6 +70,7 @@ def test_concurrency_follows_the_measured_rates():
 def test_recipe_commands_parse():
     from recipes.cli import build_parser
     from recipes.tasks import TASKS
+
     for r in plan.plan_runs("paper")[:1] + plan.plan_runs("mini"):
         argv = plan.recipe_argv(r, "/data", "/work", ["--stop-time-hours", "0.1"])
         args = build_parser(TASKS[r.task]).parse_args(argv[1:])
@@ -81,40 +87,83 @@ def test_recipe_commands_parse():
 
 def test_wheel_requirements_evaluate_markers_for_the_target(tmp_path):
     import zipfile
+
     wheel = tmp_path / "x-1.0-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as z:
-        z.writestr("x-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: x\nVersion: 1.0\n"
-                   "Requires-Dist: a\nRequires-Dist: b; python_version < '3.9'\n"
-                   "Requires-Dist: c; extra == 'test'\nRequires-Dist: d>=2; sys_platform == 'linux'\n")
-    assert [str(r) for r in carry.wheel_requirements(str(wheel), "3.12")] == ["a", "d>=2; sys_platform == \"linux\""]
+        z.writestr(
+            "x-1.0.dist-info/METADATA",
+            "Metadata-Version: 2.1\nName: x\nVersion: 1.0\n"
+            "Requires-Dist: a\nRequires-Dist: b; python_version < '3.9'\n"
+            "Requires-Dist: c; extra == 'test'\nRequires-Dist: d>=2; sys_platform == 'linux'\n",
+        )
+    assert [str(r) for r in carry.wheel_requirements(str(wheel), "3.12")] == ["a", 'd>=2; sys_platform == "linux"']
 
 
 # -- collect ----------------------------------------------------------------------------------------------------------
 def _result_file(path, started, runs):
     path.mkdir(parents=True, exist_ok=True)
-    (path / "results.json").write_text(json.dumps({
-        "environment": {"gpu": "NVIDIA H100 80GB HBM3", "torch": "2.11.0"}, "plan": "paper", "manifest": {},
-        "started": started, "budget_s": 900, "mps": None, "measured": {"r1": 20.0}, "runs": runs}))
+    (path / "results.json").write_text(
+        json.dumps(
+            {
+                "environment": {"gpu": "NVIDIA H100 80GB HBM3", "torch": "2.11.0"},
+                "plan": "paper",
+                "manifest": {},
+                "started": started,
+                "budget_s": 900,
+                "mps": None,
+                "measured": {"r1": 20.0},
+                "runs": runs,
+            }
+        )
+    )
     return str(path)
 
 
 def _run(seed, em, status="finished", updates=8000):
-    return {"id": f"scan_jump-simple-s{seed}", "group": "scan_jump", "task": "scan", "split": "jump",
-            "model": "simple", "seed": seed, "options": [], "priority": seed, "status": status,
-            "score": {"exact_match": em} if em is not None else None, "max_update": 8000,
-            "training": {"updates": updates, "early_stop": False}, "time_limited": updates < 8000,
-            "times": {"train_s": 300.0, "generate_s": 30.0}, "wall_s": 340.0, "gpu_share_s": 120.0,
-            "config": {"label": "LSTM + Lex.: Simple (--arch lex_lstm)", "settings": "paper",
-                       "commands": {"train": "fairseq-train ..."}}}
+    return {
+        "id": f"scan_jump-simple-s{seed}",
+        "group": "scan_jump",
+        "task": "scan",
+        "split": "jump",
+        "model": "simple",
+        "seed": seed,
+        "options": [],
+        "priority": seed,
+        "status": status,
+        "score": {"exact_match": em} if em is not None else None,
+        "max_update": 8000,
+        "training": {"updates": updates, "early_stop": False},
+        "time_limited": updates < 8000,
+        "times": {"train_s": 300.0, "generate_s": 30.0},
+        "wall_s": 340.0,
+        "gpu_share_s": 120.0,
+        "config": {
+            "label": "LSTM + Lex.: Simple (--arch lex_lstm)",
+            "settings": "paper",
+            "commands": {"train": "fairseq-train ..."},
+        },
+    }
 
 
 def test_collect_merges_polls_and_keeps_out_time_limited_seeds(tmp_path, capsys):
     a = _result_file(tmp_path / "poll1", 1000.0, [_run(1, 0.9)])
-    b = _result_file(tmp_path / "poll2", 1000.0, [_run(1, 0.9), _run(2, 0.7), _run(3, 0.2, updates=5000),
-                                                  _run(4, None, status="failed")])
+    b = _result_file(
+        tmp_path / "poll2",
+        1000.0,
+        [_run(1, 0.9), _run(2, 0.7), _run(3, 0.2, updates=5000), _run(4, None, status="failed")],
+    )
     results = tmp_path / "results"
-    args = lambda *p, **kw: type("A", (), dict(paths=list(p), results=str(results), replace=False,  # noqa: E731
-                                               dry_run=False, **kw))
+    args = lambda *p, **kw: type(
+        "A",
+        (),
+        dict(
+            paths=list(p),
+            results=str(results),
+            replace=False,  # noqa: E731
+            dry_run=False,
+            **kw,
+        ),
+    )
     assert collect.collect(args(a, b)) == 0
     d = json.loads((results / "gpu_scan_jump_simple.json").read_text())
     assert d["seeds"] == [1, 2] and d["mean"] == pytest.approx(0.8) and d["std"] == pytest.approx(0.1)
@@ -145,7 +194,7 @@ def test_collect_merges_polls_and_keeps_out_time_limited_seeds(tmp_path, capsys)
 
 
 # -- the simulated device ---------------------------------------------------------------------------------------------
-AUDIT = '''
+AUDIT = """
 import os, sys
 _log, _forbidden, _busy = os.environ.get("SIM_AUDIT_LOG"), os.environ.get("SIM_FORBIDDEN", ""), [False]
 _forbidden = [p for p in _forbidden.split(os.pathsep) if p]
@@ -169,7 +218,7 @@ def _hook(event, args):
             _busy[0] = False
 if _log:
     sys.addaudithook(_hook)
-'''
+"""
 
 
 def simulated_device_python(root):
@@ -189,8 +238,12 @@ def simulated_device_python(root):
     base = getattr(sys, "_base_executable", sys.executable)
     subprocess.run([base, "-m", "venv", "--without-pip", str(root / "python")], check=True)
     py = root / "python" / "bin" / "python3"
-    sim_site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                              capture_output=True, text=True, check=True).stdout.strip()
+    sim_site = subprocess.run(
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     with open(os.path.join(sim_site, "device_packages.pth"), "w") as f:
         f.write(str(farm) + "\n")
     with open(os.path.join(sim_site, "sitecustomize.py"), "w") as f:
@@ -222,8 +275,9 @@ def test_a_miniature_campaign_on_a_simulated_device(tmp_path):
         pytest.skip(f"no fairseq-fixed wheel for this Python in {carry.WHEEL_CACHE} (tools/setup_env.sh makes one)")
     # here: a checkout (git) of this working tree, tiny SCAN data, the carry folder for this machine's Python
     host = tmp_path / "host"
-    names = subprocess.run(["git", "-C", REPO, "ls-files", "-co", "--exclude-standard"], capture_output=True,
-                           text=True, check=True).stdout.splitlines()
+    names = subprocess.run(
+        ["git", "-C", REPO, "ls-files", "-co", "--exclude-standard"], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
     copy_tree(names, REPO, host)
     subprocess.run(["git", "init", "-q", str(host)], check=True)
     subprocess.run(["git", "-C", str(host), "add", "-A"], check=True)
@@ -233,10 +287,27 @@ def test_a_miniature_campaign_on_a_simulated_device(tmp_path):
     (data / "tasks_train_addprim_jump.txt").write_text("".join(scan_line(rng) + "\n" for _ in range(300)))
     (data / "tasks_test_addprim_jump.txt").write_text("".join(scan_line(rng) + "\n" for _ in range(40)))
     env = dict(examples_env(PYTHON=sys.executable))
-    prep = subprocess.run(["bash", str(host / "tools" / "gpu_campaign.sh"), "prepare", "--plan", "mini", "--data",
-                           str(tmp_path / "data"), "--platform", "host", "--python-version",
-                           "%d.%d" % sys.version_info[:2], "--fairseq-wheel", fairseq_wheel],
-                          capture_output=True, text=True, env=env, timeout=600)
+    prep = subprocess.run(
+        [
+            "bash",
+            str(host / "tools" / "gpu_campaign.sh"),
+            "prepare",
+            "--plan",
+            "mini",
+            "--data",
+            str(tmp_path / "data"),
+            "--platform",
+            "host",
+            "--python-version",
+            "%d.%d" % sys.version_info[:2],
+            "--fairseq-wheel",
+            fairseq_wheel,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     if prep.returncode != 0 and "pip" in prep.stderr and ("Could not" in prep.stderr or "No matching" in prep.stderr):
         pytest.skip(f"the package index is unreachable: {prep.stderr[-300:]}")
     assert prep.returncode == 0, prep.stderr[-3000:]
@@ -253,25 +324,58 @@ def test_a_miniature_campaign_on_a_simulated_device(tmp_path):
     state, home, audit = tmp_path / "state", tmp_path / "home", tmp_path / "audit.log"
     home.mkdir()
     forbidden = [os.path.join(REPO, n) for n in ("examples", "tools", "fairseq_lexical", "lexical_offline", "tests")]
-    forbidden += [str(host), str(tmp_path / "data"), os.path.join(os.path.dirname(REPO), "shared"),
-                  carry.WHEEL_CACHE]
+    forbidden += [str(host), str(tmp_path / "data"), os.path.join(os.path.dirname(REPO), "shared"), carry.WHEEL_CACHE]
     for dist in metadata.distributions(path=[sysconfig.get_paths()["purelib"]]):  # the packages the device lacks
         if carry.canonicalize_name(dist.metadata["Name"]) not in carry.DEVICE_PACKAGES:
-            forbidden += sorted({os.path.join(sysconfig.get_paths()["purelib"], f.parts[0]) for f in dist.files or ()
-                                 if f.parts[0] != ".."})
-    denv = {"PATH": f"{py.parent}:/usr/bin:/bin", "HOME": str(home), "FL_CAMPAIGN_STATE": str(state),
-            "SIM_AUDIT_LOG": str(audit), "SIM_FORBIDDEN": os.pathsep.join(forbidden), "LANG": "C.UTF-8",
-            "http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9", "PIP_NO_INDEX": "1"}
+            forbidden += sorted(
+                {
+                    os.path.join(sysconfig.get_paths()["purelib"], f.parts[0])
+                    for f in dist.files or ()
+                    if f.parts[0] != ".."
+                }
+            )
+    denv = {
+        "PATH": f"{py.parent}:/usr/bin:/bin",
+        "HOME": str(home),
+        "FL_CAMPAIGN_STATE": str(state),
+        "SIM_AUDIT_LOG": str(audit),
+        "SIM_FORBIDDEN": os.pathsep.join(forbidden),
+        "LANG": "C.UTF-8",
+        "http_proxy": "http://127.0.0.1:9",
+        "https_proxy": "http://127.0.0.1:9",
+        "PIP_NO_INDEX": "1",
+    }
 
     def device_call(*args, out=None, timeout=300):
         out_dir = tmp_path / f"out{len(list(tmp_path.glob('out*')))}"
         out_dir.mkdir()
-        proc = subprocess.run(["bash", "tools/gpu_campaign.sh", *args], cwd=there, capture_output=True, text=True,
-                              env=dict(denv, OUT=str(out_dir)), timeout=timeout)
+        proc = subprocess.run(
+            ["bash", "tools/gpu_campaign.sh", *args],
+            cwd=there,
+            capture_output=True,
+            text=True,
+            env=dict(denv, OUT=str(out_dir)),
+            timeout=timeout,
+        )
         return proc, out_dir
 
-    proc, _ = device_call("start", "--budget-s", "900", "--reserve-s", "0", "--allow-cpu", "--no-mps",
-                          "--max-jobs", "2", "--probe-s", "2", "--min-train-s", "1", "--tick-s", "0.3")
+    proc, _ = device_call(
+        "start",
+        "--budget-s",
+        "900",
+        "--reserve-s",
+        "0",
+        "--allow-cpu",
+        "--no-mps",
+        "--max-jobs",
+        "2",
+        "--probe-s",
+        "2",
+        "--min-train-s",
+        "1",
+        "--tick-s",
+        "0.3",
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "plan 'mini': 4 runs" in proc.stdout
 
@@ -281,12 +385,20 @@ def test_a_miniature_campaign_on_a_simulated_device(tmp_path):
         return {r["id"]: r for r in json.loads((state / "runs.json").read_text())["runs"]}
 
     # the second run started is killed midway; the last one hangs (SIGSTOP) until the budget ends
-    killed = wait_for(lambda: next((r for r in runs().values() if r["status"] == "running" and r["priority"] >= 1),
-                                   None), 120, "a second run to start")
+    killed = wait_for(
+        lambda: next((r for r in runs().values() if r["status"] == "running" and r["priority"] >= 1), None),
+        120,
+        "a second run to start",
+    )
     os.killpg(killed["pgid"], signal.SIGKILL)
-    hung = wait_for(lambda: next((r for r in runs().values() if r["status"] == "running"
-                                  and r["id"] != killed["id"] and r["priority"] == 3), None), 240,
-                    "the last run to start")
+    hung = wait_for(
+        lambda: next(
+            (r for r in runs().values() if r["status"] == "running" and r["id"] != killed["id"] and r["priority"] == 3),
+            None,
+        ),
+        240,
+        "the last run to start",
+    )
     os.killpg(hung["pgid"], signal.SIGSTOP)
     wait_for(lambda: sum(r["status"] in device.FINAL for r in runs().values()) == 3, 240, "the other runs to end")
 
@@ -301,8 +413,12 @@ def test_a_miniature_campaign_on_a_simulated_device(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "the campaign is over" in proc.stdout
     files = sorted(os.listdir(out))
-    assert len(files) <= device.MAX_OUT_FILES and files == ["campaign.log", "failures.txt", "progress.json",
-                                                            "results.json"]
+    assert len(files) <= device.MAX_OUT_FILES and files == [
+        "campaign.log",
+        "failures.txt",
+        "progress.json",
+        "results.json",
+    ]
     results = {r["id"]: r for r in json.loads((out / "results.json").read_text())["runs"]}
     status = {i: r["status"] for i, r in results.items()}
     assert status[killed["id"]] == "failed" and results[killed["id"]]["reason"] == "killed by signal 9"
@@ -321,15 +437,26 @@ def test_a_miniature_campaign_on_a_simulated_device(tmp_path):
     assert violations == "", violations[:3000]
     # the watch works: a read of the checkout and a name lookup from the simulated device are both caught
     control = tmp_path / "control.log"
-    subprocess.run([str(py), "-c", f"import socket; open({forbidden[1] + '/gpu_campaign.sh'!r}).read()\n"
-                    "try: socket.getaddrinfo('example.org', 80)\nexcept OSError: pass"],
-                   env=dict(denv, SIM_AUDIT_LOG=str(control)), check=True)
+    subprocess.run(
+        [
+            str(py),
+            "-c",
+            f"import socket; open({forbidden[1] + '/gpu_campaign.sh'!r}).read()\n"
+            "try: socket.getaddrinfo('example.org', 80)\nexcept OSError: pass",
+        ],
+        env=dict(denv, SIM_AUDIT_LOG=str(control)),
+        check=True,
+    )
     caught = control.read_text()
     assert "read " + os.path.join(REPO, "tools", "gpu_campaign.sh") in caught and "socket.getaddrinfo" in caught
 
     # here: collect writes one results file per model, with the runs that finished
     res = tmp_path / "results"
-    proc = subprocess.run(["bash", SCRIPT, "collect", str(out), "--results", str(res)], capture_output=True,
-                          text=True, env=examples_env(PYTHON=sys.executable))
+    proc = subprocess.run(
+        ["bash", SCRIPT, "collect", str(out), "--results", str(res)],
+        capture_output=True,
+        text=True,
+        env=examples_env(PYTHON=sys.executable),
+    )
     assert proc.returncode == 0, proc.stderr
     assert sorted(os.listdir(res)) == ["gpu_scan_jump_lstm.json", "gpu_scan_jump_simple.json"]

@@ -1,4 +1,5 @@
 """tools/gpu_checks.sh: the GPU checks in one go. Without a GPU only its dry run and its refusal can be tested."""
+
 import os
 import shlex
 import subprocess
@@ -13,8 +14,9 @@ SCRIPT = os.path.join(REPO, "tools", "gpu_checks.sh")
 
 
 def run(*args):
-    return subprocess.run(["bash", SCRIPT, *args], capture_output=True, text=True, timeout=300,
-                          env=examples_env(PYTHON=sys.executable))
+    return subprocess.run(
+        ["bash", SCRIPT, *args], capture_output=True, text=True, timeout=300, env=examples_env(PYTHON=sys.executable)
+    )
 
 
 def test_dry_run_prints_each_step_and_the_recipe_accepts_its_options(tmp_path):
@@ -36,8 +38,14 @@ def test_dry_run_prints_each_step_and_the_recipe_accepts_its_options(tmp_path):
     assert not (tmp_path / "out").exists()  # a dry run writes nothing
     assert not any(str(tmp_path / "out") in c for c in commands)  # work trees and logs go to the scratch folder
     for command in recipes:  # the options of this script are ones the recipe takes
-        check = subprocess.run(shlex.split(command) + ["--dry-run"], capture_output=True, text=True, timeout=300,
-                               env=examples_env(), cwd=REPO)
+        check = subprocess.run(
+            shlex.split(command) + ["--dry-run"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=examples_env(),
+            cwd=REPO,
+        )
         assert check.returncode == 0, check.stderr[-2000:]
 
 

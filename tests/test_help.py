@@ -1,5 +1,6 @@
 """Every recipe's `--help` works: what a new user types first (an f-string once put a bare "%" into an argparse help
 string, and `examples/custom/run.sh --help` crashed)."""
+
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -13,8 +14,9 @@ def test_every_recipe_prints_its_help():
     assert len(RECIPES) >= 7
 
     def help_of(script):
-        return script, subprocess.run(["bash", str(script), "--help"], capture_output=True, text=True, timeout=300,
-                                      env=examples_env(), cwd=REPO)
+        return script, subprocess.run(
+            ["bash", str(script), "--help"], capture_output=True, text=True, timeout=300, env=examples_env(), cwd=REPO
+        )
 
     with ThreadPoolExecutor(4) as pool:
         for script, proc in pool.map(help_of, RECIPES):

@@ -1,6 +1,7 @@
 """The hub interface (docs/hub.md) for each model family: `<ModelClass>.from_pretrained` loads a fairseq-train
 checkpoint, `translate` gives fairseq-generate's hypotheses, `gates.hub_gates` the gate of each output token as the
 model's own forward computes it; lla_lstm's Lexicon Unit instead."""
+
 import os
 
 import numpy as np
@@ -21,8 +22,12 @@ def model_classes():
     from fairseq_lexical.models.lla_lstm import LLALSTMModel
     from fairseq_lexical.models.rdangle import RDangleModel
 
-    return {"lex_lstm": LexLSTMModel, "lex_transformer": LexTransformerModel, "lla_lstm": LLALSTMModel,
-            "rdangle_transformer": RDangleModel}
+    return {
+        "lex_lstm": LexLSTMModel,
+        "lex_transformer": LexTransformerModel,
+        "lla_lstm": LLALSTMModel,
+        "rdangle_transformer": RDangleModel,
+    }
 
 
 def family_args(lexicon):
@@ -61,18 +66,66 @@ def checkpoints(toy_data, tmp_path_factory):
     for k, (family, argv) in enumerate(family_args(str(toy_data / "lexicon.tsv")).items()):
         dirs[family] = work / family
         jobs = shares[k % 2]  # two runner processes, one a core, two families each
-        jobs.append(["fairseq-train", str(toy_data / "bin"), "--user-dir", USER_DIR, *argv,
-                     "--criterion", "lexical_cross_entropy", "--optimizer", "adam", "--lr", "0.005", "--batch-size",
-                     "8", "--max-update", "30", "--save-dir", str(dirs[family]), "--no-epoch-checkpoints",
-                     "--disable-validation", "--num-workers", "0", "--seed", "3"])
+        jobs.append(
+            [
+                "fairseq-train",
+                str(toy_data / "bin"),
+                "--user-dir",
+                USER_DIR,
+                *argv,
+                "--criterion",
+                "lexical_cross_entropy",
+                "--optimizer",
+                "adam",
+                "--lr",
+                "0.005",
+                "--batch-size",
+                "8",
+                "--max-update",
+                "30",
+                "--save-dir",
+                str(dirs[family]),
+                "--no-epoch-checkpoints",
+                "--disable-validation",
+                "--num-workers",
+                "0",
+                "--seed",
+                "3",
+            ]
+        )
         for task, results in (("lexical_translation", dirs[family]), ("translation", dirs[family] / "fairseq")):
-            jobs.append(["fairseq-generate", str(toy_data / "bin"), "--user-dir", USER_DIR, "--path",
-                         str(dirs[family] / "checkpoint_last.pt"), "--gen-subset", "test", "--beam", "5",
-                         "--max-len-b", str(MAX_LEN_B), "--batch-size", "16", "--task", task,
-                         "--results-path", str(results)])
-    procs = [subprocess.Popen([sys.executable, "-c", _RUNNER, json.dumps(jobs)], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True,
-                              env=dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")) for jobs in shares]
+            jobs.append(
+                [
+                    "fairseq-generate",
+                    str(toy_data / "bin"),
+                    "--user-dir",
+                    USER_DIR,
+                    "--path",
+                    str(dirs[family] / "checkpoint_last.pt"),
+                    "--gen-subset",
+                    "test",
+                    "--beam",
+                    "5",
+                    "--max-len-b",
+                    str(MAX_LEN_B),
+                    "--batch-size",
+                    "16",
+                    "--task",
+                    task,
+                    "--results-path",
+                    str(results),
+                ]
+            )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _RUNNER, json.dumps(jobs)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1"),
+        )
+        for jobs in shares
+    ]
     for proc in procs:
         out, _ = proc.communicate(timeout=600)
         assert proc.returncode == 0, out[-5000:]
@@ -87,7 +140,9 @@ def load_hub(family, checkpoints, toy_data):
     key = str(checkpoints[family])
     if key not in _HUBS:
         _HUBS[key] = model_classes()[family].from_pretrained(
-            key, checkpoint_file="checkpoint_last.pt", data_name_or_path=str(toy_data / "bin"),
+            key,
+            checkpoint_file="checkpoint_last.pt",
+            data_name_or_path=str(toy_data / "bin"),
         )
     return _HUBS[key]
 
@@ -108,12 +163,17 @@ def test_translate_equals_fairseq_generate(toy_data, checkpoints, family):
                 sample_id, score, hypothesis = line.split("\t")
                 generated[int(sample_id[2:])] = (hypothesis, float(score))
         assert sorted(generated) == list(range(len(sources)))
-        assert hub.translate(sources, beam=5, max_len_b=MAX_LEN_B, **options) == \
-            [generated[i][0] for i in range(len(sources))]
+        assert hub.translate(sources, beam=5, max_len_b=MAX_LEN_B, **options) == [
+            generated[i][0] for i in range(len(sources))
+        ]
         best = hub.generate([hub.encode(s) for s in sources], beam=5, max_len_b=MAX_LEN_B, **options)
         # fairseq-generate's score is log base 2 of the hub's (natural) score
-        np.testing.assert_allclose([h[0]["score"].item() / np.log(2) for h in best],
-                                   [generated[i][1] for i in range(len(sources))], atol=1e-4, rtol=0)
+        np.testing.assert_allclose(
+            [h[0]["score"].item() / np.log(2) for h in best],
+            [generated[i][1] for i in range(len(sources))],
+            atol=1e-4,
+            rtol=0,
+        )
 
 
 @pytest.mark.parametrize("family", ["lex_lstm", "lex_transformer", "rdangle_transformer"])
@@ -154,8 +214,14 @@ def test_lla_lstm_offers_its_lexicon_unit_instead_of_a_gate(toy_data, checkpoint
     with torch.no_grad():
         lprobs, _ = model(**toy_batch(hub.task, [("a1 and a2", "B1 B2")])["net_input"])
         encoder_out = model.encoder(src, src_lengths=torch.tensor([src.size(1)]))
-        write = torch.log_softmax(model.decoder.fc_out(model.decoder.extract_features(
-            toy_batch(hub.task, [("a1 and a2", "B1 B2")])["net_input"]["prev_output_tokens"], encoder_out)[0]), -1)
+        write = torch.log_softmax(
+            model.decoder.fc_out(
+                model.decoder.extract_features(
+                    toy_batch(hub.task, [("a1 and a2", "B1 B2")])["net_input"]["prev_output_tokens"], encoder_out
+                )[0]
+            ),
+            -1,
+        )
     # o'_t = l * o_t (Thrush 2020): the model's output is the write distribution scaled by l
     torch.testing.assert_close(lprobs[0], write[0] + torch.log(l), atol=1e-5, rtol=0)
 
@@ -167,10 +233,12 @@ def test_missing_paths_are_named(tmp_path):
     (tmp_path / "ckpt").mkdir()
     (tmp_path / "ckpt" / "checkpoint_best.pt").write_bytes(b"")
     (tmp_path / "bin").mkdir()
-    cases = [(tmp_path / "nowhere", "checkpoint_best.pt", str(tmp_path / "bin"), "model directory .*nowhere"),
-             (tmp_path / "ckpt", "checkpoint_last.pt", str(tmp_path / "bin"), "no checkpoint 'checkpoint_last.pt'"),
-             (tmp_path / "ckpt", "checkpoint_best.pt:other.pt", str(tmp_path / "bin"), "no checkpoint 'other.pt'"),
-             (tmp_path / "ckpt", "checkpoint_best.pt", str(tmp_path / "nodata"), "data directory .*nodata")]
+    cases = [
+        (tmp_path / "nowhere", "checkpoint_best.pt", str(tmp_path / "bin"), "model directory .*nowhere"),
+        (tmp_path / "ckpt", "checkpoint_last.pt", str(tmp_path / "bin"), "no checkpoint 'checkpoint_last.pt'"),
+        (tmp_path / "ckpt", "checkpoint_best.pt:other.pt", str(tmp_path / "bin"), "no checkpoint 'other.pt'"),
+        (tmp_path / "ckpt", "checkpoint_best.pt", str(tmp_path / "nodata"), "data directory .*nodata"),
+    ]
     for model_dir, checkpoint, data, message in cases:
         with pytest.raises(FileNotFoundError, match=message):
             LexLSTMModel.from_pretrained(str(model_dir), checkpoint_file=checkpoint, data_name_or_path=data)

@@ -1,5 +1,6 @@
 """fairseq-hydra-train with the configs of examples/hydra: every architecture family builds and trains, with the
 model configuration that fairseq-train's command line gives the same architecture."""
+
 import os
 
 import pytest
@@ -14,8 +15,11 @@ CONFIG_DIR = os.path.join(REPO, "examples", "hydra")
 FAMILIES = {
     "lex_lstm": ("lex_lstm_small", ["model.lexicon={lexicon}"], ["--lexicon", "{lexicon}"]),
     "lex_transformer": ("lex_transformer_tiny", ["model.lexicon={lexicon}"], ["--lexicon", "{lexicon}"]),
-    "rdangle_transformer": ("rdangle_transformer_tiny", ["model.reencode_interval=2", "model.lexicon={lexicon}"],
-                            ["--reencode-interval", "2", "--lexicon", "{lexicon}"]),
+    "rdangle_transformer": (
+        "rdangle_transformer_tiny",
+        ["model.reencode_interval=2", "model.lexicon={lexicon}"],
+        ["--reencode-interval", "2", "--lexicon", "{lexicon}"],
+    ),
     "lla_lstm": ("lla_lstm_small", ["model.lexicon_unit_joint=true"], ["--lexicon-unit-joint"]),
 }
 
@@ -35,8 +39,9 @@ def test_lex_lstm_builds_from_a_hydra_model_config_without_criterion(toy_data):
 
 def test_lex_lstm_rejects_adaptive_loss_naming_the_option(toy_data):
     with pytest.raises(ValueError, match="--criterion adaptive_loss"):
-        build_model(toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", "identity",
-                    "--criterion", "adaptive_loss")
+        build_model(
+            toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", "identity", "--criterion", "adaptive_loss"
+        )
 
 
 @pytest.mark.slow
@@ -49,10 +54,22 @@ def test_hydra_train_example_config(toy_data, tmp_path, family, monkeypatch):
     arch, overrides, argv = FAMILIES[family]
     lexicon = str(toy_data / "lexicon.tsv")
     proc = run_cli(
-        "fairseq-hydra-train", "--config-dir", CONFIG_DIR, "--config-name", "train", f"model={family}",
-        f"model._name={arch}", *[o.format(lexicon=lexicon) for o in overrides], f"task.data={toy_data / 'bin'}",
-        f"common.user_dir={USER_DIR}", "optimization.max_update=4", "dataset.batch_size=8", "dataset.num_workers=0",
-        "checkpoint.save_dir=ckpt", "common.log_interval=2", cwd=tmp_path,
+        "fairseq-hydra-train",
+        "--config-dir",
+        CONFIG_DIR,
+        "--config-name",
+        "train",
+        f"model={family}",
+        f"model._name={arch}",
+        *[o.format(lexicon=lexicon) for o in overrides],
+        f"task.data={toy_data / 'bin'}",
+        f"common.user_dir={USER_DIR}",
+        "optimization.max_update=4",
+        "dataset.batch_size=8",
+        "dataset.num_workers=0",
+        "checkpoint.save_dir=ckpt",
+        "common.log_interval=2",
+        cwd=tmp_path,
     )
     log = proc.stdout + proc.stderr
     assert "valid on 'valid' subset | loss" in log and "num_updates 4" in log, log[-3000:]
@@ -61,8 +78,14 @@ def test_hydra_train_example_config(toy_data, tmp_path, family, monkeypatch):
     assert hydra_model.pop("_name") == arch
 
     # fairseq-train's configuration after building the model (build_model fills in some values, as under hydra)
-    _, _, args = build_model(toy_data / "bin", "--arch", arch, "--criterion", "lexical_cross_entropy",
-                             *[a.format(lexicon=lexicon) for a in argv])
+    _, _, args = build_model(
+        toy_data / "bin",
+        "--arch",
+        arch,
+        "--criterion",
+        "lexical_cross_entropy",
+        *[a.format(lexicon=lexicon) for a in argv],
+    )
     cli_model = vars(args)
     hydra_model.pop("lexicon_stored_in_checkpoint", None)  # set by build_model once the lexicon is read
     hydra_model.pop("criterion", None)  # lex_lstm: None under hydra (no adaptive softmax either way)

@@ -1,5 +1,6 @@
 """Installing where users work: requirements as ranges that keep a user's torch, tools/setup_env.sh's torch check,
 and the offline wheelhouse of tools/wheelhouse.sh."""
+
 import glob
 import importlib.metadata
 import json
@@ -18,10 +19,19 @@ import install_helpers  # noqa: E402
 
 from install_helpers import Requirement, Version, canonicalize_name  # noqa: E402
 
-WHEEL_CACHE = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "fairseq_lexical", "wheels")
+WHEEL_CACHE = os.path.join(
+    os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "fairseq_lexical", "wheels"
+)
 PY_TAG = "cp%d%d" % sys.version_info[:2]
-NETWORK_ERRORS = ("NewConnectionError", "Max retries exceeded", "Temporary failure in name resolution",
-                  "Network is unreachable", "ConnectTimeout", "ReadTimeout", "ProxyError")
+NETWORK_ERRORS = (
+    "NewConnectionError",
+    "Max retries exceeded",
+    "Temporary failure in name resolution",
+    "Network is unreachable",
+    "ConnectTimeout",
+    "ReadTimeout",
+    "ProxyError",
+)
 
 
 def constraint_pins():
@@ -50,20 +60,29 @@ def fake_torch(site, version, cuda):
     """An importable stand-in for torch: what probe-torch reads."""
     os.makedirs(os.path.join(site, "torch"))
     with open(os.path.join(site, "torch", "__init__.py"), "w") as f:
-        f.write(f"__version__ = {version!r}\n"
-                f"class version:\n    cuda = {cuda!r}\n"
-                "class cuda:\n    is_available = staticmethod(lambda: False)\n")
+        f.write(
+            f"__version__ = {version!r}\n"
+            f"class version:\n    cuda = {cuda!r}\n"
+            "class cuda:\n    is_available = staticmethod(lambda: False)\n"
+        )
 
 
-@pytest.mark.parametrize("version, cuda, status, words", [
-    ("2.5.1+cu121", "12.1", 0, "torch 2.5.1+cu121 (CUDA 12.1)"),  # a CUDA build is reused, never refused
-    ("2.13.0+cpu", None, 0, "torch 2.13.0+cpu (CPU build)"),
-    ("2.1.2", None, install_helpers.UNSUPPORTED, "outside the supported range torch>=2.4"),
-])
+@pytest.mark.parametrize(
+    "version, cuda, status, words",
+    [
+        ("2.5.1+cu121", "12.1", 0, "torch 2.5.1+cu121 (CUDA 12.1)"),  # a CUDA build is reused, never refused
+        ("2.13.0+cpu", None, 0, "torch 2.13.0+cpu (CPU build)"),
+        ("2.1.2", None, install_helpers.UNSUPPORTED, "outside the supported range torch>=2.4"),
+    ],
+)
 def test_probe_torch_accepts_supported_cpu_and_cuda_builds(tmp_path, version, cuda, status, words):
     fake_torch(str(tmp_path), version, cuda)
-    proc = subprocess.run([sys.executable, os.path.join(REPO, "tools", "install_helpers.py"), "probe-torch"],
-                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(tmp_path)))
+    proc = subprocess.run(
+        [sys.executable, os.path.join(REPO, "tools", "install_helpers.py"), "probe-torch"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(tmp_path)),
+    )
     assert proc.returncode == status, proc.stdout + proc.stderr
     assert words in proc.stdout
 
@@ -74,8 +93,12 @@ def test_setup_env_stops_at_an_unsupported_torch_and_changes_nothing(tmp_path):
     site = glob.glob(str(env_dir / "lib" / "python*" / "site-packages"))[0]
     fake_torch(site, "2.1.2", None)
     before = sorted(os.listdir(site))
-    proc = subprocess.run(["bash", os.path.join(REPO, "tools", "setup_env.sh"), "--python", str(env_dir / "bin" / "python")],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        ["bash", os.path.join(REPO, "tools", "setup_env.sh"), "--python", str(env_dir / "bin" / "python")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 1
     assert "torch 2.1.2 is outside the supported range torch>=2.4 (setup.py). Upgrade it" in proc.stderr
     assert sorted(os.listdir(site)) == before and not (env_dir / ".fairseq_lexical_stamp").exists()
@@ -88,9 +111,13 @@ def test_setup_env_sends_a_venv_holding_torch_to_python_option(tmp_path):
     subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True)
     fake_torch(glob.glob(str(env_dir / "lib" / "python*" / "site-packages"))[0], "2.5.1+cu121", "12.1")
     target = tmp_path / "new"
-    proc = subprocess.run(["bash", os.path.join(REPO, "tools", "setup_env.sh")], capture_output=True, text=True,
-                          timeout=120, env=dict(os.environ, PYTHON=str(env_dir / "bin" / "python"),
-                                                FAIRSEQ_LEXICAL_VENV=str(target)))
+    proc = subprocess.run(
+        ["bash", os.path.join(REPO, "tools", "setup_env.sh")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, PYTHON=str(env_dir / "bin" / "python"), FAIRSEQ_LEXICAL_VENV=str(target)),
+    )
     assert proc.returncode == 1, proc.stderr
     assert "has torch 2.5.1+cu121 (CUDA 12.1)" in proc.stderr
     assert f"Install into it: --python {env_dir / 'bin' / 'python'}" in proc.stderr
@@ -132,23 +159,46 @@ def test_pip_install_keeps_the_torch_already_installed(tmp_path):
     src = tmp_path / "src"  # a copy, so that pip writes no egg-info into the checkout
     src.mkdir()
     shutil.copy(os.path.join(REPO, "setup.py"), src)
-    shutil.copytree(os.path.join(REPO, "fairseq_lexical"), src / "fairseq_lexical",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        os.path.join(REPO, "fairseq_lexical"), src / "fairseq_lexical", ignore=shutil.ignore_patterns("__pycache__")
+    )
     report = tmp_path / "report.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(env_dir / "bin" / "python"), "install", "--dry-run",
-         "--report", str(report), "--timeout", "20", "--retries", "1",
-         "--find-links", os.path.dirname(wheels[0]), str(src)],
-        capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(env_dir / "bin" / "python"),
+            "install",
+            "--dry-run",
+            "--report",
+            str(report),
+            "--timeout",
+            "20",
+            "--retries",
+            "1",
+            "--find-links",
+            os.path.dirname(wheels[0]),
+            str(src),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     if proc.returncode != 0 and any(e in proc.stdout + proc.stderr for e in NETWORK_ERRORS):
         pytest.skip(f"the package index cannot be reached: {proc.stderr.strip().splitlines()[-1]}")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    planned = {item["metadata"]["name"].lower(): item["metadata"]["version"]
-               for item in json.loads(report.read_text())["install"]}
+    planned = {
+        item["metadata"]["name"].lower(): item["metadata"]["version"]
+        for item in json.loads(report.read_text())["install"]
+    }
     assert {"fairseq-lexical", "fairseq-fixed"} <= {canonicalize_name(n) for n in planned}
-    replaced = {n: v for n, v in planned.items()
-                if n in ("torch", "torchaudio", "torchvision", "triton") or n.startswith("nvidia")}
+    replaced = {
+        n: v
+        for n, v in planned.items()
+        if n in ("torch", "torchaudio", "torchvision", "triton") or n.startswith("nvidia")
+    }
     assert not replaced, f"the installation would replace the installed torch: {replaced}"
 
 
@@ -186,7 +236,10 @@ def test_wheelhouse_installs_offline_and_fairseq_train_runs(toy_data, tmp_path):
     house = tmp_path / "wheelhouse"
     proc = subprocess.run(
         ["bash", os.path.join(REPO, "tools", "wheelhouse.sh"), "-o", str(house), "--extras", "logging"],
-        capture_output=True, text=True, timeout=600, env=dict(os.environ, PYTHON=sys.executable),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, PYTHON=sys.executable),
     )
     if proc.returncode != 0 and any(e in proc.stderr for e in NETWORK_ERRORS):
         pytest.skip(f"the package index cannot be reached: {proc.stderr.strip().splitlines()[-1]}")
@@ -208,24 +261,71 @@ def test_wheelhouse_installs_offline_and_fairseq_train_runs(toy_data, tmp_path):
     offline = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
     offline.update(PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1")
     subprocess.run([py, "-m", "pip", "uninstall", "-q", "-y", "setuptools"], check=True, env=offline)
-    proc = subprocess.run([py, "-m", "pip", "install", "--no-index", "--no-deps", "-r", str(house / "requirements.txt"),
-                           "--find-links", str(house)], capture_output=True, text=True, env=offline, timeout=600)
+    proc = subprocess.run(
+        [
+            py,
+            "-m",
+            "pip",
+            "install",
+            "--no-index",
+            "--no-deps",
+            "-r",
+            str(house / "requirements.txt"),
+            "--find-links",
+            str(house),
+        ],
+        capture_output=True,
+        text=True,
+        env=offline,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert "torch" not in re.findall(r"Successfully installed (.*)", proc.stdout)[0]
 
     # From a folder outside the checkout, with the installed package's path as --user-dir.
-    found = subprocess.run([str(venv / "bin" / "fairseq-lexical-user-dir")], capture_output=True, text=True,
-                           cwd=tmp_path, env=offline)
+    found = subprocess.run(
+        [str(venv / "bin" / "fairseq-lexical-user-dir")], capture_output=True, text=True, cwd=tmp_path, env=offline
+    )
     assert found.returncode == 0, found.stdout + found.stderr
     where = found.stdout.strip()
     assert where.startswith(str(venv)), where
     train = subprocess.run(
-        [str(venv / "bin" / "fairseq-train"), str(toy_data / "bin"), "--user-dir", where, "--arch", "lex_lstm_small",
-         "--lexicon", str(toy_data / "lexicon.tsv"), "--criterion", "lexical_cross_entropy", "--optimizer", "adam",
-         "--lr", "0.005", "--batch-size", "8", "--max-update", "6", "--save-dir", str(tmp_path / "ckpt"),
-         "--no-epoch-checkpoints", "--num-workers", "0", "--log-format", "simple", "--log-interval", "3",
-         "--tensorboard-logdir", str(tmp_path / "tb")],
-        capture_output=True, text=True, cwd=tmp_path, env=dict(offline, PYTHONWARNINGS="ignore"), timeout=600,
+        [
+            str(venv / "bin" / "fairseq-train"),
+            str(toy_data / "bin"),
+            "--user-dir",
+            where,
+            "--arch",
+            "lex_lstm_small",
+            "--lexicon",
+            str(toy_data / "lexicon.tsv"),
+            "--criterion",
+            "lexical_cross_entropy",
+            "--optimizer",
+            "adam",
+            "--lr",
+            "0.005",
+            "--batch-size",
+            "8",
+            "--max-update",
+            "6",
+            "--save-dir",
+            str(tmp_path / "ckpt"),
+            "--no-epoch-checkpoints",
+            "--num-workers",
+            "0",
+            "--log-format",
+            "simple",
+            "--log-interval",
+            "3",
+            "--tensorboard-logdir",
+            str(tmp_path / "tb"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=dict(offline, PYTHONWARNINGS="ignore"),
+        timeout=600,
     )
     log = train.stdout + train.stderr
     assert train.returncode == 0, log[-4000:]

@@ -2,6 +2,7 @@
 hand-built model where fairseq's search drops the greedy hypothesis and ours keeps it, equality with fairseq's search
 where that one is exact, the never-below-greedy and never-below-fairseq properties on every model family and on
 models trained on SCAN and COGS, the task, the hint and the analysis tools' option."""
+
 import json
 import logging
 import math
@@ -72,9 +73,11 @@ def generators(model, dictionary, beam, **kwargs):
 
     from fairseq_lexical.sequence_generator import KeepBestSequenceGenerator
 
-    return (SequenceGenerator([model], dictionary, beam_size=beam, **kwargs),
-            KeepBestSequenceGenerator([model], dictionary, beam_size=beam, **kwargs),
-            SequenceGenerator([model], dictionary, beam_size=1, **kwargs))
+    return (
+        SequenceGenerator([model], dictionary, beam_size=beam, **kwargs),
+        KeepBestSequenceGenerator([model], dictionary, beam_size=beam, **kwargs),
+        SequenceGenerator([model], dictionary, beam_size=1, **kwargs),
+    )
 
 
 def words_of(dictionary, hypo):
@@ -124,6 +127,7 @@ def test_a_tie_goes_to_greedy_decodings_hypothesis():
     """A lexicon row can split its mass evenly between two words (COGS's Simple lexicon does): the hypotheses tie,
     greedy decoding takes the lower word id, and so does the keep-best search, whichever row found which."""
     for first, second in (("a", "b"), ("b", "a")):
+
         def tie(prefix):
             if not prefix:
                 return {first: 0.3, second: 0.3, "c": 0.4}
@@ -146,6 +150,7 @@ def test_keeps_fairseqs_beam_when_words_tie_for_its_last_place():
     holds the best continuation, both return the same hypotheses (the greedy word is among fairseq's three)."""
     words = [f"w{i}" for i in range(16)]
     for best in range(16):
+
         def after(prefix, best=best):
             if not prefix:
                 return {w: 1 / 16 for w in words}
@@ -192,6 +197,7 @@ def test_equals_fairseqs_search_where_that_is_exact(beam):
 def test_never_below_greedy_nor_fairseq_on_random_tables(lenpen):
     """Random peaked tables over 5 words: for every length penalty the best hypothesis scores at least greedy
     decoding's and fairseq's (scores as each search ranks them)."""
+
     def table(prefix, seed):
         if len(prefix) >= 7:
             return {"</s>": 1.0}
@@ -214,6 +220,7 @@ def test_never_below_greedy_nor_fairseq_on_random_tables(lenpen):
 def test_repeated_ngrams_are_blocked():
     """--no-repeat-ngram-size 2: ours never repeats a bigram. fairseq 0.12's own blocker without its CUDA extension
     reads the padded end of its token buffer and blocks nothing, so there 'a b' comes back three times."""
+
     def table(prefix):
         if len(prefix) >= 6:
             return {"</s>": 1.0}
@@ -253,8 +260,14 @@ def test_every_family_is_never_below_greedy_nor_fairseq(toy_data, family):
     model, task, _ = build_model(toy_data / "bin", *FAMILIES[family](str(toy_data / "lexicon.tsv")))
     model.eval()
     sample = toy_batch(task, make_toy_pairs(12, 5))
-    settings = [dict(), dict(normalize_scores=False), dict(len_penalty=0.5), dict(min_len=3),
-                dict(unk_penalty=1.0), dict(no_repeat_ngram_size=2)]
+    settings = [
+        dict(),
+        dict(normalize_scores=False),
+        dict(len_penalty=0.5),
+        dict(min_len=3),
+        dict(unk_penalty=1.0),
+        dict(no_repeat_ngram_size=2),
+    ]
     for kwargs in settings:
         fairseq, ours, greedy = generators(model, task.target_dictionary, beam=4, max_len_b=10, **kwargs)
         with torch.no_grad():
@@ -268,8 +281,9 @@ def test_every_family_is_never_below_greedy_nor_fairseq(toy_data, family):
                 length = h["tokens"].numel()
                 assert length >= kwargs.get("min_len", 1) + 1
                 raw = h["positional_scores"].sum().item()
-                expected = raw if not kwargs.get("normalize_scores", True) else raw / length ** kwargs.get(
-                    "len_penalty", 1.0)
+                expected = (
+                    raw if not kwargs.get("normalize_scores", True) else raw / length ** kwargs.get("len_penalty", 1.0)
+                )
                 assert h["score"].item() == pytest.approx(expected, abs=1e-4)
 
 
@@ -281,8 +295,9 @@ def test_an_ensemble_decodes_with_the_keep_best_search(toy_data):
     models = []
     for seed in (1, 2):
         torch.manual_seed(seed)
-        models.append(build_model(toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon",
-                                  toy_data / "lexicon.tsv")[0].eval())
+        models.append(
+            build_model(toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", toy_data / "lexicon.tsv")[0].eval()
+        )
     task = build_model(toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", toy_data / "lexicon.tsv")[1]
     sample = toy_batch(task, [("a1 and a2", "B1 B2"), ("a3 twice", "B3 B3")])
     with torch.no_grad():
@@ -322,8 +337,10 @@ def trained(tmp_path_factory):
     from lexical_offline.textio import read_pairs
 
     data = {
-        "scan_jump": [read_pairs(shared_data("scan", f"tasks_{split}_addprim_jump.txt"), fmt="scan")
-                      for split in ("train", "test")],
+        "scan_jump": [
+            read_pairs(shared_data("scan", f"tasks_{split}_addprim_jump.txt"), fmt="scan")
+            for split in ("train", "test")
+        ],
         "cogs": [read_pairs(shared_data("cogs", f"{split}.tsv"), fmt="tsv-columns") for split in ("train", "gen")],
     }
     work = tmp_path_factory.mktemp("keep_best")
@@ -335,19 +352,79 @@ def trained(tmp_path_factory):
         _write_pairs(d / "valid", train[2000:2100])
         short = [(s, t) for s, t in test if len(t.split()) <= 60]  # fewer steps for undertrained models
         _write_pairs(d / "test", short[:: len(short) // 100][:100])
-        run_cli("fairseq-lexical-build-lexicon", "--method", "simple", "--src", d / "train.src", "--tgt",
-                d / "train.tgt", "-o", d / "simple.tsv")
-        run_cli("fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt", "--trainpref", d / "train",
-                "--validpref", d / "valid", "--testpref", d / "test", "--destdir", d / "bin", "--workers", "1")
-        jobs.append(["fairseq-train", str(d / "bin"), "--user-dir", USER_DIR, "--arch", "lex_lstm_small",
-                     "--lexicon", str(d / "simple.tsv"), "--decoder-output", "combined", "--criterion",
-                     "lexical_cross_entropy", "--optimizer", "adam", "--lr", "0.005", "--batch-size", "32",
-                     "--max-update", str(UPDATES[name]), "--save-dir", str(d / "ck"), "--no-epoch-checkpoints",
-                     "--disable-validation", "--num-workers", "0", "--seed", "1", "--no-progress-bar"])
+        run_cli(
+            "fairseq-lexical-build-lexicon",
+            "--method",
+            "simple",
+            "--src",
+            d / "train.src",
+            "--tgt",
+            d / "train.tgt",
+            "-o",
+            d / "simple.tsv",
+        )
+        run_cli(
+            "fairseq-preprocess",
+            "--source-lang",
+            "src",
+            "--target-lang",
+            "tgt",
+            "--trainpref",
+            d / "train",
+            "--validpref",
+            d / "valid",
+            "--testpref",
+            d / "test",
+            "--destdir",
+            d / "bin",
+            "--workers",
+            "1",
+        )
+        jobs.append(
+            [
+                "fairseq-train",
+                str(d / "bin"),
+                "--user-dir",
+                USER_DIR,
+                "--arch",
+                "lex_lstm_small",
+                "--lexicon",
+                str(d / "simple.tsv"),
+                "--decoder-output",
+                "combined",
+                "--criterion",
+                "lexical_cross_entropy",
+                "--optimizer",
+                "adam",
+                "--lr",
+                "0.005",
+                "--batch-size",
+                "32",
+                "--max-update",
+                str(UPDATES[name]),
+                "--save-dir",
+                str(d / "ck"),
+                "--no-epoch-checkpoints",
+                "--disable-validation",
+                "--num-workers",
+                "0",
+                "--seed",
+                "1",
+                "--no-progress-bar",
+            ]
+        )
     # the two trainings side by side, a thread each (CI has 2 cores)
     env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
-    procs = [subprocess.Popen([sys.executable, "-c", _TRAIN, json.dumps([job])], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, env=env) for job in jobs]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _TRAIN, json.dumps([job])],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+        )
+        for job in jobs
+    ]
     for proc in procs:
         output, _ = proc.communicate(timeout=900)
         assert proc.returncode == 0, output[-5000:]
@@ -393,8 +470,15 @@ def test_the_task_builds_the_keep_best_generator_and_leaves_the_rest_to_fairseq(
 
     from fairseq_lexical.sequence_generator import KeepBestSequenceGenerator
 
-    model, task, _ = build_model(toy_data / "bin", "--arch", "lex_lstm_small", "--task", "lexical_translation",
-                                 "--lexicon", toy_data / "lexicon.tsv")
+    model, task, _ = build_model(
+        toy_data / "bin",
+        "--arch",
+        "lex_lstm_small",
+        "--task",
+        "lexical_translation",
+        "--lexicon",
+        toy_data / "lexicon.tsv",
+    )
     build = task.build_generator
     assert type(build([model], _generation())) is KeepBestSequenceGenerator
     assert build([model], _generation(nbest=3)).nbest == 3
@@ -407,8 +491,17 @@ def test_the_task_builds_the_keep_best_generator_and_leaves_the_rest_to_fairseq(
     assert "does not implement --print-alignment" in caplog.text and "does not implement --sampling" in caplog.text
     with pytest.raises(ValueError, match="beam_search='best'"):
         build([model], _generation(beam_search="best"))
-    _, fairseq_task, _ = build_model(toy_data / "bin", "--arch", "lex_lstm_small", "--task", "lexical_translation",
-                                     "--beam-search", "fairseq", "--lexicon", toy_data / "lexicon.tsv")
+    _, fairseq_task, _ = build_model(
+        toy_data / "bin",
+        "--arch",
+        "lex_lstm_small",
+        "--task",
+        "lexical_translation",
+        "--beam-search",
+        "fairseq",
+        "--lexicon",
+        toy_data / "lexicon.tsv",
+    )
     assert type(fairseq_task.build_generator([model], _generation())) is SequenceGenerator
     _, lla_task, _ = build_model(toy_data / "bin", "--arch", "lla_lstm_small", "--task", "lla_translation")
     assert type(lla_task.build_generator([model], _generation())) is KeepBestSequenceGenerator
@@ -438,23 +531,66 @@ def test_a_beam_search_with_fairseqs_task_prints_the_hint_once(toy_data, monkeyp
 def toy_run(toy_data, tmp_path_factory):
     """A save directory with checkpoint_last.pt: lex_lstm_small after 20 updates on the toy task."""
     run = tmp_path_factory.mktemp("toy_run")
-    run_cli("fairseq-train", toy_data / "bin", "--user-dir", USER_DIR, "--arch", "lex_lstm_small", "--lexicon",
-            toy_data / "lexicon.tsv", "--criterion", "lexical_cross_entropy", "--optimizer", "adam", "--lr", "0.005",
-            "--batch-size", "8", "--max-update", "20", "--save-dir", run, "--no-epoch-checkpoints",
-            "--disable-validation", "--num-workers", "0")
+    run_cli(
+        "fairseq-train",
+        toy_data / "bin",
+        "--user-dir",
+        USER_DIR,
+        "--arch",
+        "lex_lstm_small",
+        "--lexicon",
+        toy_data / "lexicon.tsv",
+        "--criterion",
+        "lexical_cross_entropy",
+        "--optimizer",
+        "adam",
+        "--lr",
+        "0.005",
+        "--batch-size",
+        "8",
+        "--max-update",
+        "20",
+        "--save-dir",
+        run,
+        "--no-epoch-checkpoints",
+        "--disable-validation",
+        "--num-workers",
+        "0",
+    )
     return run
 
 
 def test_fairseq_generate_decodes_with_the_task_and_hints_without_it(toy_data, toy_run):
-    common = [toy_data / "bin", "--user-dir", USER_DIR, "--path", toy_run / "checkpoint_last.pt", "--gen-subset",
-              "test", "--beam", "4", "--max-len-b", "10"]
+    common = [
+        toy_data / "bin",
+        "--user-dir",
+        USER_DIR,
+        "--path",
+        toy_run / "checkpoint_last.pt",
+        "--gen-subset",
+        "test",
+        "--beam",
+        "4",
+        "--max-len-b",
+        "10",
+    ]
     # the three decodings side by side (each is mostly fairseq's start-up)
-    runs = [subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "fairseq-generate"), *map(str, common),
-                              *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            for extra in (["--task", "lexical_translation"],
-                          ["--task", "lexical_translation", "--beam-search", "fairseq"], [])]
-    with_task, switched_off, without = [subprocess.CompletedProcess(p.args, 0, *p.communicate(timeout=300))
-                                        for p in runs]
+    runs = [
+        subprocess.Popen(
+            [os.path.join(os.path.dirname(sys.executable), "fairseq-generate"), *map(str, common), *extra],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for extra in (
+            ["--task", "lexical_translation"],
+            ["--task", "lexical_translation", "--beam-search", "fairseq"],
+            [],
+        )
+    ]
+    with_task, switched_off, without = [
+        subprocess.CompletedProcess(p.args, 0, *p.communicate(timeout=300)) for p in runs
+    ]
     assert all(p.returncode == 0 for p in runs), [p.stderr[-2000:] for p in (with_task, switched_off, without)]
     assert "keeps the best" in without.stderr and "keeps the best" not in with_task.stderr + switched_off.stderr
 
@@ -464,8 +600,9 @@ def test_fairseq_generate_decodes_with_the_task_and_hints_without_it(toy_data, t
     ours, theirs = best(with_task.stdout), best(without.stdout)
     assert ours.keys() == theirs.keys() and len(ours) == 20
     assert all(ours[k] >= theirs[k] - 1e-3 for k in ours)
-    assert [l for l in switched_off.stdout.splitlines() if l[:2] in ("H-", "P-")] == \
-        [l for l in without.stdout.splitlines() if l[:2] in ("H-", "P-")]
+    assert [l for l in switched_off.stdout.splitlines() if l[:2] in ("H-", "P-")] == [
+        l for l in without.stdout.splitlines() if l[:2] in ("H-", "P-")
+    ]
 
 
 def test_the_analysis_tools_take_the_search(toy_data):
@@ -488,8 +625,12 @@ def test_the_recipes_comparison_decodes_a_run_three_ways(toy_data, toy_run, tmp_
     from recipes import beam_search
 
     out = tmp_path / "summary.json"
-    assert beam_search.main([str(toy_run), "--bin", str(toy_data / "bin"), "--max-len-b", "10", "--rounds", "1",
-                             "-o", str(out)]) == 0
+    assert (
+        beam_search.main(
+            [str(toy_run), "--bin", str(toy_data / "bin"), "--max-len-b", "10", "--rounds", "1", "-o", str(out)]
+        )
+        == 0
+    )
     summary = json.loads(out.read_text())
     (result,) = summary["results"]
     assert result["sentences"] == 20 and set(result["searches"]) == {"greedy", "fairseq", "keep-best"}

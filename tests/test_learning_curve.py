@@ -1,5 +1,6 @@
 """recipes.learning_curve and recipes.plot_curves on a run directory made here (no training: the decoded outputs
 and the log are written by the test, so what the curve reads from each is known)."""
+
 import json
 import os
 
@@ -22,7 +23,9 @@ def test_curve_reads_decoded_outputs_and_the_json_log(tmp_path, capsys):
     write_generate(run / "curve" / "test_beam1_4000.txt", [("A B", "A B"), ("A A", "A A"), ("B", "B"), ("A", "B")], 1)
     # fairseq's --log-format json records: one validation at 2000 updates (the one at 4000 is missing)
     with open(run / "train.log", "w") as f:
-        f.write('2026-11-24 00:00:00 | INFO | valid | {"epoch": 9, "valid_loss": "0.641", "valid_num_updates": "2000"}\n')
+        f.write(
+            '2026-11-24 00:00:00 | INFO | valid | {"epoch": 9, "valid_loss": "0.641", "valid_num_updates": "2000"}\n'
+        )
         f.write('2026-11-24 00:00:01 | INFO | train_inner | {"epoch": 9, "loss": "0.2", "num_updates": "2050"}\n')
     out = tmp_path / "curve.json"
     learning_curve.main([str(run), "--bin", str(tmp_path / "no_bin"), "--beams", "1", "-o", str(out)])

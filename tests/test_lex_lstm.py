@@ -1,4 +1,5 @@
 """`lex_lstm`: decoding equals teacher forcing, the gate at 1 is the plain LSTM, the lexicon lives in the checkpoint."""
+
 import json
 
 import pytest
@@ -28,8 +29,13 @@ def lex_model(toy_data):
 def test_incremental_decoding_reproduces_teacher_forced_scores(toy_data, gate_features, device):
     torch.manual_seed(1)
     model, task, _ = build_model(
-        toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", toy_data / "lexicon.tsv",
-        "--gate-features", gate_features,
+        toy_data / "bin",
+        "--arch",
+        "lex_lstm_small",
+        "--lexicon",
+        toy_data / "lexicon.tsv",
+        "--gate-features",
+        gate_features,
     )
     assert_incremental_matches_teacher_forcing(model, toy_batch(task, PAIRS), device=device)
 
@@ -67,9 +73,23 @@ def test_plain_lstm_matches_fairseq_stock_lstm(toy_data):
     plain, task, _ = build_model(toy_data / "bin", "--arch", "lstm_plain_small")
     torch.manual_seed(0)
     stock, _, _ = build_model(
-        toy_data / "bin", "--arch", "lstm", "--encoder-layers", "2", "--decoder-layers", "2",
-        "--encoder-embed-dim", "128", "--decoder-embed-dim", "128", "--decoder-out-embed-dim", "128",
-        "--encoder-hidden-size", "128", "--decoder-hidden-size", "128",
+        toy_data / "bin",
+        "--arch",
+        "lstm",
+        "--encoder-layers",
+        "2",
+        "--decoder-layers",
+        "2",
+        "--encoder-embed-dim",
+        "128",
+        "--decoder-embed-dim",
+        "128",
+        "--decoder-out-embed-dim",
+        "128",
+        "--encoder-hidden-size",
+        "128",
+        "--decoder-hidden-size",
+        "128",
     )
     stock.load_state_dict(plain.state_dict(), strict=True)
     plain.eval(), stock.eval()
@@ -116,8 +136,15 @@ def test_identity_and_uniform_lexicons_build(toy_data):
     assert model.decoder.lexical_head.dense  # a trainable uniform lexicon is stored densely
 
 
-@pytest.mark.parametrize("arch,units,lexical", [("lex_lstm_small", 128, True), ("lex_lstm_medium", 256, True),
-                                                 ("lstm_plain_small", 128, False), ("lstm_plain_medium", 256, False)])
+@pytest.mark.parametrize(
+    "arch,units,lexical",
+    [
+        ("lex_lstm_small", 128, True),
+        ("lex_lstm_medium", 256, True),
+        ("lstm_plain_small", 128, False),
+        ("lstm_plain_medium", 256, False),
+    ],
+)
 def test_cpu_sized_archs_have_their_units_everywhere(toy_data, arch, units, lexical):
     """The recipes' CPU presets pick these archs by hidden size (examples/recipes/settings.py): embeddings, both
     LSTMs and the output all of that size, and a command-line size still wins."""
@@ -133,11 +160,18 @@ def test_cpu_sized_archs_have_their_units_everywhere(toy_data, arch, units, lexi
 def test_embedding_init_normal_is_torch_default_scale(toy_data):
     torch.manual_seed(2)
     uniform, _, _ = build_model(toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", toy_data / "lexicon.tsv")
-    normal, _, _ = build_model(toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", toy_data / "lexicon.tsv",
-                               "--embedding-init", "normal")
+    normal, _, _ = build_model(
+        toy_data / "bin",
+        "--arch",
+        "lex_lstm_small",
+        "--lexicon",
+        toy_data / "lexicon.tsv",
+        "--embedding-init",
+        "normal",
+    )
     for model, lo, hi in ((uniform, 0.0, 0.1), (normal, 0.8, 1.2)):
         for embed in (model.encoder.embed_tokens, model.decoder.embed_tokens):
-            rows = torch.cat([embed.weight[: embed.padding_idx], embed.weight[embed.padding_idx + 1:]])
+            rows = torch.cat([embed.weight[: embed.padding_idx], embed.weight[embed.padding_idx + 1 :]])
             assert lo < rows.std().item() < hi
             assert embed.weight[embed.padding_idx].abs().sum().item() == 0
 
@@ -145,8 +179,17 @@ def test_embedding_init_normal_is_torch_default_scale(toy_data):
 def test_copy_token_gate_decodes_like_teacher_forcing(toy_data, device):
     torch.manual_seed(3)
     model, task, _ = build_model(
-        toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", toy_data / "lexicon.tsv",
-        "--gate-form", "copy-token", "--gate-features", "output", "--dropout", "0",
+        toy_data / "bin",
+        "--arch",
+        "lex_lstm_small",
+        "--lexicon",
+        toy_data / "lexicon.tsv",
+        "--gate-form",
+        "copy-token",
+        "--gate-features",
+        "output",
+        "--dropout",
+        "0",
     )
     assert_incremental_matches_teacher_forcing(model, toy_batch(task, PAIRS), device=device)
     assert_beam_scores_match_teacher_forcing(model, task, toy_batch(task, PAIRS), beam=5, device=device)
@@ -156,8 +199,19 @@ def test_copy_token_gate_decodes_like_teacher_forcing(toy_data, device):
 def test_combined_decoder_output_decodes_like_teacher_forcing(toy_data, gate, device):
     torch.manual_seed(4)
     model, task, _ = build_model(
-        toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", toy_data / "lexicon.tsv",
-        "--decoder-output", "combined", "--gate-form", gate[0], "--gate-features", gate[1], "--write-dropout", "0.5",
+        toy_data / "bin",
+        "--arch",
+        "lex_lstm_small",
+        "--lexicon",
+        toy_data / "lexicon.tsv",
+        "--decoder-output",
+        "combined",
+        "--gate-form",
+        gate[0],
+        "--gate-features",
+        gate[1],
+        "--write-dropout",
+        "0.5",
     )
     assert_incremental_matches_teacher_forcing(model, toy_batch(task, PAIRS), device=device)
     assert_beam_scores_match_teacher_forcing(model, task, toy_batch(task, PAIRS), beam=5, device=device)
@@ -168,8 +222,15 @@ def test_combined_decoder_output_is_the_linear_map_of_its_four_inputs(toy_data):
     and p_write = softmax(W_out o_1): no tanh, the input feed of step 1 is zero."""
     torch.manual_seed(5)
     model, task, _ = build_model(
-        toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", "none", "--decoder-output", "combined",
-        "--dropout", "0",
+        toy_data / "bin",
+        "--arch",
+        "lex_lstm_small",
+        "--lexicon",
+        "none",
+        "--decoder-output",
+        "combined",
+        "--dropout",
+        "0",
     )
     model.eval()
     dec = model.decoder
@@ -182,7 +243,7 @@ def test_combined_decoder_output_is_the_linear_map_of_its_four_inputs(toy_data):
         step_input = torch.cat([emb, torch.zeros(dec.hidden_size)])
         h, c = step_input, None
         for i, cell in enumerate(dec.layers):
-            h, c = torch.nn.LSTMCell.forward(cell, h.unsqueeze(0), (h0[i:i + 1], c0[i:i + 1]))
+            h, c = torch.nn.LSTMCell.forward(cell, h.unsqueeze(0), (h0[i : i + 1], c0[i : i + 1]))
             h = h[0]
         query = dec.attention.input_proj.weight @ h + dec.attention.input_proj.bias
         a = torch.softmax(enc @ query, dim=0)
@@ -200,8 +261,19 @@ def test_combined_decoder_output_stays_finite_on_long_beam_hypotheses(toy_data):
 
     torch.manual_seed(6)
     model, task, _ = build_model(
-        toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", toy_data / "lexicon.tsv",
-        "--decoder-output", "combined", "--gate-form", "copy-token", "--gate-features", "output", "--dropout", "0",
+        toy_data / "bin",
+        "--arch",
+        "lex_lstm_small",
+        "--lexicon",
+        toy_data / "lexicon.tsv",
+        "--decoder-output",
+        "combined",
+        "--gate-form",
+        "copy-token",
+        "--gate-features",
+        "output",
+        "--dropout",
+        "0",
     )
     model.eval()
     dec = model.decoder
@@ -213,17 +285,30 @@ def test_combined_decoder_output_stays_finite_on_long_beam_hypotheses(toy_data):
     gen = SequenceGenerator([model], task.target_dictionary, beam_size=5, max_len_a=0, max_len_b=60)
     with torch.no_grad():
         hypos = gen.forward(sample)  # fairseq: "AssertionError: 60 < 60" when a hypothesis cannot end
-        prev = torch.cat([sample["net_input"]["prev_output_tokens"][:, :1],
-                          torch.full((len(PAIRS), 59), task.target_dictionary.index("B1"))], dim=1)
-        lp = model.get_normalized_probs(model(sample["net_input"]["src_tokens"], sample["net_input"]["src_lengths"],
-                                              prev), log_probs=True)
-    assert torch.isfinite(lp[..., task.target_dictionary.nspecial:]).all()
+        prev = torch.cat(
+            [
+                sample["net_input"]["prev_output_tokens"][:, :1],
+                torch.full((len(PAIRS), 59), task.target_dictionary.index("B1")),
+            ],
+            dim=1,
+        )
+        lp = model.get_normalized_probs(
+            model(sample["net_input"]["src_tokens"], sample["net_input"]["src_lengths"], prev), log_probs=True
+        )
+    assert torch.isfinite(lp[..., task.target_dictionary.nspecial :]).all()
     assert all(torch.isfinite(h["score"]) for nbest in hypos for h in nbest)
 
 
 def test_combined_decoder_output_keeps_one_copy_of_the_first_cell(toy_data):
-    model, _, _ = build_model(toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", toy_data / "lexicon.tsv",
-                              "--decoder-output", "combined")
+    model, _, _ = build_model(
+        toy_data / "bin",
+        "--arch",
+        "lex_lstm_small",
+        "--lexicon",
+        toy_data / "lexicon.tsv",
+        "--decoder-output",
+        "combined",
+    )
     names = [n for n, _ in model.named_parameters()]
     assert len(names) == len(set(names))
     assert not any(n.startswith("decoder.attention._cell") for n in model.state_dict())
@@ -232,9 +317,19 @@ def test_combined_decoder_output_keeps_one_copy_of_the_first_cell(toy_data):
 def test_combined_decoder_output_drops_the_gate_output_feature_once(toy_data):
     """With --decoder-output combined, o_t already carries the write dropout: the gate must not drop it again,
     while the other gate features still get it."""
-    model, task, _ = build_model(toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", toy_data / "lexicon.tsv",
-                                 "--decoder-output", "combined", "--gate-features", "output,hidden",
-                                 "--write-dropout", "0.5")
+    model, task, _ = build_model(
+        toy_data / "bin",
+        "--arch",
+        "lex_lstm_small",
+        "--lexicon",
+        toy_data / "lexicon.tsv",
+        "--decoder-output",
+        "combined",
+        "--gate-features",
+        "output,hidden",
+        "--write-dropout",
+        "0.5",
+    )
     model.train()
     dec = model.decoder
     out, hidden = torch.ones(2, 3, 128), torch.ones(2, 3, 128)
@@ -255,23 +350,51 @@ def test_resuming_with_another_lexicon_file_stops_unless_reset_lexicon(toy_data,
 
     def train(lexicon, max_update, *extra, check=True):
         return run_cli(
-            "fairseq-train", toy_data / "bin", "--user-dir", os.path.join(REPO, "fairseq_lexical"),
-            "--arch", "lex_lstm_small", "--lexicon", lexicon, "--criterion", "lexical_cross_entropy",
-            "--optimizer", "adam", "--lr", "0.005", "--batch-size", "8", "--max-update", max_update,
-            "--save-dir", tmp_path / "ckpt", "--no-epoch-checkpoints", "--num-workers", "0", "--seed", "3",
-            "--log-format", "simple", *extra, check=check,
+            "fairseq-train",
+            toy_data / "bin",
+            "--user-dir",
+            os.path.join(REPO, "fairseq_lexical"),
+            "--arch",
+            "lex_lstm_small",
+            "--lexicon",
+            lexicon,
+            "--criterion",
+            "lexical_cross_entropy",
+            "--optimizer",
+            "adam",
+            "--lr",
+            "0.005",
+            "--batch-size",
+            "8",
+            "--max-update",
+            max_update,
+            "--save-dir",
+            tmp_path / "ckpt",
+            "--no-epoch-checkpoints",
+            "--num-workers",
+            "0",
+            "--seed",
+            "3",
+            "--log-format",
+            "simple",
+            *extra,
+            check=check,
         )
 
     first = train(toy_data / "lexicon.tsv", 3)
     refused = train(other, 6, check=False)
     assert refused.returncode != 0
     old = re.search(r"lexicon \S+lexicon\.tsv: fingerprint ([0-9a-f]{12})", first.stdout + first.stderr).group(1)
-    assert re.search(rf"--lexicon {re.escape(str(other))} \(fingerprint [0-9a-f]{{12}}\) is not the lexicon stored "
-                     rf"in the checkpoint \(fingerprint {old}\)", refused.stdout + refused.stderr)
+    assert re.search(
+        rf"--lexicon {re.escape(str(other))} \(fingerprint [0-9a-f]{{12}}\) is not the lexicon stored "
+        rf"in the checkpoint \(fingerprint {old}\)",
+        refused.stdout + refused.stderr,
+    )
     reset = train(other, 6, "--reset-lexicon")
     assert "num_updates 6" in reset.stdout + reset.stderr
-    assert re.search(rf"--reset-lexicon: the checkpoint's lexicon \(fingerprint {old}\) is replaced",
-                     reset.stdout + reset.stderr)
+    assert re.search(
+        rf"--reset-lexicon: the checkpoint's lexicon \(fingerprint {old}\) is replaced", reset.stdout + reset.stderr
+    )
     state = torch.load(tmp_path / "ckpt" / "checkpoint_last.pt")["model"]
     model, task, _ = build_model(toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", other)
     head = model.decoder.lexical_head
@@ -286,41 +409,61 @@ def test_output_growth_tool_measures_the_fed_back_output(toy_data, tmp_path):
     and the command line on a checkpoint of that model."""
     tool = tool_module("output_growth")
     torch.manual_seed(6)
-    model, task, args = build_model(toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", "none",
-                                    "--decoder-output", "combined")
+    model, task, args = build_model(
+        toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", "none", "--decoder-output", "combined"
+    )
     proj = model.decoder.attention.output_proj
     embed, hidden = args.decoder_embed_dim, args.decoder_hidden_size
     with torch.no_grad():
         proj.weight.zero_()
-        proj.weight[:, embed:embed + hidden] = 2 * torch.eye(hidden)
+        proj.weight[:, embed : embed + hidden] = 2 * torch.eye(hidden)
         proj.bias.copy_(torch.linspace(-0.5, 0.25, hidden))
     norms = tool.output_norms(model, [toy_batch(task, PAIRS)], task.target_dictionary.pad())  # by the pairs' index
     for i, (_, target) in enumerate(PAIRS):
         length = len(target.split()) + 1  # and </s>
         torch.testing.assert_close(torch.tensor(norms[i]), 0.5 * (2.0 ** torch.arange(1, length + 1) - 1))
     summary = tool.summarise(norms, top=1, every=2)
-    assert summary["max"] == 0.5 * (2 ** 4 - 1) and summary["worst"][0]["length"] == 4
+    assert summary["max"] == 0.5 * (2**4 - 1) and summary["worst"][0]["length"] == 4
     assert summary["worst"][0]["growth_per_step"] == pytest.approx(15 ** (1 / 3))
 
     path = tmp_path / "checkpoint.pt"
     save_checkpoint(path, args, model)
-    out = run_cli("python", REPO + "/tools/output_growth.py", toy_data / "bin", "--path", path, "--subset", "valid",
-                  "--json", tmp_path / "growth.json")
+    out = run_cli(
+        "python",
+        REPO + "/tools/output_growth.py",
+        toy_data / "bin",
+        "--path",
+        path,
+        "--subset",
+        "valid",
+        "--json",
+        tmp_path / "growth.json",
+    )
     numbers = json.loads((tmp_path / "growth.json").read_text())
     assert numbers["sentences"] == 20 and "max_t |o_t| median" in out.stdout
-    refused = run_cli("python", REPO + "/tools/output_growth.py", toy_data / "bin", "--path", path, "--subset",
-                      "tset", check=False)
+    refused = run_cli(
+        "python", REPO + "/tools/output_growth.py", toy_data / "bin", "--path", path, "--subset", "tset", check=False
+    )
     assert refused.returncode == 2 and "cannot load subset 'tset'" in refused.stderr
     plain, _, plain_args = build_model(toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", "none")
     save_checkpoint(path, plain_args, plain)
     refused = run_cli("python", REPO + "/tools/output_growth.py", toy_data / "bin", "--path", path, check=False)
     assert refused.returncode == 2 and "not a lex_lstm with --decoder-output combined" in refused.stderr
-    refused = run_cli("python", REPO + "/tools/output_growth.py", toy_data / "bin", "--path", path, "--json", path,
-                      check=False)
+    refused = run_cli(
+        "python", REPO + "/tools/output_growth.py", toy_data / "bin", "--path", path, "--json", path, check=False
+    )
     assert refused.returncode == 2 and "is the same file as the input --path" in refused.stderr
     (tmp_path / "link.pt").symlink_to(path)  # another spelling of the checkpoint
-    refused = run_cli("python", REPO + "/tools/output_growth.py", toy_data / "bin", "--path", path, "--json",
-                      tmp_path / "link.pt", check=False)
+    refused = run_cli(
+        "python",
+        REPO + "/tools/output_growth.py",
+        toy_data / "bin",
+        "--path",
+        path,
+        "--json",
+        tmp_path / "link.pt",
+        check=False,
+    )
     assert refused.returncode == 2 and "is the same file as the input --path" in refused.stderr
 
 

@@ -1,6 +1,7 @@
 """`lex_transformer` / `pgn_transformer`: decoding equals teacher forcing, the head is the PGN formula, p_copy = 0 is
 fairseq's Transformer, repeated source tokens add their copy mass, and the scatter-then-softmax reproduction differs
 as described in docs/transformer.md."""
+
 import math
 import os
 import re
@@ -19,11 +20,19 @@ from model_checks import (
 
 PAIRS = [("a1 twice and a2", "B1 B1 B2"), ("a3", "B3"), ("a4 and a5 twice", "B4 B5 B5"), ("a6 and a1", "B6 B1")]
 # Sources of different lengths (left padding), targets of one length (no target padding at all).
-SAME_TGT_LEN = [("a1 twice and a2", "B1 B1 B2"), ("a2 and a3 and a4", "B2 B3 B4"), ("a5 a6 a1", "B5 B6 B1"),
-                ("a6 twice", "B6 B6 B6")]
+SAME_TGT_LEN = [
+    ("a1 twice and a2", "B1 B1 B2"),
+    ("a2 and a3 and a4", "B2 B3 B4"),
+    ("a5 a6 a1", "B5 B6 B1"),
+    ("a6 twice", "B6 B6 B6"),
+]
 # For the joined dictionary: sources whose words occur in the target too (copying is possible), with repeats.
-JOINED_PAIRS = [("a1 twice and a1", "B1 B1 a1"), ("a3", "a3 B3 B3"), ("a4 and a5 twice", "B4 B5 B5"),
-                ("a6 a6", "a6 a6 B6")]
+JOINED_PAIRS = [
+    ("a1 twice and a1", "B1 B1 a1"),
+    ("a3", "a3 B3 B3"),
+    ("a4 and a5 twice", "B4 B5 B5"),
+    ("a6 a6", "a6 a6 B6"),
+]
 SPECIALS = ["<s>", "<pad>", "</s>", "<unk>"]
 
 
@@ -32,9 +41,22 @@ def joined_data(toy_data, tmp_path_factory):
     """The toy corpus binarised with one joined dictionary (what --share-all-embeddings and the PGN need)."""
     dest = tmp_path_factory.mktemp("toy_joined") / "bin"
     run_cli(
-        "fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt", "--joined-dictionary",
-        "--trainpref", toy_data / "train", "--validpref", toy_data / "valid", "--testpref", toy_data / "test",
-        "--destdir", dest, "--workers", "1",
+        "fairseq-preprocess",
+        "--source-lang",
+        "src",
+        "--target-lang",
+        "tgt",
+        "--joined-dictionary",
+        "--trainpref",
+        toy_data / "train",
+        "--validpref",
+        toy_data / "valid",
+        "--testpref",
+        toy_data / "test",
+        "--destdir",
+        dest,
+        "--workers",
+        "1",
     )
     return dest
 
@@ -52,8 +74,12 @@ def lex_model(toy_data):
 # -- decoding -----------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "extra",
-    [[], ["--gate-features", "hidden"], ["--alignment-layer", "0", "--alignment-heads", "1"],
-     ["--decoder-normalize-before", "--encoder-normalize-before"]],
+    [
+        [],
+        ["--gate-features", "hidden"],
+        ["--alignment-layer", "0", "--alignment-heads", "1"],
+        ["--decoder-normalize-before", "--encoder-normalize-before"],
+    ],
     ids=["default", "hidden-gate", "layer0-head0", "pre-norm"],
 )
 def test_incremental_decoding_reproduces_teacher_forced_scores(toy_data, extra, device):
@@ -92,7 +118,9 @@ def test_extra_output_has_the_attention_and_the_gate(lex_model):
 
 
 def test_alignment_heads_one_reads_the_first_head_of_the_chosen_layer(toy_data):
-    model, task, _ = tiny(toy_data / "bin", "--lexicon", "identity", "--alignment-layer", "-2", "--alignment-heads", "1")
+    model, task, _ = tiny(
+        toy_data / "bin", "--lexicon", "identity", "--alignment-layer", "-2", "--alignment-heads", "1"
+    )
     model.eval()
     net = toy_batch(task, PAIRS)["net_input"]
     seen = {}
@@ -357,17 +385,54 @@ def test_train_and_generate_from_the_checkpoint_alone(toy_data, tmp_path):
     lexicon = tmp_path / "lexicon.tsv"
     shutil.copy(toy_data / "lexicon.tsv", lexicon)
     proc = run_cli(
-        "fairseq-train", toy_data / "bin", "--user-dir", user_dir, "--arch", "lex_transformer_tiny",
-        "--lexicon", lexicon, "--criterion", "lexical_cross_entropy", "--optimizer", "adam", "--lr", "0.005",
-        "--batch-size", "8", "--max-update", "16", "--save-dir", tmp_path / "ckpt", "--no-epoch-checkpoints",
-        "--num-workers", "0", "--log-format", "simple", "--log-interval", "4", "--seed", "3",
+        "fairseq-train",
+        toy_data / "bin",
+        "--user-dir",
+        user_dir,
+        "--arch",
+        "lex_transformer_tiny",
+        "--lexicon",
+        lexicon,
+        "--criterion",
+        "lexical_cross_entropy",
+        "--optimizer",
+        "adam",
+        "--lr",
+        "0.005",
+        "--batch-size",
+        "8",
+        "--max-update",
+        "16",
+        "--save-dir",
+        tmp_path / "ckpt",
+        "--no-epoch-checkpoints",
+        "--num-workers",
+        "0",
+        "--log-format",
+        "simple",
+        "--log-interval",
+        "4",
+        "--seed",
+        "3",
     )
     log = proc.stdout + proc.stderr
-    assert re.search(r"valid on 'valid' subset \| loss [\d.]+ \| nll_loss [\d.]+ \| p_gate [\d.]+ \| exact_match [\d.]+ \| ppl", log)
+    assert re.search(
+        r"valid on 'valid' subset \| loss [\d.]+ \| nll_loss [\d.]+ \| p_gate [\d.]+ \| exact_match [\d.]+ \| ppl", log
+    )
     lexicon.unlink()  # generation must need nothing but the checkpoint
     proc = run_cli(
-        "fairseq-generate", toy_data / "bin", "--user-dir", user_dir, "--path", tmp_path / "ckpt" / "checkpoint_last.pt",
-        "--gen-subset", "test", "--beam", "5", "--batch-size", "16",
+        "fairseq-generate",
+        toy_data / "bin",
+        "--user-dir",
+        user_dir,
+        "--path",
+        tmp_path / "ckpt" / "checkpoint_last.pt",
+        "--gen-subset",
+        "test",
+        "--beam",
+        "5",
+        "--batch-size",
+        "16",
     )
     hyps = [line for line in proc.stdout.splitlines() if line.startswith("H-")]
     assert sorted(int(h.split("\t")[0][2:]) for h in hyps) == list(range(20))
@@ -378,8 +443,23 @@ def test_benchmark_transformer_comparison_runs_at_a_tiny_size():
 
     benchmark = tool_module("benchmarking")
     opts = argparse.Namespace(
-        seed=1, vocab=60, hidden=16, layers=1, heads=2, ffn=32, top_k=1, batch_size=4, src_len=5, tgt_len=5,
-        steps=1, warmup=1, device="cpu", beam=2, gen_batches=1, gen_batch_size=2, gen_rounds=1,
+        seed=1,
+        vocab=60,
+        hidden=16,
+        layers=1,
+        heads=2,
+        ffn=32,
+        top_k=1,
+        batch_size=4,
+        src_len=5,
+        tgt_len=5,
+        steps=1,
+        warmup=1,
+        device="cpu",
+        beam=2,
+        gen_batches=1,
+        gen_batch_size=2,
+        gen_rounds=1,
     )
     table = benchmark.bench_transformer(opts, progress=lambda msg: None)
     lines = table.splitlines()

@@ -1,4 +1,5 @@
 """The lexical translation head against the paper's equations, on hand-computed cases."""
+
 import math
 
 import numpy as np
@@ -92,7 +93,10 @@ def test_lexical_translation_on_a_hand_computed_case(device):
     src_vocab = SPECIALS + ["dax", "lug"]
     tgt_vocab = SPECIALS + ["RED", "BLUE", "GREEN"]
     table = build_lexicon_table(
-        [("dax", "RED", 1.0), ("lug", "BLUE", 0.8), ("lug", "GREEN", 0.2)], src_vocab, tgt_vocab, 4,
+        [("dax", "RED", 1.0), ("lug", "BLUE", 0.8), ("lug", "GREEN", 0.2)],
+        src_vocab,
+        tgt_vocab,
+        4,
         temperature=1.0,
     )
     # temperature 1: lug row = softmax(0.8, 0.2)
@@ -210,11 +214,15 @@ def test_trainable_uniform_lexicon_is_dense_and_learns():
     assert head.lexicon_logits.grad[4, 5] > 0
 
 
-@pytest.mark.parametrize("device,dtype", [
-    ("cpu", torch.bfloat16),
-    pytest.param("cuda", torch.bfloat16, marks=needs_cuda),
-    pytest.param("cuda", torch.float16, marks=needs_cuda),
-], ids=["cpu-bf16", "cuda-bf16", "cuda-fp16"])
+@pytest.mark.parametrize(
+    "device,dtype",
+    [
+        ("cpu", torch.bfloat16),
+        pytest.param("cuda", torch.bfloat16, marks=needs_cuda),
+        pytest.param("cuda", torch.float16, marks=needs_cuda),
+    ],
+    ids=["cpu-bf16", "cuda-bf16", "cuda-fp16"],
+)
 def test_autocast_keeps_the_mixture_in_fp32(device, dtype):
     table = random_table(12, 20, k=3, seed=11)
     head = LexicalTranslationHead(table, gate_input_dim=6).to(device)
@@ -248,8 +256,9 @@ def test_sparse_mixture_equals_the_dense_mixture_in_value_and_gradient(trainable
     attn, src, logits, feats = random_inputs(2, 4, 9, 6, 12, seed=16, gate_dim=4, device=device)
     taken = []
     monkeypatch.setattr(head, "dense_is_cheaper", lambda src_tokens: taken.append(route) or route == "dense")
-    monkeypatch.setattr(head, "lexical_mass", lambda *a, lexical_mass=head.lexical_mass: taken.append("scatter")
-                        or lexical_mass(*a))
+    monkeypatch.setattr(
+        head, "lexical_mass", lambda *a, lexical_mass=head.lexical_mass: taken.append("scatter") or lexical_mass(*a)
+    )
     attn.requires_grad_(), logits.requires_grad_()
     weight = torch.randn(2, 4, 12, generator=torch.Generator().manual_seed(17)).to(device)
 
@@ -257,8 +266,9 @@ def test_sparse_mixture_equals_the_dense_mixture_in_value_and_gradient(trainable
     grads_sparse = torch.autograd.grad((sparse * weight).sum(), [attn, logits, *head.parameters()])
     assert taken == ([route, "scatter"] if route == "sparse" else [route])
     dense_L = torch.softmax(head.lexicon_logits, -1) * head.lexicon_slot_mask if trainable else head.lexicon_weights
-    rows = torch.zeros(6, 12, dtype=torch.float32, device=device).scatter_add(
-        1, head.lexicon_targets, dense_L.float())[src]  # eq. 9 written out: L[x_j, w]
+    rows = torch.zeros(6, 12, dtype=torch.float32, device=device).scatter_add(1, head.lexicon_targets, dense_L.float())[
+        src
+    ]  # eq. 9 written out: L[x_j, w]
     dense = lexical_mixture_log_probs(logits, head.gate_logit(feats), torch.einsum("bts,bsv->btv", attn, rows))
     grads_dense = torch.autograd.grad((dense * weight).sum(), [attn, logits, *head.parameters()])
     torch.testing.assert_close(sparse, dense, atol=1e-5, rtol=1e-5)
@@ -383,8 +393,11 @@ def test_a_checkpoint_with_another_lexicon_is_refused_or_replaced_on_request():
     saved = LexicalTranslationHead(random_table(12, 20, k=3, seed=41), gate_input_dim=6, source="old.tsv")
     state = saved.state_dict()
     other = random_table(12, 20, k=3, seed=42)
-    with pytest.raises(ValueError, match=r"--lexicon new\.tsv \(fingerprint [0-9a-f]{12}\) is not the lexicon "
-                                         r"stored in the checkpoint \(fingerprint [0-9a-f]{12}\).*--reset-lexicon"):
+    with pytest.raises(
+        ValueError,
+        match=r"--lexicon new\.tsv \(fingerprint [0-9a-f]{12}\) is not the lexicon "
+        r"stored in the checkpoint \(fingerprint [0-9a-f]{12}\).*--reset-lexicon",
+    ):
         LexicalTranslationHead(other, gate_input_dim=6, source="new.tsv").load_state_dict(state)
     reset = LexicalTranslationHead(other, gate_input_dim=6, source="new.tsv", reset_lexicon=True)
     fresh = LexicalTranslationHead(other, gate_input_dim=6)
@@ -392,7 +405,9 @@ def test_a_checkpoint_with_another_lexicon_is_refused_or_replaced_on_request():
     assert torch.equal(reset.lexicon_weights, fresh.lexicon_weights)  # the new file's lexicon
     assert torch.equal(reset.gate.weight, saved.gate.weight)  # the checkpoint's everything else
     # the same lexicon (built again from its file) loads, and so does any checkpoint into a placeholder
-    LexicalTranslationHead(random_table(12, 20, k=3, seed=41), gate_input_dim=6, source="old.tsv").load_state_dict(state)
+    LexicalTranslationHead(random_table(12, 20, k=3, seed=41), gate_input_dim=6, source="old.tsv").load_state_dict(
+        state
+    )
     placeholder = LexicalTranslationHead(uniform_lexicon_table(["x"] * 12, SPECIALS + ["y"] * 16, 4), gate_input_dim=6)
     placeholder.load_state_dict(state)
     assert torch.equal(placeholder.lexicon_fingerprint, saved.lexicon_fingerprint)
@@ -407,8 +422,10 @@ def test_a_trained_lexicon_keeps_the_fingerprint_of_its_file(trainable):
             saved.lexicon_logits.add_(1.0 * torch.arange(3))  # training moved the weights
     resumed = LexicalTranslationHead(table, gate_input_dim=6, trainable=trainable, source="lex.tsv")
     resumed.load_state_dict(saved.state_dict())
-    assert torch.equal(resumed.state_dict()["lexicon_" + ("logits" if trainable else "weights")],
-                       saved.state_dict()["lexicon_" + ("logits" if trainable else "weights")])
+    assert torch.equal(
+        resumed.state_dict()["lexicon_" + ("logits" if trainable else "weights")],
+        saved.state_dict()["lexicon_" + ("logits" if trainable else "weights")],
+    )
 
 
 def test_a_checkpoint_saved_before_fingerprints_is_checked_from_its_frozen_table():
@@ -418,16 +435,30 @@ def test_a_checkpoint_saved_before_fingerprints_is_checked_from_its_frozen_table
     LexicalTranslationHead(random_table(12, 20, k=3, seed=44), gate_input_dim=6, source="a.tsv").load_state_dict(state)
     with pytest.raises(ValueError, match="--lexicon b.tsv"):
         LexicalTranslationHead(random_table(12, 20, k=3, seed=45), gate_input_dim=6, source="b.tsv").load_state_dict(
-            dict(state))
+            dict(state)
+        )
 
 
 # -- every model with a lexicon, through the shared head ----------------------------------------------------------
 MODELS = {
     "lex_lstm": ["--arch", "lex_lstm_small"],
     "lex_transformer": ["--arch", "lex_transformer_tiny"],
-    "pgn_transformer": ["--arch", "pgn_transformer", "--encoder-layers", "1", "--decoder-layers", "1",
-                        "--encoder-embed-dim", "32", "--decoder-embed-dim", "32", "--encoder-ffn-embed-dim", "32",
-                        "--decoder-ffn-embed-dim", "32"],
+    "pgn_transformer": [
+        "--arch",
+        "pgn_transformer",
+        "--encoder-layers",
+        "1",
+        "--decoder-layers",
+        "1",
+        "--encoder-embed-dim",
+        "32",
+        "--decoder-embed-dim",
+        "32",
+        "--encoder-ffn-embed-dim",
+        "32",
+        "--decoder-ffn-embed-dim",
+        "32",
+    ],
     "rdangle_transformer": ["--arch", "rdangle_transformer_tiny"],
 }
 
@@ -451,7 +482,9 @@ def test_every_model_refuses_a_checkpoint_with_another_lexicon(toy_data, tmp_pat
     fresh_head = reset.decoder.lexical_head.state_dict()
     reset.load_state_dict(saved)
     for key, tensor in reset.decoder.lexical_head.state_dict().items():  # the new lexicon, the old gate
-        assert torch.equal(tensor, fresh_head[key] if not key.startswith("gate.") else saved["decoder.lexical_head." + key])
+        assert torch.equal(
+            tensor, fresh_head[key] if not key.startswith("gate.") else saved["decoder.lexical_head." + key]
+        )
     _build(toy_data, name, first, seed=2)[0].load_state_dict(saved)  # the same lexicon again: loads
 
 
@@ -488,13 +521,21 @@ def test_half_precision_keeps_a_frozen_dense_lexicon_exact():
     logits = head.lexicon_logits.clone()
     head.half()
     assert head.lexicon_logits.dtype == torch.float32 and torch.equal(head.lexicon_logits, logits)
-    trainable = LexicalTranslationHead(random_table(6, 12, k=3, seed=23), gate_input_dim=4, dense=True,
-                                       trainable=True).half()
+    trainable = LexicalTranslationHead(
+        random_table(6, 12, k=3, seed=23), gate_input_dim=4, dense=True, trainable=True
+    ).half()
     assert trainable.lexicon_logits.dtype == torch.float16  # a parameter: fairseq keeps its fp32 master copy
 
 
-HEAD_KEYS = ["gate.weight", "gate.bias", "uniform_target_dist", "lexicon_fingerprint", "lexicon_targets",
-             "lexicon_uniform_rows", "lexicon_weights"]
+HEAD_KEYS = [
+    "gate.weight",
+    "gate.bias",
+    "uniform_target_dist",
+    "lexicon_fingerprint",
+    "lexicon_targets",
+    "lexicon_uniform_rows",
+    "lexicon_weights",
+]
 
 
 @pytest.mark.parametrize("name", MODELS)

@@ -1,4 +1,5 @@
 """Offline lexicon learners (issue 3): facts the paper states, and hand-computed small cases."""
+
 import importlib.util
 import itertools
 import math
@@ -10,7 +11,10 @@ import pytest
 from conftest import REPO, shared_data
 
 from lexical_offline.lexicon.agreement import (
-    compare_lexicons, entries_to_dict, link_precision_recall, read_json_lexicon,
+    compare_lexicons,
+    entries_to_dict,
+    link_precision_recall,
+    read_json_lexicon,
 )
 from lexical_offline.lexicon.builder import build_lexicon
 from lexical_offline.lexicon.counts import cooccurrence, encode_pairs
@@ -20,8 +24,14 @@ from lexical_offline.lexicon.pmi import pmi_values
 from lexical_offline.textio import TextFileError as CorpusError, read_pairs
 
 COLOR_WORDS = {"dax": "RED", "lug": "BLUE", "wif": "GREEN", "zup": "YELLOW"}
-SCAN_PRIMITIVES = {"walk": "I_WALK", "run": "I_RUN", "look": "I_LOOK", "jump": "I_JUMP",
-                   "left": "I_TURN_LEFT", "right": "I_TURN_RIGHT"}
+SCAN_PRIMITIVES = {
+    "walk": "I_WALK",
+    "run": "I_RUN",
+    "look": "I_LOOK",
+    "jump": "I_JUMP",
+    "left": "I_TURN_LEFT",
+    "right": "I_TURN_RIGHT",
+}
 
 
 def load_tool(name):
@@ -86,15 +96,19 @@ def test_scan_around_right_pmi_and_bayes_add_entries(scan_around_right, method):
 
 
 @pytest.mark.needs_shared_data
-@pytest.mark.parametrize("dataset,corpus,fmt,lexdir", [
-    ("colors", "train.tsv", "tsv", ""),
-    ("scan", "tasks_train_template_around_right.txt", "scan", "template_split"),
-    ("scan", "tasks_train_addprim_jump.txt", "scan", "add_prim_split"),
-])
+@pytest.mark.parametrize(
+    "dataset,corpus,fmt,lexdir",
+    [
+        ("colors", "train.tsv", "tsv", ""),
+        ("scan", "tasks_train_template_around_right.txt", "scan", "template_split"),
+        ("scan", "tasks_train_addprim_jump.txt", "scan", "add_prim_split"),
+    ],
+)
 def test_simple_agrees_with_authors_lexicon(dataset, corpus, fmt, lexdir):
     pairs = read_pairs(shared_data(dataset, corpus), fmt=fmt)
-    theirs = read_json_lexicon(shared_data(dataset, "lexicon_akyurek2021", *([lexdir] if lexdir else []),
-                                           "simple.align.v3.json"))
+    theirs = read_json_lexicon(
+        shared_data(dataset, "lexicon_akyurek2021", *([lexdir] if lexdir else []), "simple.align.v3.json")
+    )
     entries, _ = build_lexicon(pairs, "simple", fallback=False)
     res = compare_lexicons(as_map(entries), theirs)
     assert res["identical_entries"] == 1.0, res
@@ -122,8 +136,12 @@ def test_simple_hand_corpus_no_winner_and_epsilon():
     # (C2's relaxation); suff(bless, HIM) holds but HIM has the winner him -> dropped. 2 words are sufficient for
     # BLESS and 2 for HIM (him, bless), so epsilon = 2 keeps everything and epsilon = 1 keeps nothing.
     entries, _ = build_lexicon(BLESS, "simple", epsilon=2)
-    assert as_map(entries) == {"bless": {"BLESS": 1.0}, "blessed": {"BLESS": 1.0},
-                               "him": {"HIM": 2.0}, "her": {"HER": 2.0}}
+    assert as_map(entries) == {
+        "bless": {"BLESS": 1.0},
+        "blessed": {"BLESS": 1.0},
+        "him": {"HIM": 2.0},
+        "her": {"HER": 2.0},
+    }
     entries, prov = build_lexicon(BLESS, "simple", epsilon=1)
     # nothing learned; V_x is not a subset of V_y: each input spreads uniformly over the 3 unclaimed outputs
     lex = as_map(entries)
@@ -151,11 +169,16 @@ def test_fallback_identity_per_shared_string_then_uniform_over_unclaimed():
 
     learned = [("ran", "RUN", 2.0), ("Emma", "EMMA", 1.0)]
     extra, report = mutual_exclusivity_fallback(
-        learned, ["the", "cat", "dog", "ran", "Emma"], ["cat", "dog", "RUN", "EMMA", "Emma", "x", "y"])
-    assert as_map(extra) == {"cat": {"cat": 1.0}, "dog": {"dog": 1.0},
-                             "the": {"x": pytest.approx(0.5), "y": pytest.approx(0.5)}}
-    assert report == dict(fallback_inputs=3, fallback_identity=2, fallback_uniform=1, fallback_unclaimed_outputs=2,
-                          fallback_no_entry=0)
+        learned, ["the", "cat", "dog", "ran", "Emma"], ["cat", "dog", "RUN", "EMMA", "Emma", "x", "y"]
+    )
+    assert as_map(extra) == {
+        "cat": {"cat": 1.0},
+        "dog": {"dog": 1.0},
+        "the": {"x": pytest.approx(0.5), "y": pytest.approx(0.5)},
+    }
+    assert report == dict(
+        fallback_inputs=3, fallback_identity=2, fallback_uniform=1, fallback_unclaimed_outputs=2, fallback_no_entry=0
+    )
 
 
 def test_pmi_hand_corpus():
@@ -197,8 +220,7 @@ def test_ibm1_one_em_step_by_hand():
 def test_ibm2_one_em_step_by_hand():
     corpus = encode_pairs(HAND)
     table = build_pair_table(corpus)
-    res = train_direction(corpus, table, reverse=False, model=2, iterations=2, optimize_tension=False,
-                          keep_tables=True)
+    res = train_direction(corpus, table, reverse=False, model=2, iterations=2, optimize_tension=False, keep_tables=True)
     # tension 4, p0 = 0.08; pair 1 (m = n = 2): target 1 prefers source 1 by exp(-4 * 0) vs exp(-4 * 1/2)
     # c(A|a) = 0.92 / (1 + e^-2) + 0.92, c(B|a) = 0.92 e^-2 / (1 + e^-2)
     z = 1 + math.exp(-2)
@@ -315,8 +337,20 @@ def _python_encode(sentences):
     return list(vocab), ids, np.r_[0, np.cumsum(lengths)]
 
 
-@pytest.mark.parametrize("case", ["ascii", "unicode", "growth", "unnormalised", "newline_inside", "nbsp",
-                                  "empty_sentence", "trailing_space", "file_separator"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "ascii",
+        "unicode",
+        "growth",
+        "unnormalised",
+        "newline_inside",
+        "nbsp",
+        "empty_sentence",
+        "trailing_space",
+        "file_separator",
+    ],
+)
 def test_encode_side_fast_path_matches_str_split(case):
     from lexical_offline.lexicon.counts import _encode_side_compiled, encode_side
 

@@ -142,16 +142,18 @@ def full_row_reference(scores_by_target, tgt, tau):
 def test_full_row_softmax_by_hand():
     # dax -> RED 2, BLUE 1 at tau = 1 over the ordinary targets RED, BLUE, GREEN, both (filler left out):
     # Z = e^2 + e^1 + e^0 + e^0
-    table = build_lexicon_table([("dax", "RED", 2.0), ("dax", "BLUE", 1.0)], SRC, TGT, NSPECIAL, temperature=1.0,
-                                normalization="full-row")
+    table = build_lexicon_table(
+        [("dax", "RED", 2.0), ("dax", "BLUE", 1.0)], SRC, TGT, NSPECIAL, temperature=1.0, normalization="full-row"
+    )
     row = table.dense()[SRC.index("dax")]
-    z = np.e ** 2 + np.e + 2
-    expected = {"RED": np.e ** 2 / z, "BLUE": np.e / z, "GREEN": 1 / z, "both": 1 / z, "madeupword0000": 0.0}
+    z = np.e**2 + np.e + 2
+    expected = {"RED": np.e**2 / z, "BLUE": np.e / z, "GREEN": 1 / z, "both": 1 / z, "madeupword0000": 0.0}
     for w, p in expected.items():
         assert row[TGT.index(w)] == pytest.approx(p, rel=1e-6), w
     assert row[:NSPECIAL].sum() == 0
-    listed = build_lexicon_table([("dax", "RED", 2.0), ("dax", "BLUE", 1.0)], SRC, TGT, NSPECIAL,
-                                 temperature=1.0).dense()[SRC.index("dax")]
+    listed = build_lexicon_table(
+        [("dax", "RED", 2.0), ("dax", "BLUE", 1.0)], SRC, TGT, NSPECIAL, temperature=1.0
+    ).dense()[SRC.index("dax")]
     assert listed[TGT.index("RED")] == pytest.approx(np.e / (np.e + 1), rel=1e-6)  # the default is unchanged
     assert listed[TGT.index("GREEN")] == 0
 
@@ -191,8 +193,9 @@ def test_full_row_and_listed_agree_at_temperature_zero():
 
 
 def test_fallback_rows_and_specials_are_not_spread_by_full_row():
-    table = build_lexicon_table([("dax", "RED", 1.0)], SRC, TGT, NSPECIAL, temperature=1.0, unk=UNK,
-                                normalization="full-row")
+    table = build_lexicon_table(
+        [("dax", "RED", 1.0)], SRC, TGT, NSPECIAL, temperature=1.0, unk=UNK, normalization="full-row"
+    )
     L = table.dense()
     assert L[SRC.index("both"), TGT.index("both")] == 1.0
     assert L[SRC.index("fep"), UNK] == 1.0
@@ -234,12 +237,11 @@ def test_lexicon_normalization_option_builds_the_full_row_table(toy_data, arch):
     common = ("--arch", arch, "--lexicon", lexicon, "--lexicon-temperature", "0.5")
     listed, task, _ = build_model(toy_data / "bin", *common)
     full, _, _ = build_model(toy_data / "bin", *common, "--lexicon-normalization", "full-row")
-    learned, _, _ = build_model(toy_data / "bin", *common, "--lexicon-normalization", "full-row",
-                                "--lexicon-trainable")
+    learned, _, _ = build_model(toy_data / "bin", *common, "--lexicon-normalization", "full-row", "--lexicon-trainable")
     src, tgt = task.source_dictionary, task.target_dictionary
     a1 = torch.tensor([[src.index("a1")]])
     attn = torch.ones(1, 1, 1)
-    support = [w for w in tgt.symbols[tgt.nspecial:] if not w.startswith("madeupword")]
+    support = [w for w in tgt.symbols[tgt.nspecial :] if not w.startswith("madeupword")]
     scores = {"B1": 2.0, "B2": 1.0}
     z = np.array([scores.get(w, 0.0) for w in support]) / 0.5
     expected = torch.zeros(len(tgt), dtype=torch.float64)
@@ -247,8 +249,9 @@ def test_lexicon_normalization_option_builds_the_full_row_table(toy_data, arch):
     p_full = full.decoder.lexical_head.lexical_probs(attn, a1)[0, 0].double()
     torch.testing.assert_close(p_full, expected, atol=1e-7, rtol=1e-6)
     assert learned.decoder.lexical_head.dense  # full-row rows learn densely (the authors' SoftAlign)
-    torch.testing.assert_close(learned.decoder.lexical_head.lexical_probs(attn, a1)[0, 0].double(), expected,
-                               atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(
+        learned.decoder.lexical_head.lexical_probs(attn, a1)[0, 0].double(), expected, atol=1e-6, rtol=1e-5
+    )
     p_listed = listed.decoder.lexical_head.lexical_probs(attn, a1)[0, 0].double()  # the default: the entries only
-    assert p_listed[tgt.index("B1")].item() == pytest.approx(np.e ** 2 / (np.e ** 2 + 1), rel=1e-6)
+    assert p_listed[tgt.index("B1")].item() == pytest.approx(np.e**2 / (np.e**2 + 1), rel=1e-6)
     assert p_listed.sum().item() == pytest.approx(p_listed[[tgt.index("B1"), tgt.index("B2")]].sum().item())

@@ -1,4 +1,5 @@
 """`lla_lstm` (Thrush 2020): the LLA units, the loss routing, the schedule, decoding = teacher forcing, the CLIs."""
+
 import math
 import os
 import re
@@ -98,8 +99,9 @@ def test_bag_of_prev_output_tokens_is_the_bag_of_the_target(toy_data, left_pad_t
     sd, td = task.source_dictionary, task.target_dictionary
     src = [sd.encode_line(s, add_if_not_exist=False).long() for s, _ in PAIRS]
     tgt = [td.encode_line(t, add_if_not_exist=False).long() for _, t in PAIRS]
-    ds = LanguagePairDataset(src, [len(x) for x in src], sd, tgt, [len(x) for x in tgt], td,
-                             left_pad_target=left_pad_target)
+    ds = LanguagePairDataset(
+        src, [len(x) for x in src], sd, tgt, [len(x) for x in tgt], td, left_pad_target=left_pad_target
+    )
     batch = ds.collater([ds[i] for i in range(len(PAIRS))])
     from_prev = target_bag(batch["net_input"]["prev_output_tokens"], len(td), td.pad())
     from_target = target_bag(batch["target"], len(td), td.pad())
@@ -120,8 +122,12 @@ def test_no_translation_gradient_reaches_the_lexicon_unit(toy_data, extra):
     sample = toy_batch(task, PAIRS)
     out = model(**sample["net_input"])
     lprobs = model.get_normalized_probs(out, log_probs=True)
-    nll = F.nll_loss(lprobs.view(-1, lprobs.size(-1)), sample["target"].view(-1),
-                     ignore_index=task.target_dictionary.pad(), reduction="sum")
+    nll = F.nll_loss(
+        lprobs.view(-1, lprobs.size(-1)),
+        sample["target"].view(-1),
+        ignore_index=task.target_dictionary.pad(),
+        reduction="sum",
+    )
     nll.backward()
     grads = {n: p.grad for n, p in model.named_parameters()}
     assert all(grads[n] is None for n in lexicon_names(model))
@@ -131,8 +137,10 @@ def test_no_translation_gradient_reaches_the_lexicon_unit(toy_data, extra):
     model.zero_grad(set_to_none=True)
     out[1]["aux_losses"]["lexicon"].backward()
     g = model.encoder.lexicon_unit.weight.grad
-    used = set(sample["net_input"]["src_tokens"].flatten().tolist()) - {task.source_dictionary.pad(),
-                                                                         task.source_dictionary.eos()}
+    used = set(sample["net_input"]["src_tokens"].flatten().tolist()) - {
+        task.source_dictionary.pad(),
+        task.source_dictionary.eos(),
+    }
     assert {r for r in range(g.size(0)) if g[r].abs().sum() > 0} == used
     assert all(p.grad is None for n, p in model.named_parameters() if n not in lexicon_names(model))
 
@@ -273,10 +281,34 @@ def test_incremental_and_beam_decoding_reproduce_teacher_forcing(toy_data, varia
 def trained(toy_data, tmp_path_factory):
     work = tmp_path_factory.mktemp("lla_cli")
     proc = run_cli(
-        "fairseq-train", toy_data / "bin", "--user-dir", USER_DIR, "--arch", "lla_lstm_small",
-        "--lexicon-unit-epochs", "2", "--max-epoch", "4", "--criterion", "lexical_cross_entropy",
-        "--optimizer", "adam", "--lr", "0.005", "--batch-size", "8", "--save-dir", work / "ckpt",
-        "--num-workers", "0", "--log-format", "simple", "--log-interval", "5", "--seed", "3",
+        "fairseq-train",
+        toy_data / "bin",
+        "--user-dir",
+        USER_DIR,
+        "--arch",
+        "lla_lstm_small",
+        "--lexicon-unit-epochs",
+        "2",
+        "--max-epoch",
+        "4",
+        "--criterion",
+        "lexical_cross_entropy",
+        "--optimizer",
+        "adam",
+        "--lr",
+        "0.005",
+        "--batch-size",
+        "8",
+        "--save-dir",
+        work / "ckpt",
+        "--num-workers",
+        "0",
+        "--log-format",
+        "simple",
+        "--log-interval",
+        "5",
+        "--seed",
+        "3",
     )
     return work, proc.stdout + proc.stderr
 
@@ -288,8 +320,11 @@ def test_training_log_shows_the_schedule_and_the_auxiliary_losses(trained):
     assert [int(e) for e, _ in phases] == [1, 2, 3, 4]
     assert all("lexicon unit only" in p for _, p in phases[:2])
     assert all("encoder, decoder and adversary; lexicon unit frozen" in p for _, p in phases[2:])
-    valid = re.findall(r"epoch (\d+) \| valid on 'valid' subset \| loss [\d.]+ \| nll_loss [\d.]+ \| "
-                       r"exact_match [\d.]+ \| aux_adversary ([\d.]+) \| aux_lexicon ([\d.]+)", log)
+    valid = re.findall(
+        r"epoch (\d+) \| valid on 'valid' subset \| loss [\d.]+ \| nll_loss [\d.]+ \| "
+        r"exact_match [\d.]+ \| aux_adversary ([\d.]+) \| aux_lexicon ([\d.]+)",
+        log,
+    )
     assert [int(v[0]) for v in valid] == [1, 2, 3, 4]
     lexicon = [float(v[2]) for v in valid]
     assert lexicon[1] < lexicon[0]  # the Lexicon Unit learns in epochs 1-2 ...
@@ -312,8 +347,18 @@ def test_checkpoints_change_only_the_scheduled_modules(trained):
 def test_generate_beam5_translates_every_sentence(toy_data, trained):
     work, _ = trained
     proc = run_cli(
-        "fairseq-generate", toy_data / "bin", "--user-dir", USER_DIR, "--path", work / "ckpt" / "checkpoint_last.pt",
-        "--gen-subset", "test", "--beam", "5", "--batch-size", "16",
+        "fairseq-generate",
+        toy_data / "bin",
+        "--user-dir",
+        USER_DIR,
+        "--path",
+        work / "ckpt" / "checkpoint_last.pt",
+        "--gen-subset",
+        "test",
+        "--beam",
+        "5",
+        "--batch-size",
+        "16",
     )
     hyps = [line for line in proc.stdout.splitlines() if line.startswith("H-")]
     assert sorted(int(h.split("\t")[0][2:]) for h in hyps) == list(range(20))

@@ -1,4 +1,5 @@
 """The `lla_translation` task: Thrush (2020)'s LLA schedule and model selection in one fairseq-train call."""
+
 import math
 import os
 import re
@@ -17,8 +18,16 @@ INF = float("inf")
 
 def make(toy_data, *extra):
     torch.manual_seed(0)
-    return build_model(toy_data / "bin", "--task", "lla_translation", "--arch", "lla_lstm_small",
-                       "--criterion", "lexical_cross_entropy", *extra)
+    return build_model(
+        toy_data / "bin",
+        "--task",
+        "lla_translation",
+        "--arch",
+        "lla_lstm_small",
+        "--criterion",
+        "lexical_cross_entropy",
+        *extra,
+    )
 
 
 def lexicon_names(model):
@@ -91,8 +100,11 @@ def test_the_translation_task_still_runs_the_models_schedule(toy_data):
 # -- Lexicon Unit selection ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("bces,selected", [([0.5, 0.2, 0.2], 3), ([0.3, 0.1, 0.2], 2), ([0.1, 0.2, 0.3], 1)],
-                         ids=["later-of-ties", "lowest", "first"])
+@pytest.mark.parametrize(
+    "bces,selected",
+    [([0.5, 0.2, 0.2], 3), ([0.3, 0.1, 0.2], 2), ([0.1, 0.2, 0.3], 1)],
+    ids=["later-of-ties", "lowest", "first"],
+)
 def test_the_lexicon_unit_with_the_lowest_validation_bce_is_used_after_epoch_n(toy_data, bces, selected):
     model, task, _ = make(toy_data, "--lexicon-unit-epochs", "3")
     unit = model.encoder.lexicon_unit.weight
@@ -130,13 +142,23 @@ def checkpoint_best_epoch(values, first_epoch):
     return saved
 
 
-@pytest.mark.parametrize("extra,scores,logged,best_epoch,plain_epoch", [
-    ([], [0.2, 0.5, 0.5, 0.4, 0.5], [0.2, 0.5, -INF, -INF, -INF], 3, 6),
-    (["--lla-selection-metric", "loss", "--lla-selection-minimize"], [3.0, 2.0, 2.0, 1.0, 1.0],
-     [-3.0, -2.0, -INF, -1.0, -INF], 5, 6),
-], ids=["maximize", "minimize"])
-def test_checkpoint_best_is_the_first_epoch_with_the_best_score(toy_data, extra, scores, logged, best_epoch,
-                                                                 plain_epoch):
+@pytest.mark.parametrize(
+    "extra,scores,logged,best_epoch,plain_epoch",
+    [
+        ([], [0.2, 0.5, 0.5, 0.4, 0.5], [0.2, 0.5, -INF, -INF, -INF], 3, 6),
+        (
+            ["--lla-selection-metric", "loss", "--lla-selection-minimize"],
+            [3.0, 2.0, 2.0, 1.0, 1.0],
+            [-3.0, -2.0, -INF, -1.0, -INF],
+            5,
+            6,
+        ),
+    ],
+    ids=["maximize", "minimize"],
+)
+def test_checkpoint_best_is_the_first_epoch_with_the_best_score(
+    toy_data, extra, scores, logged, best_epoch, plain_epoch
+):
     model, task, _ = make(toy_data, "--lexicon-unit-epochs", "1", "--lexicon-unit-selection", "last", *extra)
     name = extra[1] if extra else "exact_match"
     task.begin_epoch(1, model)
@@ -169,8 +191,10 @@ def test_the_derived_metric_equals_the_post_validate_value(toy_data):
     task.begin_epoch(2, model)
     task.begin_valid_epoch(2, model)
     with metrics.aggregate(new_root=True) as agg:
-        task.reduce_metrics([{"exact_sum": 3, "nsentences": 4, "loss": 1.0, "nll_loss": 1.0, "ntokens": 5,
-                              "sample_size": 5}], _criterion(task))
+        task.reduce_metrics(
+            [{"exact_sum": 3, "nsentences": 4, "loss": 1.0, "nll_loss": 1.0, "ntokens": 5, "sample_size": 5}],
+            _criterion(task),
+        )
     stats = agg.get_smoothed_values()
     assert stats["exact_match"] == 0.75 and stats["lla_selection"] == 0.75
     task.post_validate(model, stats, agg)
@@ -206,35 +230,100 @@ def test_bad_input_names_the_option(toy_data):
 
 # -- one call equals the two calls --------------------------------------------------------------------------------
 
-COMMON = ["--user-dir", USER_DIR, "--arch", "lla_lstm_small", "--lexicon-unit-epochs", "2", "--criterion",
-          "lexical_cross_entropy", "--optimizer", "adam", "--lr", "0.005", "--required-batch-size-multiple", "1",
-          "--seed", "3", "--log-format", "simple", "--log-interval", "100", "--num-workers", "0",
-          "--validate-interval", "1", "--save-interval", "1"]
-VALID_LINE = re.compile(r"epoch (\d+) \| valid on 'valid' subset \| loss ([\d.]+) \| nll_loss ([\d.]+) \| "
-                        r"exact_match ([\d.]+) \| aux_adversary ([\d.]+) \| aux_lexicon ([\d.]+)")
+COMMON = [
+    "--user-dir",
+    USER_DIR,
+    "--arch",
+    "lla_lstm_small",
+    "--lexicon-unit-epochs",
+    "2",
+    "--criterion",
+    "lexical_cross_entropy",
+    "--optimizer",
+    "adam",
+    "--lr",
+    "0.005",
+    "--required-batch-size-multiple",
+    "1",
+    "--seed",
+    "3",
+    "--log-format",
+    "simple",
+    "--log-interval",
+    "100",
+    "--num-workers",
+    "0",
+    "--validate-interval",
+    "1",
+    "--save-interval",
+    "1",
+]
+VALID_LINE = re.compile(
+    r"epoch (\d+) \| valid on 'valid' subset \| loss ([\d.]+) \| nll_loss ([\d.]+) \| "
+    r"exact_match ([\d.]+) \| aux_adversary ([\d.]+) \| aux_lexicon ([\d.]+)"
+)
 
 
 def two_calls(toy_data, save):
     """docs/lla.md's two calls: Lexicon Unit epochs at batch 4, the Lexicon Unit of the best validation BCE put into
     checkpoint_last.pt, then epochs 3-5 at batch 16 (the recipe's procedure, with every epoch's checkpoint kept)."""
-    log = run_cli("fairseq-train", toy_data / "bin", *COMMON, "--save-dir", save, "--no-epoch-checkpoints",
-                  "--batch-size", "4", "--max-epoch", "2", "--best-checkpoint-metric", "aux_lexicon")
+    log = run_cli(
+        "fairseq-train",
+        toy_data / "bin",
+        *COMMON,
+        "--save-dir",
+        save,
+        "--no-epoch-checkpoints",
+        "--batch-size",
+        "4",
+        "--max-epoch",
+        "2",
+        "--best-checkpoint-metric",
+        "aux_lexicon",
+    )
     log = log.stdout + log.stderr
     best, last = (torch.load(save / f"checkpoint_{n}.pt", weights_only=False) for n in ("best", "last"))
     last["model"].update({k: v for k, v in best["model"].items() if k.startswith("encoder.lexicon_unit.")})
     last["extra_state"].pop("best")
     torch.save(last, save / "checkpoint_last.pt")
-    proc = run_cli("fairseq-train", toy_data / "bin", *COMMON, "--save-dir", save, "--batch-size", "16",
-                   "--max-epoch", "5", "--best-checkpoint-metric", "exact_match", "--maximize-best-checkpoint-metric")
+    proc = run_cli(
+        "fairseq-train",
+        toy_data / "bin",
+        *COMMON,
+        "--save-dir",
+        save,
+        "--batch-size",
+        "16",
+        "--max-epoch",
+        "5",
+        "--best-checkpoint-metric",
+        "exact_match",
+        "--maximize-best-checkpoint-metric",
+    )
     return log + proc.stdout + proc.stderr
 
 
 @pytest.mark.slow
 def test_one_call_equals_the_two_calls_and_keeps_the_first_best_epoch(toy_data, tmp_path):
-    one = run_cli("fairseq-train", toy_data / "bin", *COMMON, "--save-dir", tmp_path / "one", "--task",
-                  "lla_translation", "--lexicon-unit-batch-size", "4", "--batch-size", "16", "--max-epoch", "5",
-                  "--no-epoch-checkpoints", "--best-checkpoint-metric", "lla_selection",
-                  "--maximize-best-checkpoint-metric")
+    one = run_cli(
+        "fairseq-train",
+        toy_data / "bin",
+        *COMMON,
+        "--save-dir",
+        tmp_path / "one",
+        "--task",
+        "lla_translation",
+        "--lexicon-unit-batch-size",
+        "4",
+        "--batch-size",
+        "16",
+        "--max-epoch",
+        "5",
+        "--no-epoch-checkpoints",
+        "--best-checkpoint-metric",
+        "lla_selection",
+        "--maximize-best-checkpoint-metric",
+    )
     one = one.stdout + one.stderr
     two = two_calls(toy_data, tmp_path / "two")
     assert VALID_LINE.findall(one) == VALID_LINE.findall(two) and len(VALID_LINE.findall(one)) == 5

@@ -1,6 +1,7 @@
 """`lex_lstm`'s own decoder loop against the implementation it replaced (tests/lstm_reference.py: fairseq's
 LSTMDecoder loop with recording layers), in float64: outputs, attention, gate and every gradient, for both decoder
 outputs and every gate feature; old checkpoints load and decode identically; the loop reads nothing on the host."""
+
 import pytest
 import torch
 
@@ -9,18 +10,47 @@ from lstm_reference import reference_decoder
 from model_checks import toy_batch
 
 PAIRS = [("a1 twice and a2", "B1 B1 B2"), ("a3", "B3"), ("a4 and a5 twice", "B4 B5 B5 B2 B1"), ("a6 and a1", "B6")]
-SMALL = ["--encoder-embed-dim", "12", "--decoder-embed-dim", "10", "--encoder-hidden-size", "14",
-         "--decoder-hidden-size", "16", "--decoder-out-embed-dim", "16", "--dropout", "0"]
+SMALL = [
+    "--encoder-embed-dim",
+    "12",
+    "--decoder-embed-dim",
+    "10",
+    "--encoder-hidden-size",
+    "14",
+    "--decoder-hidden-size",
+    "16",
+    "--decoder-out-embed-dim",
+    "16",
+    "--dropout",
+    "0",
+]
 
 CASES = {
     "plain-luong": ["--lexicon", "none"],
     "plain-combined": ["--lexicon", "none", "--decoder-output", "combined", "--embedding-init", "normal"],
     "simple-luong-all": ["--lexicon", "LEXICON", "--gate-features", "hidden,context,input,output"],
     "simple-combined-hidden": ["--lexicon", "LEXICON", "--decoder-output", "combined"],
-    "simple-combined-all": ["--lexicon", "LEXICON", "--decoder-output", "combined",
-                            "--gate-features", "output,input,context,hidden", "--exclude-special-outputs"],
-    "copy-combined-output": ["--lexicon", "identity", "--decoder-output", "combined", "--gate-form", "copy-token",
-                             "--gate-features", "output", "--decoder-out-embed-dim", "9"],
+    "simple-combined-all": [
+        "--lexicon",
+        "LEXICON",
+        "--decoder-output",
+        "combined",
+        "--gate-features",
+        "output,input,context,hidden",
+        "--exclude-special-outputs",
+    ],
+    "copy-combined-output": [
+        "--lexicon",
+        "identity",
+        "--decoder-output",
+        "combined",
+        "--gate-form",
+        "copy-token",
+        "--gate-features",
+        "output",
+        "--decoder-out-embed-dim",
+        "9",
+    ],
 }
 
 
@@ -86,17 +116,29 @@ def test_a_checkpoint_of_the_previous_implementation_decodes_identically(toy_dat
             hypos.append(SequenceGenerator([m], task.target_dictionary, beam_size=4, max_len_b=12).forward(sample))
     for old, new in zip(*hypos):
         assert [h["tokens"].tolist() for h in old] == [h["tokens"].tolist() for h in new]
-        torch.testing.assert_close(torch.stack([h["score"] for h in new]), torch.stack([h["score"] for h in old]),
-                                   rtol=1e-9, atol=1e-9)
+        torch.testing.assert_close(
+            torch.stack([h["score"] for h in new]), torch.stack([h["score"] for h in old]), rtol=1e-9, atol=1e-9
+        )
 
 
 def test_the_state_dict_keeps_fairseqs_names(toy_data):
     model, _, _ = models(toy_data, "copy-combined-output")
     keys = set(model.decoder.state_dict())
-    expected = {"embed_tokens.weight", "encoder_hidden_proj.weight", "encoder_hidden_proj.bias",
-                "encoder_cell_proj.weight", "encoder_cell_proj.bias", "attention.input_proj.weight",
-                "attention.input_proj.bias", "attention.output_proj.weight", "attention.output_proj.bias",
-                "additional_fc.weight", "additional_fc.bias", "fc_out.weight", "fc_out.bias"}
+    expected = {
+        "embed_tokens.weight",
+        "encoder_hidden_proj.weight",
+        "encoder_hidden_proj.bias",
+        "encoder_cell_proj.weight",
+        "encoder_cell_proj.bias",
+        "attention.input_proj.weight",
+        "attention.input_proj.bias",
+        "attention.output_proj.weight",
+        "attention.output_proj.bias",
+        "additional_fc.weight",
+        "additional_fc.bias",
+        "fc_out.weight",
+        "fc_out.bias",
+    }
     expected |= {f"layers.{i}.{kind}_{part}" for i in (0, 1) for kind in ("weight", "bias") for part in ("ih", "hh")}
     assert expected <= keys
     assert {k for k in keys - expected if not k.startswith("lexical_head.")} == set()
@@ -156,11 +198,11 @@ def test_weight_init_torch_gives_torchs_default_ranges(toy_data):
     torch.manual_seed(0)
     torch_init, _, _ = build_model(toy_data / "bin", "--arch", "lstm_plain", *SMALL, "--weight-init", "torch")
     assert fairseq_init.decoder.layers[0].weight_hh.abs().max() <= 0.1
-    bound = 1 / 16 ** 0.5  # decoder hidden 16
+    bound = 1 / 16**0.5  # decoder hidden 16
     hh = torch_init.decoder.layers[0].weight_hh
     assert 0.2 < hh.abs().max() <= bound
     enc = torch_init.encoder.lstm.weight_hh_l0
-    assert 0.2 < enc.abs().max() <= 1 / 14 ** 0.5  # encoder hidden 14
+    assert 0.2 < enc.abs().max() <= 1 / 14**0.5  # encoder hidden 14
     fc = torch_init.decoder.fc_out.weight
-    assert fc.abs().max() <= 1 / 16 ** 0.5 and fc.abs().max() > 0.15
+    assert fc.abs().max() <= 1 / 16**0.5 and fc.abs().max() > 0.15
     torch.testing.assert_close(torch_init.encoder.embed_tokens.weight, fairseq_init.encoder.embed_tokens.weight)

@@ -1,6 +1,7 @@
 """Half precision (--fp16, --bf16, --amp): the attention the head reads is fp32 with an fp32 gradient, and the authors'
 combined LSTM output o_t is computed in fp32 (not clamped at fp16's 256). Half-precision models run on the CPU (and on
 CUDA where there is one): what is tested is the dtype contract, and hand cases whose fp16 arithmetic would overflow."""
+
 import math
 
 import pytest
@@ -43,11 +44,16 @@ def half_model(toy_data, dtype, *extra, device="cpu"):
 
 # -- the attention that feeds p_lex (eq. 9) ------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", HALF, ids=["fp16", "bf16"])
-@pytest.mark.parametrize("arch", [["--arch", "lex_lstm_small"],
-                                  ["--arch", "lex_lstm_small", "--decoder-output", "combined"],
-                                  ["--arch", "lex_transformer_tiny"],
-                                  ["--arch", "lex_transformer_tiny", "--alignment-layer", "0", "--alignment-heads", "1"]],
-                         ids=["lstm", "lstm-combined", "transformer", "transformer-layer0-head0"])
+@pytest.mark.parametrize(
+    "arch",
+    [
+        ["--arch", "lex_lstm_small"],
+        ["--arch", "lex_lstm_small", "--decoder-output", "combined"],
+        ["--arch", "lex_transformer_tiny"],
+        ["--arch", "lex_transformer_tiny", "--alignment-layer", "0", "--alignment-heads", "1"],
+    ],
+    ids=["lstm", "lstm-combined", "transformer", "transformer-layer0-head0"],
+)
 def test_the_head_reads_fp32_attention_in_a_half_precision_model(toy_data, monkeypatch, dtype, arch, device):
     model = half_model(toy_data, dtype, *arch, device=device)
     lprobs, seen = attention_seen_by_the_head(model, monkeypatch, device)
@@ -70,8 +76,9 @@ def test_lstm_attention_gradient_is_finite_where_fp16_would_overflow(device):
     attn = lstm_attention(source, query, None)
     alpha = attn.unsqueeze(1)  # B x T x S
     specials = ["<s>", "<pad>", "</s>", "<unk>"]
-    table = build_lexicon_table([("dax", "RED", 1.0), ("lug", "BLUE", 1.0)], specials + ["dax", "lug"],
-                                specials + ["RED", "BLUE"], 4)
+    table = build_lexicon_table(
+        [("dax", "RED", 1.0), ("lug", "BLUE", 1.0)], specials + ["dax", "lug"], specials + ["RED", "BLUE"], 4
+    )
     head = LexicalTranslationHead(table, gate_input_dim=1).half().to(device)
     with torch.no_grad():
         head.gate.weight.zero_()
@@ -126,7 +133,7 @@ def test_transformer_attention_gradient_is_finite_at_a_high_fp16_loss_scale(toy_
     lprobs, _ = model(**sample["net_input"])
     per_head[0].retain_grad()
     nll = -lprobs.gather(-1, sample["target"].unsqueeze(-1))
-    (2.0 ** 14 * nll.sum()).backward()
+    (2.0**14 * nll.sum()).backward()
     grad = per_head[0].grad
     assert grad.dtype == torch.float32 and torch.isfinite(grad).all()
     assert grad.abs().max().item() > 65504  # the case is one that fp16 cannot hold

@@ -1,5 +1,6 @@
 """tools/plot_gates.py and fairseq_lexical.analysis.gates: the arrays equal the model's own teacher-forced output,
 the PNG is written, errors name what is wrong."""
+
 import json
 import os
 import subprocess
@@ -181,8 +182,20 @@ def test_missing_checkpoint_is_reported_before_loading_anything(toy_data, tmp_pa
     with pytest.raises(gates.GateAnalysisError, match="checkpoint not found"):
         gates.load_model(str(tmp_path / "nope.pt"), str(toy_data / "bin"))
     proc = subprocess.run(
-        [sys.executable, TOOL, str(toy_data / "bin"), "--path", str(tmp_path / "nope.pt"), "-o",
-         str(tmp_path / "x.png"), "--source", "a1"], capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            TOOL,
+            str(toy_data / "bin"),
+            "--path",
+            str(tmp_path / "nope.pt"),
+            "-o",
+            str(tmp_path / "x.png"),
+            "--source",
+            "a1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 2 and f"checkpoint not found: {tmp_path / 'nope.pt'}" in proc.stderr
     assert not (tmp_path / "x.png").exists()
@@ -196,18 +209,40 @@ def checkpoint(toy_data, tmp_path_factory):
     """A few updates of lex_lstm_small, trained as in test_cli_end_to_end."""
     work = tmp_path_factory.mktemp("gates")
     run_cli(
-        "fairseq-train", toy_data / "bin", "--user-dir", USER_DIR, "--arch", "lex_lstm_small",
-        "--lexicon", toy_data / "lexicon.tsv", "--criterion", "lexical_cross_entropy", "--optimizer", "adam",
-        "--lr", "0.005", "--batch-size", "8", "--max-update", "10", "--save-dir", work / "ckpt",
-        "--no-epoch-checkpoints", "--num-workers", "0", "--log-format", "simple", "--seed", "3",
+        "fairseq-train",
+        toy_data / "bin",
+        "--user-dir",
+        USER_DIR,
+        "--arch",
+        "lex_lstm_small",
+        "--lexicon",
+        toy_data / "lexicon.tsv",
+        "--criterion",
+        "lexical_cross_entropy",
+        "--optimizer",
+        "adam",
+        "--lr",
+        "0.005",
+        "--batch-size",
+        "8",
+        "--max-update",
+        "10",
+        "--save-dir",
+        work / "ckpt",
+        "--no-epoch-checkpoints",
+        "--num-workers",
+        "0",
+        "--log-format",
+        "simple",
+        "--seed",
+        "3",
     )
     return work / "ckpt" / "checkpoint_last.pt"
 
 
 def plot_gates(*args):
     env = dict(os.environ, PYTHONWARNINGS="ignore")
-    proc = subprocess.run([sys.executable, TOOL, *map(str, args)], capture_output=True, text=True, env=env,
-                          timeout=600)
+    proc = subprocess.run([sys.executable, TOOL, *map(str, args)], capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 
@@ -217,8 +252,9 @@ def test_cli_teacher_forced_png_and_json_match_a_direct_forward(toy_data, checkp
     from fairseq import checkpoint_utils
 
     out = tmp_path / "gates.png"
-    proc = plot_gates(toy_data / "bin", "--path", checkpoint, "-o", out, "--source", SOURCE, "--target", TARGET,
-                      "--json")
+    proc = plot_gates(
+        toy_data / "bin", "--path", checkpoint, "-o", out, "--source", SOURCE, "--target", TARGET, "--json"
+    )
     assert f"wrote {out}" in proc.stderr
     assert_png(out)
     record = json.loads((tmp_path / "gates.json").read_text())
@@ -243,11 +279,28 @@ def test_cli_teacher_forced_png_and_json_match_a_direct_forward(toy_data, checkp
 @pytest.mark.slow
 def test_cli_decodes_a_sample_of_the_test_split(toy_data, checkpoint, tmp_path):
     out = tmp_path / "sample.png"
-    plot_gates(toy_data / "bin", "--path", checkpoint, "-o", out, "--sample-id", 3, "--gen-subset", "test",
-               "--decode", "--beam", 5, "--json")
+    plot_gates(
+        toy_data / "bin",
+        "--path",
+        checkpoint,
+        "-o",
+        out,
+        "--sample-id",
+        3,
+        "--gen-subset",
+        "test",
+        "--decode",
+        "--beam",
+        5,
+        "--json",
+    )
     assert_png(out)
     record = json.loads((tmp_path / "sample.json").read_text())
-    assert record["sample_id"] == 3 and record["mode"] == "beam" and record["target_origin"] == "best of beam 5 (keep-best)"
+    assert (
+        record["sample_id"] == 3
+        and record["mode"] == "beam"
+        and record["target_origin"] == "best of beam 5 (keep-best)"
+    )
     assert record["source_tokens"] == (toy_data / "test.src").read_text().splitlines()[3].split() + ["</s>"]
     assert record["output_tokens"][-1] == "</s>" and isinstance(record["score"], float)
     attn = np.array(record["attention"])

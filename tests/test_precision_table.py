@@ -1,4 +1,5 @@
 """recipes.precision: the mixed-precision table read back from recipe work directories."""
+
 import json
 
 import pytest
@@ -15,8 +16,10 @@ def inner(update, loss, scale=None):
 
 
 def valid(update, loss):
-    return (f"2026-11-24 12:00:00 | INFO | valid | "
-            f"{json.dumps({'epoch': 1, 'valid_loss': str(loss), 'valid_num_updates': str(update)})}\n")
+    return (
+        f"2026-11-24 12:00:00 | INFO | valid | "
+        f"{json.dumps({'epoch': 1, 'valid_loss': str(loss), 'valid_num_updates': str(update)})}\n"
+    )
 
 
 def make_run(work, model, log_lines, hyps, exact):
@@ -28,12 +31,24 @@ def make_run(work, model, log_lines, hyps, exact):
 
 
 def test_table_reads_losses_scale_overflows_and_agreement(tmp_path):
-    make_run(tmp_path / "fp32", "simple", [inner(100, 2.0), valid(100, 1.5), inner(200, 1.0), valid(200, 0.8)],
-             ["A B", "C", "D", "E"], 0.5)
-    overflow = "2026-11-24 12:00:00 | INFO | fairseq.trainer | NOTE: gradient overflow detected, ignoring gradient, " \
-               "setting loss scale to: 32.0\n"
-    make_run(tmp_path / "fp16", "simple", [inner(100, 2.1, 64), overflow, overflow, valid(100, 1.6),
-                                           inner(200, 1.1, 32), valid(200, 0.84)], ["A B", "C", "X", "E"], 0.25)
+    make_run(
+        tmp_path / "fp32",
+        "simple",
+        [inner(100, 2.0), valid(100, 1.5), inner(200, 1.0), valid(200, 0.8)],
+        ["A B", "C", "D", "E"],
+        0.5,
+    )
+    overflow = (
+        "2026-11-24 12:00:00 | INFO | fairseq.trainer | NOTE: gradient overflow detected, ignoring gradient, "
+        "setting loss scale to: 32.0\n"
+    )
+    make_run(
+        tmp_path / "fp16",
+        "simple",
+        [inner(100, 2.1, 64), overflow, overflow, valid(100, 1.6), inner(200, 1.1, 32), valid(200, 0.84)],
+        ["A B", "C", "X", "E"],
+        0.25,
+    )
     table = precision.build_table({"fp32": str(tmp_path / "fp32"), "fp16": str(tmp_path / "fp16")})
     ref, half = table["simple"]["fp32"], table["simple"]["fp16"]
     assert (ref["train_loss"], ref["valid_loss"], ref["loss_scale"], ref["skipped_updates"]) == (1.0, 0.8, None, 0)
@@ -51,7 +66,9 @@ def test_a_non_finite_loss_is_shown(tmp_path):
     make_run(tmp_path / "amp", "lla", [inner(100, "nan", 128), valid(100, "inf")], ["A"], 0.0)
     table = precision.build_table({"fp32": str(tmp_path / "fp32"), "amp": str(tmp_path / "amp")})
     assert not table["lla"]["amp"]["finite"] and table["lla"]["fp32"]["finite"]
-    assert "| lla | amp |" in precision.format_table(table, "fp32") and "| NO |" in precision.format_table(table, "fp32")
+    assert "| lla | amp |" in precision.format_table(table, "fp32") and "| NO |" in precision.format_table(
+        table, "fp32"
+    )
 
 
 def test_command_line_writes_json_and_names_bad_arguments(tmp_path, capsys):

@@ -2,6 +2,7 @@
 score exactly as teacher forcing, the stacked training equals the per-prefix loop, intervals behave as eqs. 11-13
 say, relative positions follow the authors' code or Shaw et al. (appendix C), the head reads fp32 attention, old
 checkpoints keep their positions, and the command-line programs train and decode it."""
+
 import argparse
 import math
 import os
@@ -21,8 +22,12 @@ from model_checks import (
 PAIRS = [("a1 twice and a2", "B1 B1 B2"), ("a3", "B3"), ("a4 and a5 twice", "B4 B5 B5"), ("a6 and a1", "B6 B1")]
 # Long targets (up to 19 tokens with </s>): several re-encoding points for every interval tested.
 LONG = ("B1 B2 B3 B4 B5 B6 " * 3).strip()
-LONG_PAIRS = [("a1 and a2", LONG), ("a3 twice", "B3 B3 B1 B2 B3 B4 B5 B6 B1 B2"), ("a4", "B4"),
-              ("a5 and a6 twice", "B5 B6 B6 B1 B2 B3")]
+LONG_PAIRS = [
+    ("a1 and a2", LONG),
+    ("a3 twice", "B3 B3 B1 B2 B3 B4 B5 B6 B1 B2"),
+    ("a4", "B4"),
+    ("a5 and a6 twice", "B5 B6 B6 B1 B2 B3"),
+]
 
 
 def randomize_relative_tables(model):
@@ -57,8 +62,13 @@ _EXTRAS = {
     (3, "sep"): ["--relative-positions", "2", "--encoder-normalize-before", "--decoder-normalize-before"],
     (8, "sep"): ["--relative-positions", "4"],
 }
-CASES = [(o, kv, ["--relative-form", form, *extra]) for form in ("dangle", "shaw") for (o, kv), extra in _EXTRAS.items()]
-CASES += [(2, "shared", ["--relative-positions", "0"]), (3, "sep", ["--relative-positions", "0", "--lexicon", "LEXICON"])]
+CASES = [
+    (o, kv, ["--relative-form", form, *extra]) for form in ("dangle", "shaw") for (o, kv), extra in _EXTRAS.items()
+]
+CASES += [
+    (2, "shared", ["--relative-positions", "0"]),
+    (3, "sep", ["--relative-positions", "0", "--lexicon", "LEXICON"]),
+]
 
 
 def _case_id(o, kv, extra):
@@ -183,21 +193,31 @@ def test_left_padded_targets_are_refused_with_the_reason(toy_data):
 # -- training: the stacked segments equal the per-prefix loop -------------------------------------------------------
 def _nll(model, net, target, pad):
     lprobs = model.get_normalized_probs(model(**net), log_probs=True)
-    return torch.nn.functional.nll_loss(lprobs.view(-1, lprobs.size(-1)), target.view(-1), ignore_index=pad,
-                                        reduction="sum")
+    return torch.nn.functional.nll_loss(
+        lprobs.view(-1, lprobs.size(-1)), target.view(-1), ignore_index=pad, reduction="sum"
+    )
 
 
 @pytest.mark.parametrize(
     "extra",
-    [["--reencode-interval", "1"],
-     ["--reencode-interval", "1", "--reencode-buckets", "1"],
-     ["--reencode-interval", "3", "--kv-mode", "sep", "--reencode-chunk-size", "2"],
-     ["--reencode-interval", "2", "--relative-positions", "2", "--lexicon", "LEXICON", "--reencode-chunk-size", "3"],
-     ["--reencode-interval", "2", "--relative-form", "shaw", "--lexicon", "LEXICON", "--reencode-chunk-size", "3"],
-     ["--reencode-interval", "4", "--kv-mode", "sep", "--lexicon", "identity", "--encoder-normalize-before"],
-     ["--reencode-interval", "3", "--relative-positions", "0"]],
-    ids=["o1", "o1-one-pass", "o3-sep-chunked", "o2-relative-lexicon-chunked", "o2-shaw-lexicon-chunked",
-         "o4-sep-identity-prenorm", "o3-absolute"],
+    [
+        ["--reencode-interval", "1"],
+        ["--reencode-interval", "1", "--reencode-buckets", "1"],
+        ["--reencode-interval", "3", "--kv-mode", "sep", "--reencode-chunk-size", "2"],
+        ["--reencode-interval", "2", "--relative-positions", "2", "--lexicon", "LEXICON", "--reencode-chunk-size", "3"],
+        ["--reencode-interval", "2", "--relative-form", "shaw", "--lexicon", "LEXICON", "--reencode-chunk-size", "3"],
+        ["--reencode-interval", "4", "--kv-mode", "sep", "--lexicon", "identity", "--encoder-normalize-before"],
+        ["--reencode-interval", "3", "--relative-positions", "0"],
+    ],
+    ids=[
+        "o1",
+        "o1-one-pass",
+        "o3-sep-chunked",
+        "o2-relative-lexicon-chunked",
+        "o2-shaw-lexicon-chunked",
+        "o4-sep-identity-prenorm",
+        "o3-absolute",
+    ],
 )
 def test_stacked_training_loss_and_gradients_equal_the_per_prefix_loop(toy_data, extra, device):
     from rdangle_reference import PerPrefixLoop
@@ -240,9 +260,20 @@ def test_stack_plan_rows_and_chunks():
 # -- shapes and padding ----------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("kv_mode,form", [("shared", "dangle"), ("sep", "shaw")])
 def test_shapes_with_left_padded_sources_and_right_padded_targets(toy_data, kv_mode, form, device):
-    model, task, _ = tiny(toy_data / "bin", "--kv-mode", kv_mode, "--reencode-interval", 2,
-                          "--lexicon", toy_data / "lexicon.tsv", "--relative-positions", 2, "--relative-form", form,
-                          seed=5)
+    model, task, _ = tiny(
+        toy_data / "bin",
+        "--kv-mode",
+        kv_mode,
+        "--reencode-interval",
+        2,
+        "--lexicon",
+        toy_data / "lexicon.tsv",
+        "--relative-positions",
+        2,
+        "--relative-form",
+        form,
+        seed=5,
+    )
     model.to(device).eval()
     batch = toy_batch(task, LONG_PAIRS, device)
     net = batch["net_input"]
@@ -268,8 +299,9 @@ def test_shapes_with_left_padded_sources_and_right_padded_targets(toy_data, kv_m
 # -- relative positions (Shaw et al. 2018; appendix C) ---------------------------------------------------------------
 @pytest.mark.parametrize("normalize_before", [False, True])
 @pytest.mark.parametrize("relative,form", [(0, "shaw"), (2, "shaw"), (2, "dangle")])
-def test_last_concat_layer_computing_source_positions_only_gives_the_same_source_outputs(normalize_before, relative,
-                                                                                          form):
+def test_last_concat_layer_computing_source_positions_only_gives_the_same_source_outputs(
+    normalize_before, relative, form
+):
     """The adaptive encoder's last concatenation layer skips the target queries (eq. 6 reads only the source
     slice); the source outputs must equal the full layer's, with padding on both sides and relative positions."""
     import torch.nn.functional as F
@@ -296,10 +328,12 @@ def test_last_concat_layer_computing_source_positions_only_gives_the_same_source
 
 
 @pytest.mark.parametrize("normalize_before", [False, True])
-@pytest.mark.parametrize("relative,form,alignment_layer", [(0, "shaw", 1), (2, "shaw", 1), (2, "dangle", 1),
-                                                            (2, "dangle", 0)])
-def test_decoder_last_layer_querying_selected_positions_gives_their_full_outputs(normalize_before, relative, form,
-                                                                                 alignment_layer):
+@pytest.mark.parametrize(
+    "relative,form,alignment_layer", [(0, "shaw", 1), (2, "shaw", 1), (2, "dangle", 1), (2, "dangle", 0)]
+)
+def test_decoder_last_layer_querying_selected_positions_gives_their_full_outputs(
+    normalize_before, relative, form, alignment_layer
+):
     """KVDecoderStack(outputs=...) queries only the wanted positions in its last layer (training: each row's
     segment; generation: the last position). Features, alignment and caches must equal the full stack's there,
     with a source padding, relative positions, and the alignment taken from the last or an earlier layer."""
@@ -333,13 +367,15 @@ def test_joint_relative_index_on_a_hand_case():
     from fairseq_lexical.modules.relative_attention import joint_relative_index, relative_index
 
     # K = 1: source-source rows 0..2, target-target rows 3..5, source->target 6, target->source 7
-    expected = torch.tensor([
-        [1, 2, 2, 6, 6],
-        [0, 1, 2, 6, 6],
-        [0, 0, 1, 6, 6],
-        [7, 7, 7, 4, 5],
-        [7, 7, 7, 3, 4],
-    ])
+    expected = torch.tensor(
+        [
+            [1, 2, 2, 6, 6],
+            [0, 1, 2, 6, 6],
+            [0, 0, 1, 6, 6],
+            [7, 7, 7, 4, 5],
+            [7, 7, 7, 3, 4],
+        ]
+    )
     assert torch.equal(joint_relative_index(3, 2, 1), expected)
     # clipping at K = 2 over 6 positions, and a query at position 4 of an incremental step
     assert relative_index(1, 6, 2, q_start=4).tolist() == [[0, 0, 0, 1, 2, 3]]
@@ -372,8 +408,9 @@ def test_relative_attention_is_shaws_formula_with_clipping():
         torch.testing.assert_close(out[0], attn.out_proj(expected), atol=1e-6, rtol=0)
 
 
-@pytest.mark.parametrize("form,tables", [("dangle", ["relative_embeddings"]),
-                                         ("shaw", ["relative_keys", "relative_values"])])
+@pytest.mark.parametrize(
+    "form,tables", [("dangle", ["relative_embeddings"]), ("shaw", ["relative_keys", "relative_values"])]
+)
 def test_relative_positions_replace_absolute_ones_and_have_the_expected_tables(toy_data, form, tables):
     model, _, _ = tiny(toy_data / "bin", "--relative-positions", 3, "--kv-mode", "sep", "--relative-form", form)
     assert model.encoder.embed.embed_positions is None and model.decoder.embed.embed_positions is None
@@ -465,8 +502,9 @@ def test_attention_probabilities_are_fp32_for_half_inputs(dtype, form):
 def test_lexical_head_receives_fp32_attention_from_a_half_model(toy_data, dtype, kv_mode):
     """fairseq's --fp16 / --bf16 cast the model; the head's gradient d log p / d a is unbounded, so the attention
     it reads must stay fp32 in teacher forcing (stacked rows) and in incremental decoding."""
-    model, task, _ = tiny(toy_data / "bin", "--lexicon", toy_data / "lexicon.tsv", "--kv-mode", kv_mode,
-                          "--reencode-interval", 2, seed=6)
+    model, task, _ = tiny(
+        toy_data / "bin", "--lexicon", toy_data / "lexicon.tsv", "--kv-mode", kv_mode, "--reencode-interval", 2, seed=6
+    )
     model = model.to(dtype)
     seen = []
     model.decoder.lexical_head.register_forward_pre_hook(lambda module, args: seen.append(args[2].dtype))
@@ -533,8 +571,9 @@ def _arch_args(data, *extra):
     from fairseq import options
 
     parser = options.get_training_parser()
-    args = options.parse_args_and_arch(parser, [str(data), "--user-dir", os.path.join(REPO, "fairseq_lexical"),
-                                                *map(str, extra)])
+    args = options.parse_args_and_arch(
+        parser, [str(data), "--user-dir", os.path.join(REPO, "fairseq_lexical"), *map(str, extra)]
+    )
     from fairseq.models import ARCH_CONFIG_REGISTRY
 
     ARCH_CONFIG_REGISTRY[args.arch](args)
@@ -543,21 +582,41 @@ def _arch_args(data, *extra):
 
 def test_named_architectures(toy_data):
     data = toy_data / "bin"
-    for arch in ("rdangle_transformer", "rdangle_transformer_iwslt_de_en", "dangle_transformer",
-                 "rdangle_transformer_big", "rdangle_transformer_tiny"):  # appendix C / the authors' runs
+    for arch in (
+        "rdangle_transformer",
+        "rdangle_transformer_iwslt_de_en",
+        "dangle_transformer",
+        "rdangle_transformer_big",
+        "rdangle_transformer_tiny",
+    ):  # appendix C / the authors' runs
         a = _arch_args(data, "--arch", arch)
         assert (a.relative_positions, a.relative_form) == (15, "dangle"), arch
     a = _arch_args(data, "--arch", "dangle_transformer")
     assert (a.reencode_interval, a.kv_mode, a.encoder_embed_dim, a.encoder_ffn_embed_dim) == (1, "shared", 512, 1024)
-    assert (a.encoder_attention_heads, a.decoder_layers, a.adaptive_concat_layers, a.adaptive_source_layers) == (4, 6, 2, 4)
+    assert (a.encoder_attention_heads, a.decoder_layers, a.adaptive_concat_layers, a.adaptive_source_layers) == (
+        4,
+        6,
+        2,
+        4,
+    )
     a = _arch_args(data, "--arch", "rdangle_transformer_iwslt_de_en", "--kv-mode", "sep", "--reencode-interval", "4")
-    assert (a.adaptive_concat_layers, a.adaptive_source_layers, a.value_encoder_layers, a.shared_kv_layers) == (2, 2, 4, 2)
+    assert (a.adaptive_concat_layers, a.adaptive_source_layers, a.value_encoder_layers, a.shared_kv_layers) == (
+        2,
+        2,
+        4,
+        2,
+    )
     big = _arch_args(data, "--arch", "rdangle_transformer_big")
     assert big.decoder_layers == 12 and (big.adaptive_concat_layers, big.adaptive_source_layers) == (2, 10)
     assert big.encoder_normalize_before and big.decoder_normalize_before
     assert (big.attention_dropout, big.activation_dropout) == (0.3, 0.4)
     sep = _arch_args(data, "--arch", "rdangle_transformer_big", "--kv-mode", "sep")
-    assert (sep.adaptive_concat_layers, sep.adaptive_source_layers, sep.value_encoder_layers, sep.shared_kv_layers) == (2, 8, 10, 8)
+    assert (sep.adaptive_concat_layers, sep.adaptive_source_layers, sep.value_encoder_layers, sep.shared_kv_layers) == (
+        2,
+        8,
+        10,
+        8,
+    )
 
 
 def test_sep_mode_has_the_papers_12_distinct_encoder_layers(toy_data):
@@ -565,14 +624,30 @@ def test_sep_mode_has_the_papers_12_distinct_encoder_layers(toy_data):
     from fairseq_lexical.modules.dangle import EncoderLayer
 
     torch.manual_seed(0)
-    model, _, _ = build_model(toy_data / "bin", "--arch", "rdangle_transformer_big", "--kv-mode", "sep",
-                              "--encoder-embed-dim", "16", "--decoder-embed-dim", "16", "--encoder-ffn-embed-dim",
-                              "16", "--decoder-ffn-embed-dim", "16", "--decoder-layers", "1", "--relative-positions", "2")
+    model, _, _ = build_model(
+        toy_data / "bin",
+        "--arch",
+        "rdangle_transformer_big",
+        "--kv-mode",
+        "sep",
+        "--encoder-embed-dim",
+        "16",
+        "--decoder-embed-dim",
+        "16",
+        "--encoder-ffn-embed-dim",
+        "16",
+        "--decoder-ffn-embed-dim",
+        "16",
+        "--decoder-layers",
+        "1",
+        "--relative-positions",
+        "2",
+    )
     adaptive = model.encoder.adaptive
     distinct = {id(m) for m in model.modules() if isinstance(m, EncoderLayer)}
     assert len(distinct) == 12
     key_encoder = list(adaptive.concat_layers) + list(adaptive.source_layers)
-    value_encoder = list(adaptive.value_layers) + list(adaptive.source_layers)[-adaptive.shared_layers:]
+    value_encoder = list(adaptive.value_layers) + list(adaptive.source_layers)[-adaptive.shared_layers :]
     assert len(key_encoder) == len(value_encoder) == 10
     assert [id(m) for m in key_encoder[-8:]] == [id(m) for m in value_encoder[-8:]]
     names = {n for n, _ in model.named_parameters()}
@@ -601,30 +676,99 @@ def test_lexical_head_on_rdangle_with_the_gate_reading_context_hidden_input(toy_
 def test_benchmark_rdangle_comparison_runs_at_a_tiny_size():
     benchmark = tool_module("benchmarking")
     opts = argparse.Namespace(
-        seed=1, vocab=60, hidden=16, layers=2, heads=2, ffn=32, batch_size=2, src_len=5, tgt_len=6, steps=1,
-        warmup=0, device="cpu", beam=2, gen_batches=1, gen_batch_size=2, gen_rounds=1, intervals="1,4,once",
-        kv_mode="shared", chunk_size=0, relative_positions=None, relative_form=None, naive=True, peak_memory=False,
+        seed=1,
+        vocab=60,
+        hidden=16,
+        layers=2,
+        heads=2,
+        ffn=32,
+        batch_size=2,
+        src_len=5,
+        tgt_len=6,
+        steps=1,
+        warmup=0,
+        device="cpu",
+        beam=2,
+        gen_batches=1,
+        gen_batch_size=2,
+        gen_rounds=1,
+        intervals="1,4,once",
+        kv_mode="shared",
+        chunk_size=0,
+        relative_positions=None,
+        relative_form=None,
+        naive=True,
+        peak_memory=False,
     )
     lines = benchmark.bench_rdangle(opts, progress=lambda msg: None).splitlines()
     assert [line.split("  ")[0].strip() for line in lines[1:]] == [
-        "transformer (fairseq)", "rdangle o=1", "rdangle o=4", "rdangle o=once", "rdangle o=1 per-prefix loop"]
+        "transformer (fairseq)",
+        "rdangle o=1",
+        "rdangle o=4",
+        "rdangle o=once",
+        "rdangle o=1 per-prefix loop",
+    ]
 
 
 @pytest.mark.slow
 def test_train_and_generate_through_the_command_line(toy_data, tmp_path):
     user_dir = os.path.join(REPO, "fairseq_lexical")
     proc = run_cli(
-        "fairseq-train", toy_data / "bin", "--user-dir", user_dir, "--arch", "rdangle_transformer_tiny",
-        "--kv-mode", "sep", "--reencode-interval", "2", "--reencode-chunk-size", "8", "--relative-positions", "4",
-        "--lexicon", toy_data / "lexicon.tsv", "--criterion", "lexical_cross_entropy", "--optimizer", "adam",
-        "--lr", "0.005", "--batch-size", "8", "--max-update", "12", "--save-dir", tmp_path / "ckpt",
-        "--no-epoch-checkpoints", "--num-workers", "0", "--log-format", "simple", "--log-interval", "4", "--seed", "3",
+        "fairseq-train",
+        toy_data / "bin",
+        "--user-dir",
+        user_dir,
+        "--arch",
+        "rdangle_transformer_tiny",
+        "--kv-mode",
+        "sep",
+        "--reencode-interval",
+        "2",
+        "--reencode-chunk-size",
+        "8",
+        "--relative-positions",
+        "4",
+        "--lexicon",
+        toy_data / "lexicon.tsv",
+        "--criterion",
+        "lexical_cross_entropy",
+        "--optimizer",
+        "adam",
+        "--lr",
+        "0.005",
+        "--batch-size",
+        "8",
+        "--max-update",
+        "12",
+        "--save-dir",
+        tmp_path / "ckpt",
+        "--no-epoch-checkpoints",
+        "--num-workers",
+        "0",
+        "--log-format",
+        "simple",
+        "--log-interval",
+        "4",
+        "--seed",
+        "3",
     )
     log = proc.stdout + proc.stderr
-    assert re.search(r"valid on 'valid' subset \| loss [\d.]+ \| nll_loss [\d.]+ \| p_gate [\d.]+ \| exact_match [\d.]+ \| ppl", log)
+    assert re.search(
+        r"valid on 'valid' subset \| loss [\d.]+ \| nll_loss [\d.]+ \| p_gate [\d.]+ \| exact_match [\d.]+ \| ppl", log
+    )
     proc = run_cli(
-        "fairseq-generate", toy_data / "bin", "--user-dir", user_dir, "--path", tmp_path / "ckpt" / "checkpoint_last.pt",
-        "--gen-subset", "test", "--beam", "5", "--batch-size", "16",
+        "fairseq-generate",
+        toy_data / "bin",
+        "--user-dir",
+        user_dir,
+        "--path",
+        tmp_path / "ckpt" / "checkpoint_last.pt",
+        "--gen-subset",
+        "test",
+        "--beam",
+        "5",
+        "--batch-size",
+        "16",
     )
     hyps = [line for line in proc.stdout.splitlines() if line.startswith("H-")]
     assert sorted(int(h.split("\t")[0][2:]) for h in hyps) == list(range(20))

@@ -6,6 +6,7 @@ each task, each model family (LSTM, lexical, copy, Transformer, R-Dangle, LLA), 
 $TMP and $BIN before comparing. After an intended change of the commands, rewrite the golden files with
     RECIPE_DRY_RUN_UPDATE=1 python -m pytest tests/test_recipe_dry_run.py
 and check that their diff shows only that change."""
+
 import os
 import re
 import subprocess
@@ -22,42 +23,183 @@ CASES = {
     "colors_default": ("colors", []),
     "colors_paper_cpu_small": ("colors", ["--models", "paper", "--cpu-small"]),
     "colors_lla_damage": ("colors", ["--models", "lla,lla_noadv", "--damage"]),
-    "colors_lla_last_reduced": ("colors", ["--models", "lla", "--lla-checkpoint", "last", "--lla-max-epoch", "200",
-                                           "--lla-batch-size", "10", "--lla-lr", "0.002", "--patience", "3"]),
-    "colors_overrides": ("colors", ["--models", "uniform,soft,learned,copy", "--decoder", "fairseq", "--seeds", "2",
-                                    "--max-update", "100", "--lr", "0.01", "--warmup-updates", "7", "--beam", "1",
-                                    "--sentence-avg", "--adam-betas", "(0.9, 0.98)", "--train-args", "--dropout 0.2",
-                                    "--generate-args", "--nbest 1", "--keep-checkpoints", "all"]),
-    "colors_given_lexicon": ("colors", ["--models", "simple,soft", "--lexicon", "TMP/given.tsv",
-                                        "--seed-list", "3,5"]),
+    "colors_lla_last_reduced": (
+        "colors",
+        [
+            "--models",
+            "lla",
+            "--lla-checkpoint",
+            "last",
+            "--lla-max-epoch",
+            "200",
+            "--lla-batch-size",
+            "10",
+            "--lla-lr",
+            "0.002",
+            "--patience",
+            "3",
+        ],
+    ),
+    "colors_overrides": (
+        "colors",
+        [
+            "--models",
+            "uniform,soft,learned,copy",
+            "--decoder",
+            "fairseq",
+            "--seeds",
+            "2",
+            "--max-update",
+            "100",
+            "--lr",
+            "0.01",
+            "--warmup-updates",
+            "7",
+            "--beam",
+            "1",
+            "--sentence-avg",
+            "--adam-betas",
+            "(0.9, 0.98)",
+            "--train-args",
+            "--dropout 0.2",
+            "--generate-args",
+            "--nbest 1",
+            "--keep-checkpoints",
+            "all",
+        ],
+    ),
+    "colors_given_lexicon": ("colors", ["--models", "simple,soft", "--lexicon", "TMP/given.tsv", "--seed-list", "3,5"]),
     "scan_jump_paper": ("scan", ["--data", "DATA/scan"]),
-    "scan_around_right_all_cpu_small": ("scan", ["--data", "DATA/scan", "--split", "around_right", "--models", "all",
-                                                 "--cpu-small", "--checkpoint", "best", "--patience", "0"]),
-    "scan_transformers_cpu_small": ("scan", ["--data", "DATA/scan", "--split", "around_right", "--models",
-                                             TRANSFORMERS, "--cpu-small"]),
-    "scan_jump_cpu_medium": ("scan", ["--data", "DATA/scan", "--models", "lstm,simple,lex_transformer",
-                                      "--cpu-medium"]),
-    "scan_valid_options": ("scan", ["--data", "DATA/scan", "--models", "lstm,simple", "--valid-fraction", "0.2",
-                                    "--valid-seed", "4", "--token-avg", "--update-freq", "2", "--batch-size", "16"]),
+    "scan_around_right_all_cpu_small": (
+        "scan",
+        [
+            "--data",
+            "DATA/scan",
+            "--split",
+            "around_right",
+            "--models",
+            "all",
+            "--cpu-small",
+            "--checkpoint",
+            "best",
+            "--patience",
+            "0",
+        ],
+    ),
+    "scan_transformers_cpu_small": (
+        "scan",
+        ["--data", "DATA/scan", "--split", "around_right", "--models", TRANSFORMERS, "--cpu-small"],
+    ),
+    "scan_jump_cpu_medium": (
+        "scan",
+        ["--data", "DATA/scan", "--models", "lstm,simple,lex_transformer", "--cpu-medium"],
+    ),
+    "scan_valid_options": (
+        "scan",
+        [
+            "--data",
+            "DATA/scan",
+            "--models",
+            "lstm,simple",
+            "--valid-fraction",
+            "0.2",
+            "--valid-seed",
+            "4",
+            "--token-avg",
+            "--update-freq",
+            "2",
+            "--batch-size",
+            "16",
+        ],
+    ),
     "cogs_paper": ("cogs", ["--data", "DATA/cogs"]),
     "cogs_transformers_paper": ("cogs", ["--data", "DATA/cogs", "--models", TRANSFORMERS]),
     "cogs_cpu_medium": ("cogs", ["--data", "DATA/cogs", "--models", "lstm,copy,simple", "--cpu-medium"]),
-    "cogs_transformer_overrides": ("cogs", ["--data", "DATA/cogs", "--models", "transformer,pgn", "--max-tokens", "0",
-                                            "--batch-size", "32", "--max-update", "500", "--sentence-avg"]),
-    "cogs_gen_2020_lla": ("cogs", ["--data", "DATA/cogs", "--gen", "gen_2020.tsv", "--models", "lla,simple",
-                                   "--damage", "none,lstm", "--lexicon-top-k", "3"]),
+    "cogs_transformer_overrides": (
+        "cogs",
+        [
+            "--data",
+            "DATA/cogs",
+            "--models",
+            "transformer,pgn",
+            "--max-tokens",
+            "0",
+            "--batch-size",
+            "32",
+            "--max-update",
+            "500",
+            "--sentence-avg",
+        ],
+    ),
+    "cogs_gen_2020_lla": (
+        "cogs",
+        [
+            "--data",
+            "DATA/cogs",
+            "--gen",
+            "gen_2020.tsv",
+            "--models",
+            "lla,simple",
+            "--damage",
+            "none,lstm",
+            "--lexicon-top-k",
+            "3",
+        ],
+    ),
     "eng_cmn_paper": ("eng_cmn", ["--data", "DATA/eng_cmn"]),
-    "eng_cmn_thrush_lla": ("eng_cmn", ["--data", "DATA/eng_cmn", "--models", "lla,lla_noadv", "--tokenization",
-                                       "thrush", "--damage"]),
-    "eng_cmn_rdangle_cpu_small": ("eng_cmn", ["--data", "DATA/eng_cmn", "--models", "rdangle_sep,lstm,pmi",
-                                              "--cpu-small", "--max-tokens", "2048", "--decode-jobs", "2",
-                                              "--lexicon-top-k", "0"]),
+    "eng_cmn_thrush_lla": (
+        "eng_cmn",
+        ["--data", "DATA/eng_cmn", "--models", "lla,lla_noadv", "--tokenization", "thrush", "--damage"],
+    ),
+    "eng_cmn_rdangle_cpu_small": (
+        "eng_cmn",
+        [
+            "--data",
+            "DATA/eng_cmn",
+            "--models",
+            "rdangle_sep,lstm,pmi",
+            "--cpu-small",
+            "--max-tokens",
+            "2048",
+            "--decode-jobs",
+            "2",
+            "--lexicon-top-k",
+            "0",
+        ],
+    ),
     "custom_lstm_paper": ("custom", ["--train", "DATA/custom/train", "--test", "DATA/custom/test"]),
-    "custom_transformer_cpu": ("custom", ["--train", "DATA/custom/train.tsv", "--test", "DATA/custom/test.tsv",
-                                          "--valid", "DATA/custom/valid", "--family", "transformer", "--lexicons",
-                                          "simple,ibm2,pmi", "--cpu", "--seeds", "2"]),
-    "custom_smoke": ("custom", ["--train", "DATA/custom/train", "--test", "DATA/custom/test", "--smoke",
-                                "--lexicons", "bayes", "--checkpoint", "best"]),
+    "custom_transformer_cpu": (
+        "custom",
+        [
+            "--train",
+            "DATA/custom/train.tsv",
+            "--test",
+            "DATA/custom/test.tsv",
+            "--valid",
+            "DATA/custom/valid",
+            "--family",
+            "transformer",
+            "--lexicons",
+            "simple,ibm2,pmi",
+            "--cpu",
+            "--seeds",
+            "2",
+        ],
+    ),
+    "custom_smoke": (
+        "custom",
+        [
+            "--train",
+            "DATA/custom/train",
+            "--test",
+            "DATA/custom/test",
+            "--smoke",
+            "--lexicons",
+            "bayes",
+            "--checkpoint",
+            "best",
+        ],
+    ),
 }
 
 
@@ -81,8 +223,11 @@ def fake_data(tmp_path_factory):
 def normalise(text, tmp):
     """Paths of this machine -> $TMP, $REPO, $BIN (the environment's bin/: python, fairseq-*)."""
     # the bin/ directory first: it may lie inside the checkout (a CI clone's .venv) or under tmp
-    text = re.sub(r"(?<![\w$])/\S*?/bin/(python[\d.]*|fairseq-[a-z-]+)\b",
-                  lambda m: "$BIN/" + ("python" if m.group(1).startswith("python") else m.group(1)), text)
+    text = re.sub(
+        r"(?<![\w$])/\S*?/bin/(python[\d.]*|fairseq-[a-z-]+)\b",
+        lambda m: "$BIN/" + ("python" if m.group(1).startswith("python") else m.group(1)),
+        text,
+    )
     return text.replace(str(tmp), "$TMP").replace(REPO, "$REPO")
 
 
@@ -91,9 +236,20 @@ def test_dry_run_prints_the_golden_commands(case, fake_data):
     driver, options = CASES[case]
     args = [a.replace("DATA", str(fake_data / "data")).replace("TMP", str(fake_data)) for a in options]
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
-    proc = subprocess.run(["bash", os.path.join(REPO, "examples", driver, "run.sh"), *args, "--dry-run",
-                           "--work", str(fake_data / "work" / case)], capture_output=True, text=True, env=env,
-                          timeout=300)
+    proc = subprocess.run(
+        [
+            "bash",
+            os.path.join(REPO, "examples", driver, "run.sh"),
+            *args,
+            "--dry-run",
+            "--work",
+            str(fake_data / "work" / case),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert not (fake_data / "work" / case).exists()  # a dry run writes nothing
     got = normalise(proc.stdout, fake_data)

@@ -2,6 +2,7 @@
 lines, the lla rows' epoch selection and the updates they report. The records below are real: a tiny fairseq-train
 run (lstm_plain_small on the toy task, --log-interval 2, 3 epochs) with --log-format json, and the same run with
 --log-format simple (the format of logs written before the switch, and of examples/cat_oci)."""
+
 import os
 
 import pytest
@@ -28,20 +29,20 @@ JSON_LOG = (
     '"num_updates": "6", "lr": "0.005", "gnorm": "0.964", "train_wall": "0", "wall": "4"}\n'
 )
 SIMPLE_LOG = (
-    '2026-11-24 00:02:31 | INFO | train_inner | epoch 001:      2 / 5 loss=3.933, nll_loss=3.933, '
-    'ppl=15.28, wps=667.9, ups=20.79, wpb=32, bsz=12, num_updates=2, lr=0.005, gnorm=0.548, '
-    'train_wall=0, wall=4\n'
-    '2026-11-24 00:02:31 | INFO | train_inner | epoch 001:      4 / 5 loss=3.483, nll_loss=3.483, '
-    'ppl=11.18, wps=606.1, ups=20.2, wpb=30, bsz=10, num_updates=4, lr=0.005, gnorm=1.48, train_wall=0, '
-    'wall=5\n'
+    "2026-11-24 00:02:31 | INFO | train_inner | epoch 001:      2 / 5 loss=3.933, nll_loss=3.933, "
+    "ppl=15.28, wps=667.9, ups=20.79, wpb=32, bsz=12, num_updates=2, lr=0.005, gnorm=0.548, "
+    "train_wall=0, wall=4\n"
+    "2026-11-24 00:02:31 | INFO | train_inner | epoch 001:      4 / 5 loss=3.483, nll_loss=3.483, "
+    "ppl=11.18, wps=606.1, ups=20.2, wpb=30, bsz=10, num_updates=4, lr=0.005, gnorm=1.48, train_wall=0, "
+    "wall=5\n"
     "2026-11-24 00:02:31 | INFO | valid | epoch 001 | valid on 'valid' subset | loss 2.87 | "
-    'nll_loss 2.87 | exact_match 0.1 | ppl 7.31 | wps 1993.5 | wpb 26.5 | bsz 10 | num_updates 5\n'
-    '2026-11-24 00:02:31 | INFO | train | epoch 001 | loss 3.494 | nll_loss 3.494 | ppl 11.27 | '
-    'wps 531 | ups 14.54 | wpb 35.6 | bsz 12 | num_updates 5 | lr 0.005 | gnorm 0.986 | train_wall 0 | '
-    'wall 5\n'
-    '2026-11-24 00:02:31 | INFO | train_inner | epoch 002:      1 / 5 loss=2.883, nll_loss=2.883, '
-    'ppl=7.38, wps=384.1, ups=10.82, wpb=35.5, bsz=10, num_updates=6, lr=0.005, gnorm=0.964, '
-    'train_wall=0, wall=5\n'
+    "nll_loss 2.87 | exact_match 0.1 | ppl 7.31 | wps 1993.5 | wpb 26.5 | bsz 10 | num_updates 5\n"
+    "2026-11-24 00:02:31 | INFO | train | epoch 001 | loss 3.494 | nll_loss 3.494 | ppl 11.27 | "
+    "wps 531 | ups 14.54 | wpb 35.6 | bsz 12 | num_updates 5 | lr 0.005 | gnorm 0.986 | train_wall 0 | "
+    "wall 5\n"
+    "2026-11-24 00:02:31 | INFO | train_inner | epoch 002:      1 / 5 loss=2.883, nll_loss=2.883, "
+    "ppl=7.38, wps=384.1, ups=10.82, wpb=35.5, bsz=10, num_updates=6, lr=0.005, gnorm=0.964, "
+    "train_wall=0, wall=5\n"
 )
 SPEED = ("wps", "ups", "wall", "train_wall")  # differ between the two runs
 
@@ -98,11 +99,35 @@ def test_json_and_simple_logs_of_the_same_run_read_the_same(toy_data, tmp_path):
     """Two real fairseq-train runs, identical but for --log-format: every reader gives the same answer."""
     logs = {}
     for fmt in ("json", "simple"):
-        proc = run_cli("fairseq-train", toy_data / "bin", "--user-dir", os.path.join(REPO, "fairseq_lexical"),
-                       "--arch", "lstm_plain_small", "--criterion", "lexical_cross_entropy", "--optimizer", "adam",
-                       "--lr", "0.005", "--batch-size", "16", "--max-epoch", "3", "--seed", "3", "--save-dir",
-                       tmp_path / fmt, "--no-epoch-checkpoints", "--log-format", fmt, "--log-interval", "2",
-                       "--num-workers", "0")
+        proc = run_cli(
+            "fairseq-train",
+            toy_data / "bin",
+            "--user-dir",
+            os.path.join(REPO, "fairseq_lexical"),
+            "--arch",
+            "lstm_plain_small",
+            "--criterion",
+            "lexical_cross_entropy",
+            "--optimizer",
+            "adam",
+            "--lr",
+            "0.005",
+            "--batch-size",
+            "16",
+            "--max-epoch",
+            "3",
+            "--seed",
+            "3",
+            "--save-dir",
+            tmp_path / fmt,
+            "--no-epoch-checkpoints",
+            "--log-format",
+            fmt,
+            "--log-interval",
+            "2",
+            "--num-workers",
+            "0",
+        )
         logs[fmt] = tmp_path / f"{fmt}.log"
         logs[fmt].write_text(proc.stdout + proc.stderr)
     json_log, simple_log = str(logs["json"]), str(logs["simple"])

@@ -2,6 +2,7 @@
 
 The end-to-end tests (marked slow) run the real pipeline on tiny data with a few updates: they check that every
 step runs and writes what it should, not the numbers."""
+
 import json
 import math
 import os
@@ -16,7 +17,12 @@ from conftest import REPO, examples_env, scan_line, write_tiny_layouts
 
 sys.path.insert(0, REPO)
 from lexical_offline.metrics.aggregate import (  # noqa: E402
-    aggregate, aggregate_dir, find_score_files, flatten_scores, format_summary, mean_std,
+    aggregate,
+    aggregate_dir,
+    find_score_files,
+    flatten_scores,
+    format_summary,
+    mean_std,
 )
 
 TASKS = ("colors", "scan", "cogs", "eng_cmn")
@@ -24,8 +30,13 @@ TASKS = ("colors", "scan", "cogs", "eng_cmn")
 
 def run_recipe(task, *args, timeout=900):
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    return subprocess.run(["bash", os.path.join(REPO, "examples", task, "run.sh"), *map(str, args)],
-                          capture_output=True, text=True, timeout=timeout, env=env)
+    return subprocess.run(
+        ["bash", os.path.join(REPO, "examples", task, "run.sh"), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
 
 
 def ok(proc):
@@ -36,6 +47,7 @@ def ok(proc):
 # --------------------------------------------------------------------------------------------------------------
 # Tiny data in the official layouts
 # --------------------------------------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def tiny_scan(tmp_path):
@@ -52,6 +64,7 @@ def tiny_scan(tmp_path):
 # Fast checks: help, errors, the commands each recipe would run (--dry-run)
 # --------------------------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("task", TASKS)
 def test_help_lists_the_common_options(task):
     out = ok(run_recipe(task, "--help"))
@@ -59,8 +72,15 @@ def test_help_lists_the_common_options(task):
         assert option in out, option
 
 
-@pytest.mark.parametrize("task,missing", [("scan", "tasks_train_addprim_jump.txt"), ("cogs", "train.tsv"),
-                                          ("eng_cmn", "cmn.txt_train_tokenized.tsv"), ("colors", "train.tsv")])
+@pytest.mark.parametrize(
+    "task,missing",
+    [
+        ("scan", "tasks_train_addprim_jump.txt"),
+        ("cogs", "train.tsv"),
+        ("eng_cmn", "cmn.txt_train_tokenized.tsv"),
+        ("colors", "train.tsv"),
+    ],
+)
 def test_missing_data_file_is_named(tmp_path, task, missing):
     proc = run_recipe(task, "--data", tmp_path, "--work", tmp_path / "work")
     assert proc.returncode == 2
@@ -88,8 +108,16 @@ def test_dry_run_commands_carry_the_papers_settings(tmp_path):
     assert "== lstm, simple, pmi, ibm2, ibm1, bayes: 512-unit 2-layer LSTM, batch 128 x 4" in scan
     lstm_train = next(l for l in scan.splitlines() if "--arch lstm_plain " in l)
     simple_train = next(l for l in scan.splitlines() if "--lexicon" in l and "simple.tsv" in l)
-    for opt in ("--lr 0.000698771", "--warmup-updates 4000", "--batch-size 128", "--update-freq 4",
-                "--clip-norm 5.0", "--max-update 8000", "--validate-interval-updates 500", "--sentence-avg"):
+    for opt in (
+        "--lr 0.000698771",
+        "--warmup-updates 4000",
+        "--batch-size 128",
+        "--update-freq 4",
+        "--clip-norm 5.0",
+        "--max-update 8000",
+        "--validate-interval-updates 500",
+        "--sentence-avg",
+    ):
         assert opt in lstm_train and opt in simple_train, opt
     assert "--write-dropout" not in lstm_train and "--write-dropout 0.5" in simple_train
     assert "--patience 10" in lstm_train and "--patience 20" in simple_train
@@ -125,16 +153,25 @@ def test_dry_run_lla_models_thrush_schedule_metrics_and_damage(tmp_path):
     rest = [l for l in lines if l.strip().startswith("train:")]
     assert len(rest) == 2
     for line in rest:
-        for opt in ("--arch lla_lstm ", "--lexicon-unit-epochs 30", "--lr 0.001 --lr-scheduler fixed",
-                    "--clip-norm 0", "--task lla_translation"):
+        for opt in (
+            "--arch lla_lstm ",
+            "--lexicon-unit-epochs 30",
+            "--lr 0.001 --lr-scheduler fixed",
+            "--clip-norm 0",
+            "--task lla_translation",
+        ):
             assert opt in line, opt
         assert "--write-dropout" not in line and "--warmup-updates" not in line
     assert all("--lexicon-unit-batch-size 1 --batch-size 30 --max-epoch 1000" in l for l in rest)
     # the Lexicon Unit with the lowest validation BCE is kept; Thrush's model selection: every epoch validated on
     # exact match (Colors: the training set), checkpoint_best.pt the first epoch with the best score
-    assert all("--lexicon-unit-selection valid_bce --validate-interval 1 --save-interval 1 --best-checkpoint-metric "
-               "lla_selection --maximize-best-checkpoint-metric --lla-selection-metric exact_match" in l and
-               "--disable-validation" not in l for l in rest)
+    assert all(
+        "--lexicon-unit-selection valid_bce --validate-interval 1 --save-interval 1 --best-checkpoint-metric "
+        "lla_selection --maximize-best-checkpoint-metric --lla-selection-metric exact_match"
+        in l
+        and "--disable-validation" not in l
+        for l in rest
+    )
     assert sum("checkpoint_best.pt" in l for l in lines if l.strip().startswith(("generate:", "damage:"))) == 4
     last = dry_run("colors", None, "--models", "lla", "--lla-checkpoint", "last", *work)
     assert "exact_match" not in last and last.count("--disable-validation") == 1
@@ -150,21 +187,36 @@ def test_dry_run_lla_models_thrush_schedule_metrics_and_damage(tmp_path):
     reduced = dry_run("colors", None, "--models", "lla", "--lla-max-epoch", "200", *work)
     assert "--max-epoch 200" in reduced and "REDUCED" in reduced and "damage:" not in reduced
 
-    eng = dry_run("eng_cmn", tmp_path / "eng_cmn", "--models", "lla", "--tokenization", "thrush", "--damage",
-                  "none,lexicon", *work)
+    eng = dry_run(
+        "eng_cmn",
+        tmp_path / "eng_cmn",
+        "--models",
+        "lla",
+        "--tokenization",
+        "thrush",
+        "--damage",
+        "none,lexicon",
+        *work,
+    )
     assert "--bleu --tokenize none" in eng and "--thrush" in eng and "--validate-interval 1" in eng
-    assert ("--best-checkpoint-metric lla_selection --maximize-best-checkpoint-metric --lla-selection-metric bleu "
-            "--eval-bleu") in eng
+    assert (
+        "--best-checkpoint-metric lla_selection --maximize-best-checkpoint-metric --lla-selection-metric bleu "
+        "--eval-bleu"
+    ) in eng
     assert "--damage none,lexicon" in eng
     # --patience counts the Lexicon Unit epochs' validations too (lla_translation): fewer is refused
-    proc = run_recipe("eng_cmn", "--data", tmp_path / "eng_cmn", "--models", "lla", "--patience", "5", "--dry-run",
-                      *work)
+    proc = run_recipe(
+        "eng_cmn", "--data", tmp_path / "eng_cmn", "--models", "lla", "--patience", "5", "--dry-run", *work
+    )
     assert proc.returncode == 2 and "--patience 5 with the lla rows" in proc.stderr and "--patience 30" in proc.stderr
-    eng = dry_run("eng_cmn", tmp_path / "eng_cmn", "--models", "lla", "--patience", "30", "--lla-checkpoint", "last",
-                  *work)
-    assert ("--lexicon-unit-selection last --validate-interval 1 --save-interval 1 --best-checkpoint-metric "
-            "lla_selection --maximize-best-checkpoint-metric --lla-selection-metric loss --lla-selection-minimize "
-            "--patience 30") in eng
+    eng = dry_run(
+        "eng_cmn", tmp_path / "eng_cmn", "--models", "lla", "--patience", "30", "--lla-checkpoint", "last", *work
+    )
+    assert (
+        "--lexicon-unit-selection last --validate-interval 1 --save-interval 1 --best-checkpoint-metric "
+        "lla_selection --maximize-best-checkpoint-metric --lla-selection-metric loss --lla-selection-minimize "
+        "--patience 30"
+    ) in eng
 
     cogs = dry_run("cogs", tmp_path / "cogs", "--models", "all", *work)
     assert "lla_lstm" not in cogs and " lla seed" not in cogs  # 'all' = Akyurek & Andreas' models
@@ -182,20 +234,35 @@ def test_dry_run_transformer_family_rows(tmp_path):
     lines = cogs.splitlines()
     # the banner gives these rows their own settings line and no LSTM line
     assert "2-layer LSTM" not in cogs and "4096 x 1, 30000 updates, validation every" in cogs
-    train = {m: next(l for i, l in enumerate(lines) if l.strip().startswith("train:") and f" {m} seed 1:" in lines[i - 1])
-             for m in names.split(",")}
-    gen = {m: next(l for i, l in enumerate(lines) if l.strip().startswith("generate:") and f" {m} seed 1:" in lines[i - 2])
-           for m in names.split(",")}
+    train = {
+        m: next(l for i, l in enumerate(lines) if l.strip().startswith("train:") and f" {m} seed 1:" in lines[i - 1])
+        for m in names.split(",")
+    }
+    gen = {
+        m: next(l for i, l in enumerate(lines) if l.strip().startswith("generate:") and f" {m} seed 1:" in lines[i - 2])
+        for m in names.split(",")
+    }
     assert "--arch lex_transformer --lexicon none --encoder-embed-dim 512" in train["transformer"]
-    assert "--arch lex_transformer --lexicon " + str(tmp_path / "w" / "lexicons" / "simple.tsv") in train["lex_transformer"]
+    assert (
+        "--arch lex_transformer --lexicon " + str(tmp_path / "w" / "lexicons" / "simple.tsv")
+        in train["lex_transformer"]
+    )
     assert "--arch pgn_transformer --lexicon identity" in train["pgn"]
     assert "--arch dangle_transformer --kv-mode shared --reencode-interval 1 " in train["dangle"]
     assert "--arch rdangle_transformer_iwslt_de_en --kv-mode shared --reencode-interval 4 " in train["rdangle_shr"]
     assert "--arch rdangle_transformer_iwslt_de_en --kv-mode sep --reencode-interval 4 " in train["rdangle_sep"]
     assert "--arch rdangle_transformer_iwslt_de_en --kv-mode sep --reencode-interval 1 " in train["rdangle_sep_o1"]
     for m, line in train.items():
-        for opt in ("--lr 0.0005", "--warmup-updates 4000", "--adam-betas '(0.9, 0.98)'", "--max-tokens 4096",
-                    "--label-smoothing 0.1", "--weight-decay 0.0001", "--max-update 30000", "--clip-norm 0 "):
+        for opt in (
+            "--lr 0.0005",
+            "--warmup-updates 4000",
+            "--adam-betas '(0.9, 0.98)'",
+            "--max-tokens 4096",
+            "--label-smoothing 0.1",
+            "--weight-decay 0.0001",
+            "--max-update 30000",
+            "--clip-norm 0 ",
+        ):
             assert opt in line, (m, opt)
         assert "--sentence-avg" not in line and "--write-dropout" not in line
         joined = str(tmp_path / "w" / "bin_joined") + " "
@@ -221,12 +288,15 @@ def test_thrush_tokenization_of_english_chinese():
     from recipes.tasks.eng_cmn import thrush_tokenize_pair
 
     assert thrush_tokenize_pair("You &apos;d better take it , Tom .", "你 最好 带 把 伞 ,   Tom 123 .") == (
-        "You ' d better take it , Tom .", "你 最 好 带 把 伞 , Tom 123 .")
+        "You ' d better take it , Tom .",
+        "你 最 好 带 把 伞 , Tom 123 .",
+    )
 
 
 # --------------------------------------------------------------------------------------------------------------
 # Aggregation over seeds
 # --------------------------------------------------------------------------------------------------------------
+
 
 def test_mean_std_on_hand_values():
     s = mean_std([0.5, 0.7, 0.9])
@@ -243,13 +313,27 @@ def test_mean_std_on_hand_values():
 
 
 def test_flatten_and_aggregate_score_dicts():
-    s1 = {"n": 10, "exact_match": 0.8, "bleu": 20.0, "bleu_signature": "nrefs:1",
-          "one_shot": {"n": 3, "exact_match": 0.0, "bleu": None},
-          "cogs_table3": {"all": {"n": 10, "exact_match": 0.8}}}
-    s2 = {"n": 10, "exact_match": 0.6, "bleu": 30.0, "one_shot": {"n": 3, "exact_match": 1.0, "bleu": 12.0},
-          "cogs_table3": {"all": {"n": 10, "exact_match": 0.6}}}
-    assert flatten_scores(s1) == {"exact_match": 0.8, "bleu": 20.0, "one_shot.exact_match": 0.0,
-                                  "cogs_table3.all.exact_match": 0.8}
+    s1 = {
+        "n": 10,
+        "exact_match": 0.8,
+        "bleu": 20.0,
+        "bleu_signature": "nrefs:1",
+        "one_shot": {"n": 3, "exact_match": 0.0, "bleu": None},
+        "cogs_table3": {"all": {"n": 10, "exact_match": 0.8}},
+    }
+    s2 = {
+        "n": 10,
+        "exact_match": 0.6,
+        "bleu": 30.0,
+        "one_shot": {"n": 3, "exact_match": 1.0, "bleu": 12.0},
+        "cogs_table3": {"all": {"n": 10, "exact_match": 0.6}},
+    }
+    assert flatten_scores(s1) == {
+        "exact_match": 0.8,
+        "bleu": 20.0,
+        "one_shot.exact_match": 0.0,
+        "cogs_table3.all.exact_match": 0.8,
+    }
     summary = aggregate({"simple": {1: s1, 2: s2}})
     m = summary["simple"]["metrics"]
     assert summary["simple"]["seeds"] == [1, 2]
@@ -258,8 +342,9 @@ def test_flatten_and_aggregate_score_dicts():
     assert m["cogs_table3.all.exact_match"]["values"] == [0.8, 0.6]
     # a metric missing in one seed is summarised over the seeds that have it
     assert m["one_shot.bleu"]["n"] == 1 and m["one_shot.bleu"]["seeds"] == [2]
-    table = format_summary(summary, [("exact_match", "EM")], labels={"simple": "Simple"},
-                           paper={"simple": {"exact_match": (0.82, 0.01)}})
+    table = format_summary(
+        summary, [("exact_match", "EM")], labels={"simple": "Simple"}, paper={"simple": {"exact_match": (0.82, 0.01)}}
+    )
     assert "Simple" in table and "0.70 +/- 0.10" in table and "0.82 +/- 0.01" in table
 
 
@@ -271,27 +356,40 @@ def test_aggregate_dir_and_command_line(tmp_path):
             (d / "score.json").write_text(json.dumps({"n": 4, "exact_match": value}))
     (tmp_path / "lstm" / "seed3").mkdir()  # unfinished run: no score.json
     assert [(m, s) for m, s, _ in find_score_files(str(tmp_path))] == [
-        ("lstm", 1), ("lstm", 2), ("simple", 1), ("simple", 2)]
+        ("lstm", 1),
+        ("lstm", 2),
+        ("simple", 1),
+        ("simple", 2),
+    ]
     summary = aggregate_dir(str(tmp_path), models=["simple", "lstm"], seeds=[1, 2])
     assert list(summary) == ["simple", "lstm"]
     assert summary["lstm"]["metrics"]["exact_match"]["mean"] == pytest.approx(0.2)
     assert summary["simple"]["metrics"]["exact_match"]["std"] == pytest.approx(0.05)
 
     out = tmp_path / "summary.json"
-    proc = subprocess.run([sys.executable, os.path.join(REPO, "tools", "aggregate_results.py"), str(tmp_path),
-                           "--json", str(out)], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, os.path.join(REPO, "tools", "aggregate_results.py"), str(tmp_path), "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "0.20 +/- 0.10" in proc.stdout and "0.85 +/- 0.05" in proc.stdout
     data = json.loads(out.read_text())
     assert data["models"]["simple"]["metrics"]["exact_match"]["n"] == 2
-    proc = subprocess.run([sys.executable, os.path.join(REPO, "tools", "aggregate_results.py"),
-                           str(tmp_path / "lstm" / "seed3")], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, os.path.join(REPO, "tools", "aggregate_results.py"), str(tmp_path / "lstm" / "seed3")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "no <model>/seed<N>/score.json" in proc.stderr
 
 
 # --------------------------------------------------------------------------------------------------------------
 # End to end (slow)
 # --------------------------------------------------------------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_colors_recipe_runs_end_to_end(tmp_path):
@@ -313,9 +411,22 @@ def test_killing_the_recipe_stops_its_fairseq_train(tmp_path):
     import time
 
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = subprocess.Popen(["bash", os.path.join(REPO, "examples", "colors", "run.sh"), "--max-update", "100000",
-                             "--models", "lstm", "--work", str(tmp_path)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [
+            "bash",
+            os.path.join(REPO, "examples", "colors", "run.sh"),
+            "--max-update",
+            "100000",
+            "--models",
+            "lstm",
+            "--work",
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     log = tmp_path / "lstm" / "seed1" / "train.log"
     deadline = time.time() + 300
     while not (log.exists() and "num_updates" in log.read_text(errors="replace")):  # fairseq-train is training
@@ -342,9 +453,20 @@ def test_an_interrupted_colors_run_resumes_and_keeps_its_logs(tmp_path):
     import time
 
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    run, cmd = tmp_path / "lstm" / "seed1", ["bash", os.path.join(REPO, "examples", "colors", "run.sh"),
-                                             "--cpu-small", "--models", "lstm", "--max-update", "100000",
-                                             "--work", str(tmp_path)]
+    run, cmd = (
+        tmp_path / "lstm" / "seed1",
+        [
+            "bash",
+            os.path.join(REPO, "examples", "colors", "run.sh"),
+            "--cpu-small",
+            "--models",
+            "lstm",
+            "--max-update",
+            "100000",
+            "--work",
+            str(tmp_path),
+        ],
+    )
     log = run / "train.log"
 
     def text(path):
@@ -371,7 +493,9 @@ def test_an_interrupted_colors_run_resumes_and_keeps_its_logs(tmp_path):
     assert "resuming training from" in out
     second = text(log)
     assert second.startswith(first)  # appended, not overwritten
-    assert re.search(r"Loaded checkpoint .*checkpoint_last\.pt \(epoch \d+ @ [1-9]\d*00 updates\)", second[len(first):])
+    assert re.search(
+        r"Loaded checkpoint .*checkpoint_last\.pt \(epoch \d+ @ [1-9]\d*00 updates\)", second[len(first) :]
+    )
 
     for ckpt in run.glob("*.pt"):  # an attempt stopped before its first checkpoint
         ckpt.unlink()
@@ -384,8 +508,21 @@ def test_an_interrupted_colors_run_resumes_and_keeps_its_logs(tmp_path):
 def test_scan_recipe_two_models_two_seeds(tmp_path, tiny_scan):
     work = tmp_path / "work"
     # two pairs at a time on the two cores (one after the other: test_colors_recipe_runs_end_to_end)
-    args = ("--data", tiny_scan, "--work", work, "--cpu-small", "--max-update", "20", "--models", "lstm,simple",
-            "--seeds", "2", "--jobs", "2")
+    args = (
+        "--data",
+        tiny_scan,
+        "--work",
+        work,
+        "--cpu-small",
+        "--max-update",
+        "20",
+        "--models",
+        "lstm,simple",
+        "--seeds",
+        "2",
+        "--jobs",
+        "2",
+    )
     out = ok(run_recipe("scan", *args))
     assert "CPU-SMALL" in out and "1 of 40 training pairs held out" in out
     for model in ("lstm", "simple"):
@@ -408,8 +545,20 @@ def test_scan_recipe_two_models_two_seeds(tmp_path, tiny_scan):
 
     # Restartable (a second run skips the finished pairs: test_jobs_run_the_pairs_as_concurrent_recipes), and it
     # refuses to mix them with runs of other settings.
-    proc = run_recipe("scan", "--data", tiny_scan, "--work", work, "--cpu-small", "--max-update", "21",
-                      "--models", "lstm", "--seeds", "1")
+    proc = run_recipe(
+        "scan",
+        "--data",
+        tiny_scan,
+        "--work",
+        work,
+        "--cpu-small",
+        "--max-update",
+        "21",
+        "--models",
+        "lstm",
+        "--seeds",
+        "1",
+    )
     assert proc.returncode == 2 and "other settings" in proc.stderr and "--force" in proc.stderr
 
 
@@ -425,8 +574,9 @@ def test_jobs_run_the_pairs_as_concurrent_recipes(tmp_path, tiny_scan):
     for k, (model, seed) in enumerate(pairs, 1):
         log = work / "jobs" / f"{model}_seed{seed}.log"
         assert f"[{k}/4] {model} seed {seed}: started (log {log})" in out
-        assert re.search(rf"\[{k}/4\] {model} seed {seed}: ended \(exit 0, [^)]*\): seed {seed}  {model}  exact match",
-                         out), out
+        assert re.search(
+            rf"\[{k}/4\] {model} seed {seed}: ended \(exit 0, [^)]*\): seed {seed}  {model}  exact match", out
+        ), out
         assert "exact match" in log.read_text()
         assert json.loads((work / model / f"seed{seed}" / "score.json").read_text())["n"] == 10
     assert "== jobs: 3 running" in out and "1 waiting" in out
@@ -464,7 +614,8 @@ def test_validation_exact_match_reads_the_fairseq_log(tmp_path):
         "ppl 16.27 | num_updates 31\n"
         "2026-11-22 06:34:35 | INFO | train | epoch 031 | loss 4.3 | num_updates 31\n"
         "2026-11-22 06:34:36 | INFO | valid | epoch 032 | valid on 'valid' subset | loss 3.9 | exact_match 1 | "
-        "ppl 15.0 | num_updates 32\n")
+        "ppl 15.0 | num_updates 32\n"
+    )
     assert validation_metric(str(log)) == {31: 0.5, 32: 1.0}
     assert validation_metric(str(log), "ppl") == {31: 16.27, 32: 15.0}
 
@@ -573,8 +724,12 @@ def test_an_interrupted_run_concurrently_stops_the_jobs_with_their_children(tmp_
 
     start = time.time()
     with pytest.raises(KeyboardInterrupt):
-        process.run_concurrently([[sys.executable, script, p] for p in pid_files],
-                                 [str(tmp_path / f"{i}.log") for i in range(3)], 2, on_progress=interrupt_once_started)
+        process.run_concurrently(
+            [[sys.executable, script, p] for p in pid_files],
+            [str(tmp_path / f"{i}.log") for i in range(3)],
+            2,
+            on_progress=interrupt_once_started,
+        )
     assert time.time() - start < 30 and not pid_files[2].exists()  # the third never started
     for pid in (int(p.read_text()) for p in pid_files[:2]):
         deadline = time.time() + 10
@@ -611,8 +766,10 @@ def test_jobs_must_be_positive_and_a_dry_run_says_how_many_pairs_run_at_once(tmp
 def test_importing_the_recipe_module_is_offline_and_leaves_the_environment_alone():
     """The recipe process imports only the offline package (fast start: neither fairseq nor torch) and sets no
     environment variable that the fairseq programs it starts would inherit."""
-    code = ("import os, sys; import recipes.cli; "
-            "print(sorted(set(os.environ) ^ env_before), 'fairseq' in sys.modules, 'torch' in sys.modules)")
+    code = (
+        "import os, sys; import recipes.cli; "
+        "print(sorted(set(os.environ) ^ env_before), 'fairseq' in sys.modules, 'torch' in sys.modules)"
+    )
     code = code.replace("import recipes.cli;", "env_before = set(os.environ); import recipes.cli;")
     env = examples_env()
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
@@ -634,9 +791,23 @@ def test_cpu_presets_refuse_a_hidden_size_without_an_arch():
     from recipes.console import RecipeError
     from recipes.settings import PRESETS, effective_hparams
 
-    overrides = dict.fromkeys(("max_update", "lr", "warmup_updates", "batch_size", "update_freq", "beam",
-                               "checkpoint", "sentence_avg", "adam_betas", "decoder", "patience", "lexicon_top_k",
-                               "hidden"))
+    overrides = dict.fromkeys(
+        (
+            "max_update",
+            "lr",
+            "warmup_updates",
+            "batch_size",
+            "update_freq",
+            "beam",
+            "checkpoint",
+            "sentence_avg",
+            "adam_betas",
+            "decoder",
+            "patience",
+            "lexicon_top_k",
+            "hidden",
+        )
+    )
     args = SimpleNamespace(preset="cpu-small", decode_jobs=1, **overrides)
     task = SimpleNamespace(name="toy", hparams=lambda a: replace(PRESETS[a.preset], hidden=64))
     with pytest.raises(RecipeError, match="toy: no CPU-sized LSTM arch has 64 units"):
@@ -676,28 +847,43 @@ def test_lla_selection_is_read_from_the_lla_translation_log(tmp_path):
     from recipes.settings import LlaSettings
 
     def valid(epoch, bce, em, sel, updates):
-        stats = {"epoch": epoch, "valid_loss": "1", "valid_exact_match": str(em), "valid_aux_lexicon": str(bce),
-                 "valid_lla_selection": sel, "valid_num_updates": str(updates)}
+        stats = {
+            "epoch": epoch,
+            "valid_loss": "1",
+            "valid_exact_match": str(em),
+            "valid_aux_lexicon": str(bce),
+            "valid_lla_selection": sel,
+            "valid_num_updates": str(updates),
+        }
         return f"2026-11-24 00:00:{epoch:02d} | INFO | valid | {json.dumps(stats)}\n"
 
     def saved(epoch):
         name = "checkpoint_best.pt" if epoch % 2 else "checkpoint_last.pt"  # fairseq names the first file written
-        return (f"2026-11-24 00:00:{epoch:02d} | INFO | fairseq.checkpoint_utils | Saved checkpoint "
-                f"{tmp_path}/{name} (epoch {epoch} @ {epoch} updates, score -inf) (writing took 0.1 s)\n")
+        return (
+            f"2026-11-24 00:00:{epoch:02d} | INFO | fairseq.checkpoint_utils | Saved checkpoint "
+            f"{tmp_path}/{name} (epoch {epoch} @ {epoch} updates, score -inf) (writing took 0.1 s)\n"
+        )
 
     lines = []
     for e, bce in ((1, 0.9), (2, 0.25), (3, 0.4)):  # the Lexicon Unit epochs (N = 3)
         lines += [valid(e, bce, 0.1, "-inf", 10 * e), saved(e)]
-    lines.append("2026-11-24 00:00:04 | INFO | fairseq_lexical.tasks.lla_translation | lla_translation: epoch 4: "
-                 "the Lexicon Unit of epoch 2 (lowest validation aux_lexicon, 0.25) is used from now on\n")
+    lines.append(
+        "2026-11-24 00:00:04 | INFO | fairseq_lexical.tasks.lla_translation | lla_translation: epoch 4: "
+        "the Lexicon Unit of epoch 2 (lowest validation aux_lexicon, 0.25) is used from now on\n"
+    )
     for e, em, sel in ((4, 0.5, "0.5"), (5, 0.75, "0.75"), (6, 0.5, "-inf"), (7, 0.75, "-inf")):
         lines += [valid(e, 0.25, em, sel, 30 + e), saved(e)]
     (tmp_path / "train.log").write_text("".join(lines))
     task = SimpleNamespace(lla_selection=("exact_match", ()))
     recipe = SimpleNamespace(lla=LlaSettings(lexicon_epochs=3), task=task)
     chosen = Recipe.lla_selection(recipe, str(tmp_path))
-    assert (chosen["metric"], chosen["epoch"], chosen["exact_match"], chosen["last_epoch"], chosen["updates"]) == \
-        ("exact_match", 5, 0.75, 7, 35)
+    assert (chosen["metric"], chosen["epoch"], chosen["exact_match"], chosen["last_epoch"], chosen["updates"]) == (
+        "exact_match",
+        5,
+        0.75,
+        7,
+        35,
+    )
     assert chosen["curve"] == {4: 0.5, 5: 0.75, 6: 0.5, 7: 0.75}
     unit = chosen["lexicon_unit"]
     assert (unit["epoch"], unit["aux_lexicon"], unit["curve"]) == (2, 0.25, {1: 0.9, 2: 0.25, 3: 0.4})
@@ -724,8 +910,9 @@ def test_runs_made_before_the_json_log_format_are_still_reused(tmp_path):
 
     write_tiny_layouts(tmp_path)
     task = TASKS["scan"]
-    args = build_parser(task).parse_args(["--data", str(tmp_path / "scan"), "--work", str(tmp_path / "w"),
-                                          "--models", "lstm,lla", "--cpu-small"])
+    args = build_parser(task).parse_args(
+        ["--data", str(tmp_path / "scan"), "--work", str(tmp_path / "w"), "--models", "lstm,lla", "--cpu-small"]
+    )
     task.args = args
     recipe, prep = Recipe(task, args), Prepared([], None, [], [], {})
     for model in ("lstm", "lla"):
@@ -733,8 +920,10 @@ def test_runs_made_before_the_json_log_format_are_still_reused(tmp_path):
         out.mkdir(parents=True)
         commands = recipe.commands(model, 1, str(out), prep)
         assert all("--log-format json" in " ".join(commands[k]) for k in commands if k.startswith("train"))
-        before = {k: v.replace("--log-format json", "--log-format simple") if k.startswith("train") else v
-                  for k, v in recipe.fingerprint(model, 1, commands).items()}
+        before = {
+            k: v.replace("--log-format json", "--log-format simple") if k.startswith("train") else v
+            for k, v in recipe.fingerprint(model, 1, commands).items()
+        }
         (out / "score.json").write_text("{}")
         (out / "config.json").write_text(json.dumps({"fingerprint": before}))
         assert recipe.stale(model, 1, prep) is None
@@ -753,8 +942,9 @@ def test_a_rebuilt_lexicon_with_the_same_entries_is_the_same_lexicon(tmp_path):
 
     write_tiny_layouts(tmp_path)
     task = TASKS["scan"]
-    args = build_parser(task).parse_args(["--data", str(tmp_path / "scan"), "--work", str(tmp_path / "w"),
-                                          "--models", "simple", "--cpu-small"])
+    args = build_parser(task).parse_args(
+        ["--data", str(tmp_path / "scan"), "--work", str(tmp_path / "w"), "--models", "simple", "--cpu-small"]
+    )
     task.args = args
     recipe, prep = Recipe(task, args), Prepared([], None, [], [], {})
     lexicon = recipe.lexicon_path("simple")
@@ -775,6 +965,7 @@ def test_a_rebuilt_lexicon_with_the_same_entries_is_the_same_lexicon(tmp_path):
         f.write("# method: simple seconds=0.47\njump\tI_WALK\t1.0\n")
     assert recipe.stale("simple", 1, prep) == f"{out}: lexicon differ"
 
+
 @pytest.mark.slow
 def test_lla_colors_keeps_the_first_best_epoch(tmp_path):
     """The lla row end to end on Colors with a short schedule, one fairseq-train call (lla_translation): the
@@ -783,8 +974,21 @@ def test_lla_colors_keeps_the_first_best_epoch(tmp_path):
     import torch
 
     work = tmp_path / "w"
-    proc = run_recipe("colors", "--models", "lla", "--seeds", "1", "--lla-lexicon-epochs", "2", "--lla-max-epoch",
-                      "12", "--keep-checkpoints", "all", "--work", work)
+    proc = run_recipe(
+        "colors",
+        "--models",
+        "lla",
+        "--seeds",
+        "1",
+        "--lla-lexicon-epochs",
+        "2",
+        "--lla-max-epoch",
+        "12",
+        "--keep-checkpoints",
+        "all",
+        "--work",
+        work,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = work / "lla" / "seed1"
     selection = json.loads((out / "selection.json").read_text())
@@ -865,8 +1069,10 @@ def test_an_interrupted_lla_run_starts_again_or_resumes(tmp_path):
     assert selection == reference
     out, selection = finish(tmp_path / "late")
     assert "resuming training from" in out
-    loaded = re.search(r"Loaded checkpoint .*checkpoint_last\.pt \(epoch (\d+) @",
-                       text(tmp_path / "late" / "lla" / "seed1" / "train.log"))
+    loaded = re.search(
+        r"Loaded checkpoint .*checkpoint_last\.pt \(epoch (\d+) @",
+        text(tmp_path / "late" / "lla" / "seed1" / "train.log"),
+    )
     assert loaded and 45 <= int(loaded.group(1)) < 150  # (the interruption lands a few epochs after the 45th)
     assert selection == reference
 
@@ -882,8 +1088,9 @@ def test_the_recipes_delete_only_what_they_wrote(tmp_path):
 
     write_tiny_layouts(tmp_path)
     task = TASKS["scan"]
-    args = build_parser(task).parse_args(["--data", str(tmp_path / "scan"), "--work", str(tmp_path / "w"),
-                                          "--models", "lstm", "--cpu-small"])
+    args = build_parser(task).parse_args(
+        ["--data", str(tmp_path / "scan"), "--work", str(tmp_path / "w"), "--models", "lstm", "--cpu-small"]
+    )
     task.args = args
     recipe, prep = Recipe(task, args), Prepared([], None, [], [], {})
     bin_dir = tmp_path / "w" / "bin"
@@ -930,8 +1137,9 @@ def test_runs_of_other_data_are_refused_before_anything_is_written(tmp_path):
 
     write_tiny_layouts(tmp_path)
     task = TASKS["scan"]
-    args = build_parser(task).parse_args(["--data", str(tmp_path / "scan"), "--work", str(tmp_path / "w"),
-                                          "--models", "lstm", "--cpu-small"])
+    args = build_parser(task).parse_args(
+        ["--data", str(tmp_path / "scan"), "--work", str(tmp_path / "w"), "--models", "lstm", "--cpu-small"]
+    )
     task.args = args
     recipe = Recipe(task, args)
     recipe.prepare()

@@ -1,4 +1,5 @@
 """tools/score.py and lexical_offline.metrics: every expected value below is worked out by hand in the comments."""
+
 import importlib.util
 import json
 import math
@@ -141,13 +142,15 @@ def test_reader_names_the_line_with_bad_utf8(tmp_path):
 
 # fairseq-generate's closing lines, as a real run prints them (stdout; the second on stderr)
 SCORE_LINE = "Generate test with beam=2: BLEU4 = 0.00, 88.6/73.3/33.3/0.0 (BP=0.972, ratio=0.972, syslen=35, reflen=36)"
-TRANSLATED = ("INFO:fairseq_cli.generate:Translated {n} sentences (55 tokens) in 0.1s (375.95 sentences/s, "
-              "1033.87 tokens/s)")
+TRANSLATED = (
+    "INFO:fairseq_cli.generate:Translated {n} sentences (55 tokens) in 0.1s (375.95 sentences/s, 1033.87 tokens/s)"
+)
 
 
 def sample_lines(ids):
-    return "".join(f"S-{i}\t{SAMPLES[i][0]}\nT-{i}\t{SAMPLES[i][1]}\nH-{i}\t-0.1\t{SAMPLES[i][2]}\nP-{i}\t-0.1\n"
-                   for i in ids)
+    return "".join(
+        f"S-{i}\t{SAMPLES[i][0]}\nT-{i}\t{SAMPLES[i][1]}\nH-{i}\t-0.1\t{SAMPLES[i][2]}\nP-{i}\t-0.1\n" for i in ids
+    )
 
 
 def test_a_file_that_lost_its_tail_is_refused_without_a_reference(tmp_path, capsys):
@@ -190,8 +193,11 @@ def test_samples_after_the_last_summary_are_a_shard_that_lost_its_tail(tmp_path)
     path.write_text(sample_lines([0, 2, 4]) + SCORE_LINE + "\n" + sample_lines([1, 3]) + SCORE_LINE + "\n")
     assert parse_generate_output(str(path), require_summary=True).hypotheses == [s[2] for s in SAMPLES]
     path.write_text(sample_lines([0, 2, 4]) + SCORE_LINE + "\n" + sample_lines([1, 3]))
-    with pytest.raises(GenerateOutputError, match=r"gen.txt:14: sample lines after fairseq-generate's last summary "
-                                                  r"line \(line 13"):
+    with pytest.raises(
+        GenerateOutputError,
+        match=r"gen.txt:14: sample lines after fairseq-generate's last summary "
+        r"line \(line 13",
+    ):
         parse_generate_output(str(path))
 
 
@@ -297,8 +303,13 @@ def test_one_shot_subset_selection():
 def test_one_shot_metrics_and_subset_size(tmp_path):
     train = ["a b c", "a b c d", "a b"]  # counts: a 3, b 3, c 2, d 1
     sources = [s[0] for s in SAMPLES]  # only sample 1 ("a b c d") has a word seen once
-    result = score([s[2] for s in SAMPLES], [s[1] for s in SAMPLES], metrics=["em", "thrush"],
-                   train_sources=train, test_sources=sources)
+    result = score(
+        [s[2] for s in SAMPLES],
+        [s[1] for s in SAMPLES],
+        metrics=["em", "thrush"],
+        train_sources=train,
+        test_sources=sources,
+    )
     assert result["one_shot"] == pytest.approx(
         {"n": 1, "exact_match": 0.0, "precision": 1.0, "recall": 0.5, "token_accuracy": 0.25}
     )
@@ -371,8 +382,11 @@ def test_real_cogs_gen_categories():
     in_table3 = {c for _, members in COGS_TABLE3 for c in members}
     assert in_table3 <= set(counts)
     assert set(counts) - in_table3 == {
-        "obj_to_subj_common", "subj_to_obj_proper", "obj_omitted_transitive_to_transitive",
-        "only_seen_as_transitive_subj_as_unacc_subj", "only_seen_as_unacc_subj_as_obj_omitted_transitive_subj",
+        "obj_to_subj_common",
+        "subj_to_obj_proper",
+        "obj_omitted_transitive_to_transitive",
+        "only_seen_as_transitive_subj_as_unacc_subj",
+        "only_seen_as_unacc_subj_as_obj_omitted_transitive_subj",
         "only_seen_as_unacc_subj_as_unerg_subj",
     }
 
@@ -395,9 +409,25 @@ def test_cli_subprocess_json_with_every_option(tmp_path):
     cats = write_categories(tmp_path / "cats.tsv", CATEGORIES)
     env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
     proc = subprocess.run(
-        [sys.executable, SCORE_PY, gen, "--metrics", "em,thrush", "--bleu", "--chrf", "--json",
-         "--train-tsv", str(train), "--categories", cats, "--cogs-table3"],
-        capture_output=True, text=True, env=env, timeout=300,
+        [
+            sys.executable,
+            SCORE_PY,
+            gen,
+            "--metrics",
+            "em,thrush",
+            "--bleu",
+            "--chrf",
+            "--json",
+            "--train-tsv",
+            str(train),
+            "--categories",
+            cats,
+            "--cogs-table3",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
@@ -426,8 +456,13 @@ def test_cli_subprocess_error_exit_code(tmp_path):
     gen = write_generate(tmp_path / "gen.txt", SAMPLES[:2])
     ref = tmp_path / "ref.txt"
     ref.write_text("A B C\nA B C D\nX\n")
-    proc = subprocess.run([sys.executable, SCORE_PY, gen, "--reference", str(ref)], capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1"), timeout=300)
+    proc = subprocess.run(
+        [sys.executable, SCORE_PY, gen, "--reference", str(ref)],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1"),
+        timeout=300,
+    )
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert f"score.py: error: {gen}: 2 hypotheses but the reference has 3 lines" in proc.stderr
@@ -468,7 +503,7 @@ def test_cli_reference_file_and_chinese(tmp_path, capsys):
     ref.write_text("我喜欢狗\n", encoding="utf-8")
     code, out, _ = run_main(capsys, gen, "--reference", ref, "--bleu", "--tokenize", "zh", "--json")
     assert code == 0
-    assert json.loads(out)["bleu"] == pytest.approx(100 * 0.125 ** 0.25, abs=1e-6)
+    assert json.loads(out)["bleu"] == pytest.approx(100 * 0.125**0.25, abs=1e-6)
     code, _, err = run_main(capsys, gen)
     assert code == 2 and "no T lines; give --reference" in err
 
@@ -546,7 +581,7 @@ def test_offline_package_does_not_import_fairseq_or_torch():
             path = os.path.join(folder, name)
             tree = ast.parse(open(path, encoding="utf-8").read())
             program = os.path.basename(folder) == "cli"
-            for node in (tree.body if program else ast.walk(tree)):
+            for node in tree.body if program else ast.walk(tree):
                 if isinstance(node, ast.Import):
                     names = [a.name for a in node.names]
                 elif isinstance(node, ast.ImportFrom) and node.level == 0:
@@ -559,8 +594,10 @@ def test_offline_package_does_not_import_fairseq_or_torch():
 def test_positional_scores_are_read_with_the_samples(tmp_path):
     """P lines (per-token log2 scores) belong to the sample's best hypothesis; explain.py reads them from here."""
     path = tmp_path / "gen.txt"
-    path.write_text("S-1\ta b\nH-1\t-0.5\tB\nP-1\t-0.2500 -0.7500\nH-1\t-0.9\tC\nP-1\t-1.0000 -0.8000\n"
-                    "S-0\ta\nH-0\t-0.1\tA\nP-0\t-0.1000 -0.1000\n")
+    path.write_text(
+        "S-1\ta b\nH-1\t-0.5\tB\nP-1\t-0.2500 -0.7500\nH-1\t-0.9\tC\nP-1\t-1.0000 -0.8000\n"
+        "S-0\ta\nH-0\t-0.1\tA\nP-0\t-0.1000 -0.1000\n"
+    )
     gen = parse_generate_output(str(path))
     assert gen.positional_scores == {0: [-0.1, -0.1], 1: [-0.25, -0.75]}
     path.write_text("H-0\t-0.1\tA\nP-0\t-0.1 x\n")

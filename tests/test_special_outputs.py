@@ -1,4 +1,5 @@
 """--exclude-special-outputs (the authors' decoder's output, docs/authors_code.md) in every model family."""
+
 import pytest
 import torch
 
@@ -8,9 +9,11 @@ from model_checks import assert_incremental_matches_teacher_forcing, toy_batch
 
 # the three paths of the output (LexicalDecoder.plain_output for the LSTM's log-probabilities and the Transformer's
 # logits, lexical_output after the head); every family goes through one of them
-FAMILIES = {"lstm_plain": ["--arch", "lstm_plain_small"],
-            "lex_transformer": ["--arch", "lex_transformer_tiny", "--lexicon", "LEX"],
-            "transformer": ["--arch", "lex_transformer_tiny", "--lexicon", "none"]}
+FAMILIES = {
+    "lstm_plain": ["--arch", "lstm_plain_small"],
+    "lex_transformer": ["--arch", "lex_transformer_tiny", "--lexicon", "LEX"],
+    "transformer": ["--arch", "lex_transformer_tiny", "--lexicon", "none"],
+}
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))

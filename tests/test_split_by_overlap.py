@@ -1,4 +1,5 @@
 """Shared-subword density (Bafna & Yarowsky 2024, Table 3) on hand-made pairs, and tools/split_by_overlap.py."""
+
 import importlib.util
 import json
 import os

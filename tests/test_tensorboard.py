@@ -1,5 +1,6 @@
 """--tensorboard-logdir (the `logging` extra): fairseq-train writes the criterion's loss, p_gate and, in validation,
 exact_match as TensorBoard scalars, with the values of the text log."""
+
 import os
 import re
 
@@ -21,15 +22,45 @@ def read_scalars(logdir):
 
 
 def test_tensorboard_records_loss_p_gate_and_exact_match(toy_data, tmp_path, monkeypatch):
-    pytest.importorskip("tensorboard", reason="tensorboard is not installed: pip install 'fairseq_lexical[logging]' "
-                                              "(or pip install tensorboard) to test --tensorboard-logdir")
+    pytest.importorskip(
+        "tensorboard",
+        reason="tensorboard is not installed: pip install 'fairseq_lexical[logging]' "
+        "(or pip install tensorboard) to test --tensorboard-logdir",
+    )
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # a tiny model: more threads only wait on each other
     logdir = tmp_path / "tb"
     proc = run_cli(
-        "fairseq-train", toy_data / "bin", "--user-dir", USER_DIR, "--arch", "lex_lstm_small", "--lexicon",
-        toy_data / "lexicon.tsv", "--criterion", "lexical_cross_entropy", "--optimizer", "adam", "--lr", "0.005",
-        "--batch-size", "8", "--max-update", "16", "--save-dir", tmp_path / "ckpt", "--no-save", "--num-workers", "0",
-        "--log-format", "simple", "--log-interval", "4", "--seed", "3", "--tensorboard-logdir", logdir,
+        "fairseq-train",
+        toy_data / "bin",
+        "--user-dir",
+        USER_DIR,
+        "--arch",
+        "lex_lstm_small",
+        "--lexicon",
+        toy_data / "lexicon.tsv",
+        "--criterion",
+        "lexical_cross_entropy",
+        "--optimizer",
+        "adam",
+        "--lr",
+        "0.005",
+        "--batch-size",
+        "8",
+        "--max-update",
+        "16",
+        "--save-dir",
+        tmp_path / "ckpt",
+        "--no-save",
+        "--num-workers",
+        "0",
+        "--log-format",
+        "simple",
+        "--log-interval",
+        "4",
+        "--seed",
+        "3",
+        "--tensorboard-logdir",
+        logdir,
     )
     log = proc.stdout + proc.stderr
     assert "tensorboard not found" not in log
@@ -40,8 +71,11 @@ def test_tensorboard_records_loss_p_gate_and_exact_match(toy_data, tmp_path, mon
     assert {"loss", "p_gate", "exact_match"} <= set(valid)
     assert {"loss", "p_gate"} <= set(read_scalars(logdir / "train"))
     # the values are the text log's: each validation line and the scalars at its update
-    lines = re.findall(r"valid on 'valid' subset \| loss ([\d.]+) \| nll_loss [\d.]+ \| p_gate ([\d.]+) \| "
-                       r"exact_match ([\d.]+) \|.* num_updates (\d+)", log)
+    lines = re.findall(
+        r"valid on 'valid' subset \| loss ([\d.]+) \| nll_loss [\d.]+ \| p_gate ([\d.]+) \| "
+        r"exact_match ([\d.]+) \|.* num_updates (\d+)",
+        log,
+    )
     assert len(lines) == len(valid["exact_match"]) >= 2
     for loss, p_gate, exact_match, step in lines:
         step = int(step)

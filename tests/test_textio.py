@@ -1,4 +1,5 @@
 """lexical_offline.textio: the one home of the text, TSV and JSON readers and writers."""
+
 import os
 
 import pytest

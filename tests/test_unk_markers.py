@@ -1,4 +1,5 @@
 """Positional unknown-word markers (lexical_offline/unk_markers.py, tools/unk_markers.py)."""
+
 import os
 import subprocess
 import sys
@@ -89,8 +90,12 @@ def test_the_logic_module_imports_neither_fairseq_nor_torch():
 
 
 def _tool(*args):
-    proc = subprocess.run([sys.executable, TOOL, *map(str, args)], capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    proc = subprocess.run(
+        [sys.executable, TOOL, *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONWARNINGS="ignore"),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 
@@ -99,20 +104,44 @@ def _tool(*args):
 def test_command_line_vocab_preprocess_postprocess(tmp_path):
     (tmp_path / "train.src").write_text("the cat sat\nthe Zorg sat on the mat\n")
     (tmp_path / "train.tgt").write_text("le chat le\nle Zorg sat\n")
-    _tool("vocab", tmp_path / "train.src", tmp_path / "train.tgt", "--size", "3", "--markers", "8",
-          "-o", tmp_path / "dict.txt")
+    _tool(
+        "vocab",
+        tmp_path / "train.src",
+        tmp_path / "train.tgt",
+        "--size",
+        "3",
+        "--markers",
+        "8",
+        "-o",
+        tmp_path / "dict.txt",
+    )
     lines = (tmp_path / "dict.txt").read_text().splitlines()
     assert lines == ["le 3", "sat 3", "the 3"] + [f"<unk-{n}> 0" for n in range(8)]
-    _tool("preprocess", "--vocab", tmp_path / "dict.txt", "--source", tmp_path / "train.src",
-          "--target", tmp_path / "train.tgt", "--source-out", tmp_path / "pg.src", "--target-out", tmp_path / "pg.tgt")
+    _tool(
+        "preprocess",
+        "--vocab",
+        tmp_path / "dict.txt",
+        "--source",
+        tmp_path / "train.src",
+        "--target",
+        tmp_path / "train.tgt",
+        "--source-out",
+        tmp_path / "pg.src",
+        "--target-out",
+        tmp_path / "pg.tgt",
+    )
     assert (tmp_path / "pg.src").read_text().splitlines() == ["the <unk-1> sat", "the <unk-1> sat <unk-3> the <unk-5>"]
     assert (tmp_path / "pg.tgt").read_text().splitlines() == ["le <unk> le", "le <unk-1> sat"]
     # postprocess from plain text and from fairseq-generate output (H-<id> lines, any order)
     (tmp_path / "hyp.txt").write_text("le <unk-0>\n<unk-1> <unk-9>\n")
-    _tool("postprocess", "--source", tmp_path / "train.src", "--hypotheses", tmp_path / "hyp.txt", "-o", tmp_path / "out")
+    _tool(
+        "postprocess", "--source", tmp_path / "train.src", "--hypotheses", tmp_path / "hyp.txt", "-o", tmp_path / "out"
+    )
     assert (tmp_path / "out").read_text().splitlines() == ["le the", "Zorg <unk>"]
     (tmp_path / "gen.out").write_text("S-1\tx\nS-0\ty\nH-1\t-0.5\t<unk-1> sat\nH-0\t-0.1\tle <unk-1>\n")
-    _tool("postprocess", "--source", tmp_path / "train.src", "--hypotheses", tmp_path / "gen.out", "-o", tmp_path / "out2")
+    _tool(
+        "postprocess", "--source", tmp_path / "train.src", "--hypotheses", tmp_path / "gen.out", "-o", tmp_path / "out2"
+    )
     assert (tmp_path / "out2").read_text().splitlines() == ["le cat", "Zorg sat"]
 
 
@@ -141,8 +170,9 @@ def test_marker_pipeline_with_pgn_transformer_end_to_end(tmp_path):
         (tmp_path / f"{split}.src").write_text("".join(s + "\n" for s, _ in data))
         (tmp_path / f"{split}.tgt").write_text("".join(t + "\n" for _, t in data))
     # The command line is tested above; here the same steps in-process (each CLI start costs seconds).
-    counts = um.count_words((tmp_path / "train.src").read_text().splitlines()
-                            + (tmp_path / "train.tgt").read_text().splitlines())
+    counts = um.count_words(
+        (tmp_path / "train.src").read_text().splitlines() + (tmp_path / "train.tgt").read_text().splitlines()
+    )
     (tmp_path / "dict.txt").write_text("\n".join(um.dictionary_lines(um.build_vocabulary(counts, 6), 4)) + "\n")
     words, num_markers = um.read_vocabulary((tmp_path / "dict.txt").read_text().splitlines())
     assert words == set(verbs) | set(verbs.values())  # the names are all out of the vocabulary
@@ -151,26 +181,93 @@ def test_marker_pipeline_with_pgn_transformer_end_to_end(tmp_path):
         (tmp_path / f"{split}.pg.src").write_text("".join(" ".join(m[0]) + "\n" for m in marked))
         (tmp_path / f"{split}.pg.tgt").write_text("".join(" ".join(m[1]) + "\n" for m in marked))
     run_cli(
-        "fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt", "--joined-dictionary",
-        "--srcdict", tmp_path / "dict.txt", "--trainpref", tmp_path / "train.pg", "--validpref", tmp_path / "valid.pg",
-        "--testpref", tmp_path / "test.pg", "--destdir", tmp_path / "bin", "--workers", "1",
+        "fairseq-preprocess",
+        "--source-lang",
+        "src",
+        "--target-lang",
+        "tgt",
+        "--joined-dictionary",
+        "--srcdict",
+        tmp_path / "dict.txt",
+        "--trainpref",
+        tmp_path / "train.pg",
+        "--validpref",
+        tmp_path / "valid.pg",
+        "--testpref",
+        tmp_path / "test.pg",
+        "--destdir",
+        tmp_path / "bin",
+        "--workers",
+        "1",
     )
     user_dir = os.path.join(REPO, "fairseq_lexical")
-    size = ["--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "32", "--decoder-embed-dim", "32",
-            "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64", "--share-all-embeddings"]
+    size = [
+        "--encoder-layers",
+        "1",
+        "--decoder-layers",
+        "1",
+        "--encoder-embed-dim",
+        "32",
+        "--decoder-embed-dim",
+        "32",
+        "--encoder-ffn-embed-dim",
+        "64",
+        "--decoder-ffn-embed-dim",
+        "64",
+        "--share-all-embeddings",
+    ]
     run_cli(
-        "fairseq-train", tmp_path / "bin", "--user-dir", user_dir, "--arch", "pgn_transformer", *size,
-        "--criterion", "lexical_cross_entropy", "--optimizer", "adam", "--lr", "0.005", "--batch-size", "32",
-        "--max-update", "100", "--save-dir", tmp_path / "ckpt", "--no-epoch-checkpoints", "--no-save-optimizer-state",
-        "--disable-validation", "--save-interval", "1000",
-        "--num-workers", "0", "--log-format", "simple", "--seed", "1", "--dropout", "0",
+        "fairseq-train",
+        tmp_path / "bin",
+        "--user-dir",
+        user_dir,
+        "--arch",
+        "pgn_transformer",
+        *size,
+        "--criterion",
+        "lexical_cross_entropy",
+        "--optimizer",
+        "adam",
+        "--lr",
+        "0.005",
+        "--batch-size",
+        "32",
+        "--max-update",
+        "100",
+        "--save-dir",
+        tmp_path / "ckpt",
+        "--no-epoch-checkpoints",
+        "--no-save-optimizer-state",
+        "--disable-validation",
+        "--save-interval",
+        "1000",
+        "--num-workers",
+        "0",
+        "--log-format",
+        "simple",
+        "--seed",
+        "1",
+        "--dropout",
+        "0",
     )
     gen = run_cli(
-        "fairseq-generate", tmp_path / "bin", "--user-dir", user_dir, "--path", tmp_path / "ckpt" / "checkpoint_last.pt",
-        "--gen-subset", "test", "--beam", "5", "--batch-size", "32",
+        "fairseq-generate",
+        tmp_path / "bin",
+        "--user-dir",
+        user_dir,
+        "--path",
+        tmp_path / "ckpt" / "checkpoint_last.pt",
+        "--gen-subset",
+        "test",
+        "--beam",
+        "5",
+        "--batch-size",
+        "32",
     )
     (tmp_path / "gen.out").write_text(gen.stdout)
-    _tool("postprocess", "--source", tmp_path / "test.src", "--hypotheses", tmp_path / "gen.out", "-o", tmp_path / "hyp")
+    _tool(
+        "postprocess", "--source", tmp_path / "test.src", "--hypotheses", tmp_path / "gen.out", "-o", tmp_path / "hyp"
+    )
     hyps = (tmp_path / "hyp").read_text().splitlines()
     refs = (tmp_path / "test.tgt").read_text().splitlines()
     correct = sum(h == r for h, r in zip(hyps, refs))

@@ -11,6 +11,7 @@
 Each scale measurement runs in its own process (``run-one``), which reports wall time per stage and its own
 peak resident memory (ru_maxrss).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -84,26 +85,56 @@ def run_one(args) -> dict:
     method, aligner = args.method, "ours"
     if method == "fast_align":
         method, aligner = "ibm2", "fast_align"
-    entries, prov = build_lexicon(pairs, method, aligner=aligner, top_k=args.top_k, fallback=False,
-                                  corpus_name=args.src, threads=args.threads, progress=False)
+    entries, prov = build_lexicon(
+        pairs,
+        method,
+        aligner=aligner,
+        top_k=args.top_k,
+        fallback=False,
+        corpus_name=args.src,
+        threads=args.threads,
+        progress=False,
+    )
     t2 = time.perf_counter()
     n = write_lexicon(args.output, entries, prov)
     t3 = time.perf_counter()
     ru = resource.getrusage(resource.RUSAGE_SELF)
     with open("/proc/loadavg") as f:
         load = f.read().split()[0]
-    return dict(method=args.method, pairs=len(pairs), cpu_s=round(ru.ru_utime + ru.ru_stime, 2), load_avg_1min=load,
-                read_s=round(t1 - t0, 2), build_s=round(t2 - t1, 2),
-                write_s=round(t3 - t2, 2), total_s=round(t3 - t0, 2), entries=n, peak_rss_gb=round(peak_rss_gb(), 2),
-                provenance=prov)
+    return dict(
+        method=args.method,
+        pairs=len(pairs),
+        cpu_s=round(ru.ru_utime + ru.ru_stime, 2),
+        load_avg_1min=load,
+        read_s=round(t1 - t0, 2),
+        build_s=round(t2 - t1, 2),
+        write_s=round(t3 - t2, 2),
+        total_s=round(t3 - t0, 2),
+        entries=n,
+        peak_rss_gb=round(peak_rss_gb(), 2),
+        provenance=prov,
+    )
 
 
 def scale(args) -> None:
     src, tgt = synth(args.out, args.pairs, args.vocab, args.seed)
     results = []
     for m in args.methods.split(","):
-        cmd = [sys.executable, os.path.abspath(__file__), "run-one", "--method", m, "--src", src, "--tgt", tgt,
-               "--output", os.path.join(args.out, f"lexicon.{m}.{args.pairs}.tsv"), "--threads", str(args.threads)]
+        cmd = [
+            sys.executable,
+            os.path.abspath(__file__),
+            "run-one",
+            "--method",
+            m,
+            "--src",
+            src,
+            "--tgt",
+            tgt,
+            "--output",
+            os.path.join(args.out, f"lexicon.{m}.{args.pairs}.tsv"),
+            "--threads",
+            str(args.threads),
+        ]
         if args.top_k:
             cmd += ["--top-k", str(args.top_k)]
         print("$", " ".join(cmd), file=sys.stderr, flush=True)
@@ -118,16 +149,21 @@ def scale(args) -> None:
         results.append(res)
         print(json.dumps({k: v for k, v in res.items() if k != "provenance"}), file=sys.stderr, flush=True)
     machine = dict(cpus=os.cpu_count(), platform=platform.platform(), python=platform.python_version())
-    write_json(os.path.join(args.out, f"scale.{args.pairs}.json"),
-               dict(machine=machine, pairs=args.pairs, vocab=args.vocab, results=results), ensure_ascii=True)
+    write_json(
+        os.path.join(args.out, f"scale.{args.pairs}.json"),
+        dict(machine=machine, pairs=args.pairs, vocab=args.vocab, results=results),
+        ensure_ascii=True,
+    )
     print("| method | read s | build s | write s | total s (wall) | process CPU s | entries | peak RSS GB | load avg |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in results:
         if "error" in r:
             print(f"| {r['method']} | error | | | | | |")
         else:
-            print(f"| {r['method']} | {r['read_s']} | {r['build_s']} | {r['write_s']} | {r['total_s']} | {r['cpu_s']} | "
-                  f"{r['entries']} | {r['peak_rss_gb']} | {r['load_avg_1min']} |")
+            print(
+                f"| {r['method']} | {r['read_s']} | {r['build_s']} | {r['write_s']} | {r['total_s']} | {r['cpu_s']} | "
+                f"{r['entries']} | {r['peak_rss_gb']} | {r['load_avg_1min']} |"
+            )
 
 
 # ------------------------------------------------------------------------------------------- fast-align
@@ -149,21 +185,37 @@ def fast_align_compare(args) -> None:
         t_fa = time.perf_counter() - t
         t = time.perf_counter()
         cooc = cooccurrence(corpus)
-        run = align_corpus(corpus, model=model, symmetrization="intersect", iterations=args.iterations,
-                           threads=args.threads, structure=cooc.counts)
+        run = align_corpus(
+            corpus,
+            model=model,
+            symmetrization="intersect",
+            iterations=args.iterations,
+            threads=args.threads,
+            structure=cooc.counts,
+        )
         t_ours = time.perf_counter() - t
         ref = fa.per_sentence(n)
         rows = {}
         for h in ("intersect", "grow-diag-final-and", "union", "forward", "reverse"):
             links = symmetrize(run.forward.links, run.reverse.links, corpus, h)
             rows[h] = link_precision_recall(links.per_sentence(n), ref)
-        report[f"model{model}"] = dict(fast_align_seconds=round(t_fa, 2), ours_seconds=round(t_ours, 2),
-                                       fast_align_links=len(fa), tensions=[run.forward.tension, run.reverse.tension],
-                                       agreement_with_fast_align=rows)
-        print(f"Model {model}: fast_align {t_fa:.2f} s, ours (both directions + intersect) {t_ours:.2f} s", file=sys.stderr)
+        report[f"model{model}"] = dict(
+            fast_align_seconds=round(t_fa, 2),
+            ours_seconds=round(t_ours, 2),
+            fast_align_links=len(fa),
+            tensions=[run.forward.tension, run.reverse.tension],
+            agreement_with_fast_align=rows,
+        )
+        print(
+            f"Model {model}: fast_align {t_fa:.2f} s, ours (both directions + intersect) {t_ours:.2f} s",
+            file=sys.stderr,
+        )
         for h, r in rows.items():
-            print(f"  ours {h:20s} P={r['precision']:.4f} R={r['recall']:.4f} F1={r['f1']:.4f} "
-                  f"({r['links']} links; fast_align {r['reference_links']})", file=sys.stderr)
+            print(
+                f"  ours {h:20s} P={r['precision']:.4f} R={r['recall']:.4f} F1={r['f1']:.4f} "
+                f"({r['links']} links; fast_align {r['reference_links']})",
+                file=sys.stderr,
+            )
     write_json(os.path.join(args.out, "fast_align_compare.json"), report, ensure_ascii=True)
 
 
@@ -171,8 +223,12 @@ def fast_align_compare(args) -> None:
 DATASETS = {
     # name: (corpus path relative to --data, format, columns, lexicon folder)
     "colors": ("colors/train.tsv", "tsv", (0, 1), "colors/lexicon_akyurek2021"),
-    "scan_around_right": ("scan/tasks_train_template_around_right.txt", "scan", (0, 1),
-                          "scan/lexicon_akyurek2021/template_split"),
+    "scan_around_right": (
+        "scan/tasks_train_template_around_right.txt",
+        "scan",
+        (0, 1),
+        "scan/lexicon_akyurek2021/template_split",
+    ),
     "scan_jump": ("scan/tasks_train_addprim_jump.txt", "scan", (0, 1), "scan/lexicon_akyurek2021/add_prim_split"),
     "cogs": ("cogs/train.tsv", "tsv-columns", (0, 1), "cogs/lexicon_akyurek2021"),
     "eng_cmn": ("eng_cmn/cmn.txt_train_tokenized.tsv", "tsv", (0, 1), "eng_cmn/lexicon_akyurek2021"),
@@ -217,16 +273,24 @@ def agreement(args) -> None:
             res["n_ours"], res["n_theirs"] = res.pop("ours"), res.pop("theirs")
             res.update(dataset=name, ours=label, theirs=ref, seconds=round(secs, 2))
             table.append(res)
-            print(f"{name:18s} {label:16s} vs {ref:24s} P={res['precision']:.3f} R={res['recall']:.3f} "
-                  f"top1={res['top1']:.3f} identical={bool(res['identical_entries'])} same_score={res['same_score']:.3f} "
-                  f"({res['n_ours']} vs {res['n_theirs']} entries, {secs:.1f} s)", file=sys.stderr, flush=True)
+            print(
+                f"{name:18s} {label:16s} vs {ref:24s} P={res['precision']:.3f} R={res['recall']:.3f} "
+                f"top1={res['top1']:.3f} identical={bool(res['identical_entries'])} same_score={res['same_score']:.3f} "
+                f"({res['n_ours']} vs {res['n_theirs']} entries, {secs:.1f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
     write_json(os.path.join(args.out, "agreement.json"), table, ensure_ascii=True)
-    print("| dataset | ours | authors' file | our entries | their entries | entry P | entry R | top-1 | identical | same score |")
+    print(
+        "| dataset | ours | authors' file | our entries | their entries | entry P | entry R | top-1 | identical | same score |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in table:
-        print(f"| {r['dataset']} | {r['ours']} | {r['theirs']} | {r['n_ours']} | "
-              f"{r['n_theirs']} | {r['precision']:.3f} | {r['recall']:.3f} | {r['top1']:.3f} | "
-              f"{'yes' if r['identical_entries'] else 'no'} | {r['same_score']:.3f} |")
+        print(
+            f"| {r['dataset']} | {r['ours']} | {r['theirs']} | {r['n_ours']} | "
+            f"{r['n_theirs']} | {r['precision']:.3f} | {r['recall']:.3f} | {r['top1']:.3f} | "
+            f"{'yes' if r['identical_entries'] else 'no'} | {r['same_score']:.3f} |"
+        )
 
 
 def main(argv=None) -> int:

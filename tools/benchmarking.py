@@ -13,6 +13,7 @@ Generation (the `transformer` comparison) is beam search in eval mode with ``Seq
 forced to the same length (``min_len = max_len``) so that both models decode the same number of steps whatever
 their random weights prefer; batches interleaved as in training.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -188,12 +189,15 @@ def compare_training(
                 elapsed[name] += time.perf_counter() - start
                 tokens[name] += batch["ntokens"]
         if step >= warmup:
-            progress(f"step {step - warmup + 1}/{steps}: " + ", ".join(
-                f"{n} {tokens[n] / elapsed[n]:.0f} tok/s" for n in models))
+            progress(
+                f"step {step - warmup + 1}/{steps}: "
+                + ", ".join(f"{n} {tokens[n] / elapsed[n]:.0f} tok/s" for n in models)
+            )
     results = []
     for name, model in models.items():
-        cuda_peak = cuda_step_peak_bytes(model, optimizers[name], batches[0]) / 2**20 if device.startswith("cuda") \
-            else None
+        cuda_peak = (
+            cuda_step_peak_bytes(model, optimizers[name], batches[0]) / 2**20 if device.startswith("cuda") else None
+        )
         results.append(
             BenchResult(
                 name,
@@ -222,13 +226,18 @@ def cuda_step_peak_bytes(model, optimizer, batch) -> int:
     optimizer.zero_grad(set_to_none=True)
     held = sum(t.numel() * t.element_size() for t in model.parameters())
     held += sum(b.numel() * b.element_size() for b in model.buffers())
-    held += sum(v.numel() * v.element_size() for st in optimizer.state.values() for v in st.values()
-                if torch.is_tensor(v) and v.is_cuda)
+    held += sum(
+        v.numel() * v.element_size()
+        for st in optimizer.state.values()
+        for v in st.values()
+        if torch.is_tensor(v) and v.is_cuda
+    )
     return step + held
 
 
-def profile_training(models: Dict[str, torch.nn.Module], batch: dict, device: str, steps: int = 3,
-                     rows: int = 20) -> str:
+def profile_training(
+    models: Dict[str, torch.nn.Module], batch: dict, device: str, steps: int = 3, rows: int = 20
+) -> str:
     """torch.profiler tables of ``steps`` training steps of each model (forward, loss, backward), sorted by
     device time on a GPU, plus the number of host-device synchronisations (``cudaStreamSynchronize``,
     ``cudaMemcpy*``, ``cudaDeviceSynchronize``: an ``.item()`` or a data-dependent shape in the step)."""
@@ -249,13 +258,17 @@ def profile_training(models: Dict[str, torch.nn.Module], batch: dict, device: st
                 model.zero_grad(set_to_none=True)
             _sync(device)
         averages = prof.key_averages()
-        syncs = {e.key: e.count // steps for e in averages
-                 if e.key in ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaMemcpy", "cudaMemcpyAsync")}
-        launches = sum(e.count for e in averages if e.key in ("cudaLaunchKernel", "cuLaunchKernel",
-                                                               "cudaLaunchKernelExC")) // steps
+        syncs = {
+            e.key: e.count // steps
+            for e in averages
+            if e.key in ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaMemcpy", "cudaMemcpyAsync")
+        }
+        launches = (
+            sum(e.count for e in averages if e.key in ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC"))
+            // steps
+        )
         out.append(f"## {name}: per step {launches} kernel launches, host-device calls {syncs or 'none'}")
-        out.append(averages.table(sort_by="self_cuda_time_total" if cuda else "self_cpu_time_total",
-                                  row_limit=rows))
+        out.append(averages.table(sort_by="self_cuda_time_total" if cuda else "self_cpu_time_total", row_limit=rows))
     return "\n".join(out)
 
 
@@ -268,8 +281,10 @@ def write_profile(opts: argparse.Namespace, models: Dict[str, torch.nn.Module], 
 def _to(batch, device):
     if device == "cpu":
         return batch
-    return {k: (_to(v, device) if isinstance(v, dict) else v.to(device) if torch.is_tensor(v) else v)
-            for k, v in batch.items()}
+    return {
+        k: (_to(v, device) if isinstance(v, dict) else v.to(device) if torch.is_tensor(v) else v)
+        for k, v in batch.items()
+    }
 
 
 def _sync(device):
@@ -316,8 +331,10 @@ def compare_generation(
                         elapsed[name] += time.perf_counter() - start
                         sentences[name] += len(hypos)
             if r > 0:
-                progress(f"generation round {r}/{rounds}: " + ", ".join(
-                    f"{n} {sentences[n] / elapsed[n]:.1f} sent/s" for n in models))
+                progress(
+                    f"generation round {r}/{rounds}: "
+                    + ", ".join(f"{n} {sentences[n] / elapsed[n]:.1f} sent/s" for n in models)
+                )
     for model in models.values():
         model.train()
     return {name: sentences[name] / elapsed[name] for name in models}
@@ -345,24 +362,33 @@ def operations_per_step(model, batch) -> int:
 def format_operations(models: Dict[str, torch.nn.Module], batch: dict, target_steps: int) -> str:
     counts = {name: operations_per_step(model, batch) for name, model in models.items()}
     base = next(iter(counts.values()))
-    return "\n".join([f"{'model':<34}{'aten ops / training step':>26}{'per target position':>21}{'ratio':>8}"] + [
-        f"{name:<34}{n:>26}{n / target_steps:>21.1f}{n / base:>8.2f}" for name, n in counts.items()])
+    return "\n".join(
+        [f"{'model':<34}{'aten ops / training step':>26}{'per target position':>21}{'ratio':>8}"]
+        + [f"{name:<34}{n:>26}{n / target_steps:>21.1f}{n / base:>8.2f}" for name, n in counts.items()]
+    )
 
 
 def format_results(results: List[BenchResult], baseline: str) -> str:
     base = next(r for r in results if r.name == baseline)
-    lines = [f"{'model':<28}{'tokens/s':>10}{'ratio':>8}{'activ. MB':>11}{'ratio':>8}{'static MB':>11}"
-             + (f"{'cuda peak MB':>14}{'ratio':>8}" if base.cuda_peak_mb is not None else "")
-             + (f"{'gen sent/s':>12}{'ratio':>8}" if base.sentences_per_s is not None else "")
-             + (f"{'peak MB':>10}{'ratio':>8}" if base.peak_mb is not None else "")]
+    lines = [
+        f"{'model':<28}{'tokens/s':>10}{'ratio':>8}{'activ. MB':>11}{'ratio':>8}{'static MB':>11}"
+        + (f"{'cuda peak MB':>14}{'ratio':>8}" if base.cuda_peak_mb is not None else "")
+        + (f"{'gen sent/s':>12}{'ratio':>8}" if base.sentences_per_s is not None else "")
+        + (f"{'peak MB':>10}{'ratio':>8}" if base.peak_mb is not None else "")
+    ]
     for r in results:
-        line = (f"{r.name:<28}{r.tokens_per_s:>10.0f}{r.tokens_per_s / base.tokens_per_s:>8.2f}"
-                f"{r.activation_mb:>11.1f}{r.activation_mb / base.activation_mb:>8.2f}{r.static_mb:>11.1f}")
+        line = (
+            f"{r.name:<28}{r.tokens_per_s:>10.0f}{r.tokens_per_s / base.tokens_per_s:>8.2f}"
+            f"{r.activation_mb:>11.1f}{r.activation_mb / base.activation_mb:>8.2f}{r.static_mb:>11.1f}"
+        )
         if r.cuda_peak_mb is not None:
             line += f"{r.cuda_peak_mb:>14.1f}{r.cuda_peak_mb / base.cuda_peak_mb:>8.2f}"
         if base.sentences_per_s is not None:
-            line += (f"{r.sentences_per_s:>12.1f}{r.sentences_per_s / base.sentences_per_s:>8.2f}"
-                     if r.sentences_per_s is not None else f"{'-':>12}{'':>8}")
+            line += (
+                f"{r.sentences_per_s:>12.1f}{r.sentences_per_s / base.sentences_per_s:>8.2f}"
+                if r.sentences_per_s is not None
+                else f"{'-':>12}{'':>8}"
+            )
         if base.peak_mb is not None and r.peak_mb is not None:
             line += f"{r.peak_mb:>10.1f}{r.peak_mb / base.peak_mb:>8.2f}"
         lines.append(line)
@@ -371,10 +397,22 @@ def format_results(results: List[BenchResult], baseline: str) -> str:
 
 def lstm_size_args(hidden: int, layers: int) -> List[str]:
     return [
-        "--encoder-layers", str(layers), "--decoder-layers", str(layers),
-        "--encoder-embed-dim", str(hidden), "--decoder-embed-dim", str(hidden),
-        "--encoder-hidden-size", str(hidden), "--decoder-hidden-size", str(hidden),
-        "--decoder-out-embed-dim", str(hidden), "--dropout", "0.1",
+        "--encoder-layers",
+        str(layers),
+        "--decoder-layers",
+        str(layers),
+        "--encoder-embed-dim",
+        str(hidden),
+        "--decoder-embed-dim",
+        str(hidden),
+        "--encoder-hidden-size",
+        str(hidden),
+        "--decoder-hidden-size",
+        str(hidden),
+        "--decoder-out-embed-dim",
+        str(hidden),
+        "--dropout",
+        "0.1",
     ]
 
 
@@ -392,19 +430,32 @@ def bench_lstm(opts: argparse.Namespace, progress=print) -> str:
     rng = np.random.default_rng(opts.seed)
     with tempfile.TemporaryDirectory() as tmp:
         lexicon = os.path.join(tmp, "lexicon.tsv")
-        write_lines(lexicon, (f"s{i}\tt{j}\t{rng.random() + 0.01:.4f}"  # k random targets, random scores
-                              for i in range(len(src_dict) - src_dict.nspecial)
-                              for j in rng.choice(len(tgt_dict) - 4, size=opts.top_k, replace=False)))
+        write_lines(
+            lexicon,
+            (
+                f"s{i}\tt{j}\t{rng.random() + 0.01:.4f}"  # k random targets, random scores
+                for i in range(len(src_dict) - src_dict.nspecial)
+                for j in rng.choice(len(tgt_dict) - 4, size=opts.top_k, replace=False)
+            ),
+        )
         size = lstm_size_args(opts.hidden, opts.layers)
-        lex_args = ["--lexicon", lexicon, "--lexicon-temperature", "1" if opts.top_k > 1 else "0",
-                    "--lexicon-top-k", str(opts.top_k)]
+        lex_args = [
+            "--lexicon",
+            lexicon,
+            "--lexicon-temperature",
+            "1" if opts.top_k > 1 else "0",
+            "--lexicon-top-k",
+            str(opts.top_k),
+        ]
         output = ["--decoder-output", getattr(opts, "decoder_output", "luong")]
         models = {"lstm (fairseq)": attach_criterion(build_fairseq_model(["--arch", "lstm", *size], task), task, False)}
         if getattr(opts, "plain", False):
             models[f"lex_lstm ({output[1]}, no lexicon)"] = attach_criterion(
-                build_fairseq_model(["--arch", "lex_lstm", *size, *output, "--lexicon", "none"], task), task, True)
+                build_fairseq_model(["--arch", "lex_lstm", *size, *output, "--lexicon", "none"], task), task, True
+            )
         models[f"lex_lstm ({output[1]}, top-{opts.top_k})"] = attach_criterion(
-            build_fairseq_model(["--arch", "lex_lstm", *size, *output, *lex_args], task), task, True)
+            build_fairseq_model(["--arch", "lex_lstm", *size, *output, *lex_args], task), task, True
+        )
     batches = synthetic_batches(src_dict, tgt_dict, 4, opts.batch_size, opts.src_len, opts.tgt_len, opts.seed)
     results = compare_training(models, batches, opts.steps, opts.warmup, opts.device, progress)
     write_profile(opts, models, batches[0])
@@ -416,11 +467,25 @@ def bench_lstm(opts: argparse.Namespace, progress=print) -> str:
 
 def transformer_size_args(hidden: int, layers: int, heads: int, ffn: int) -> List[str]:
     return [
-        "--encoder-layers", str(layers), "--decoder-layers", str(layers),
-        "--encoder-embed-dim", str(hidden), "--decoder-embed-dim", str(hidden),
-        "--encoder-ffn-embed-dim", str(ffn), "--decoder-ffn-embed-dim", str(ffn),
-        "--encoder-attention-heads", str(heads), "--decoder-attention-heads", str(heads),
-        "--dropout", "0.1", "--share-all-embeddings",
+        "--encoder-layers",
+        str(layers),
+        "--decoder-layers",
+        str(layers),
+        "--encoder-embed-dim",
+        str(hidden),
+        "--decoder-embed-dim",
+        str(hidden),
+        "--encoder-ffn-embed-dim",
+        str(ffn),
+        "--decoder-ffn-embed-dim",
+        str(ffn),
+        "--encoder-attention-heads",
+        str(heads),
+        "--decoder-attention-heads",
+        str(heads),
+        "--dropout",
+        "0.1",
+        "--share-all-embeddings",
     ]
 
 
@@ -447,16 +512,23 @@ def bench_transformer(opts: argparse.Namespace, progress=print) -> str:
             rng = np.random.default_rng(opts.seed)
             lexicon = os.path.join(tmp, "lexicon.tsv")
             n = len(vocab) - vocab.nspecial
-            write_lines(lexicon, (f"w{i}\tw{j}\t{rng.random() + 0.01:.4f}"
-                                  for i in range(n) for j in rng.choice(n, size=opts.top_k, replace=False)))
+            write_lines(
+                lexicon,
+                (
+                    f"w{i}\tw{j}\t{rng.random() + 0.01:.4f}"
+                    for i in range(n)
+                    for j in rng.choice(n, size=opts.top_k, replace=False)
+                ),
+            )
             lex_args = ["--lexicon", lexicon, "--lexicon-temperature", "1", "--lexicon-top-k", str(opts.top_k)]
             lex_name = f"lex_transformer (top-{opts.top_k})"
         models = {
             "transformer (fairseq)": attach_criterion(
                 build_fairseq_model(["--arch", "transformer", *size], task), task, False
             ),
-            lex_name: attach_criterion(build_fairseq_model(["--arch", "lex_transformer", *size, *lex_args], task),
-                                       task, True),
+            lex_name: attach_criterion(
+                build_fairseq_model(["--arch", "lex_transformer", *size, *lex_args], task), task, True
+            ),
         }
     batches = synthetic_batches(vocab, vocab, 4, opts.batch_size, opts.src_len, opts.tgt_len, opts.seed)
     results = compare_training(models, batches, opts.steps, opts.warmup, opts.device, progress)
@@ -482,8 +554,10 @@ def per_prefix_loop_class():
 
     path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "rdangle_reference.py")
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"{path} not found: the per-prefix reference loop lives in the repository's tests/; "
-                                "run from a checkout, or leave it out with --no-naive")
+        raise FileNotFoundError(
+            f"{path} not found: the per-prefix reference loop lives in the repository's tests/; "
+            "run from a checkout, or leave it out with --no-naive"
+        )
     spec = importlib.util.spec_from_file_location("rdangle_reference", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -493,11 +567,27 @@ def per_prefix_loop_class():
 def rdangle_size_args(hidden: int, layers: int, heads: int, ffn: int) -> List[str]:
     """R-Dangle with as many distinct encoder layers as the baseline: k1 = 1, k2 = layers - 1 (shared mode)."""
     return [
-        "--adaptive-concat-layers", "1", "--adaptive-source-layers", str(layers - 1), "--decoder-layers", str(layers),
-        "--encoder-embed-dim", str(hidden), "--decoder-embed-dim", str(hidden),
-        "--encoder-ffn-embed-dim", str(ffn), "--decoder-ffn-embed-dim", str(ffn),
-        "--encoder-attention-heads", str(heads), "--decoder-attention-heads", str(heads),
-        "--dropout", "0.1", "--share-all-embeddings",
+        "--adaptive-concat-layers",
+        "1",
+        "--adaptive-source-layers",
+        str(layers - 1),
+        "--decoder-layers",
+        str(layers),
+        "--encoder-embed-dim",
+        str(hidden),
+        "--decoder-embed-dim",
+        str(hidden),
+        "--encoder-ffn-embed-dim",
+        str(ffn),
+        "--decoder-ffn-embed-dim",
+        str(ffn),
+        "--encoder-attention-heads",
+        str(heads),
+        "--decoder-attention-heads",
+        str(heads),
+        "--dropout",
+        "0.1",
+        "--share-all-embeddings",
     ]
 
 
@@ -525,17 +615,27 @@ def bench_rdangle(opts: argparse.Namespace, progress=print) -> str:
     task = _Task(vocab, vocab)
     base = transformer_size_args(opts.hidden, opts.layers, opts.heads, opts.ffn)
     size = rdangle_size_args(opts.hidden, opts.layers, opts.heads, opts.ffn)
-    extra = ["--kv-mode", opts.kv_mode, "--reencode-chunk-size", str(opts.chunk_size),
-             "--reencode-buckets", str(getattr(opts, "buckets", 4))]
+    extra = [
+        "--kv-mode",
+        opts.kv_mode,
+        "--reencode-chunk-size",
+        str(opts.chunk_size),
+        "--reencode-buckets",
+        str(getattr(opts, "buckets", 4)),
+    ]
     for option in ("relative_positions", "relative_form"):  # None: the architecture's default
         if getattr(opts, option, None) is not None:
             extra += ["--" + option.replace("_", "-"), str(getattr(opts, option))]
-    models = {"transformer (fairseq)": attach_criterion(build_fairseq_model(["--arch", "transformer", *base], task),
-                                                        task, False)}
+    models = {
+        "transformer (fairseq)": attach_criterion(
+            build_fairseq_model(["--arch", "transformer", *base], task), task, False
+        )
+    }
     state = None
     for label, o in parse_intervals(opts.intervals, opts.tgt_len):
-        model = build_fairseq_model(["--arch", "rdangle_transformer", *size, *extra, "--reencode-interval", str(o)],
-                                    task)
+        model = build_fairseq_model(
+            ["--arch", "rdangle_transformer", *size, *extra, "--reencode-interval", str(o)], task
+        )
         if state is None:
             state = model.state_dict()
         model.load_state_dict(state)

@@ -9,6 +9,7 @@
 for the given extras and this interpreter), without the excluded names. It runs on any interpreter that has pip:
 packaging comes from pip's vendored copy where it is not installed.
 """
+
 import argparse
 import ast
 import email

@@ -11,6 +11,7 @@ target position. Prints the median, 90th percentile and maximum over sentences o
 the largest: every --every-th position and the growth per step, (max|o_T| / max|o_1|)^(1 / (T - 1)). --json writes
 the same numbers.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,10 +52,17 @@ def summarise(norms: Dict[int, List[float]], top: int = 5, every: int = 8) -> di
     for peak, sample_id in reversed(peaks[-top:]):
         steps = norms[sample_id]
         growth = (steps[-1] / steps[0]) ** (1 / (len(steps) - 1)) if len(steps) > 1 and steps[0] > 0 else None
-        worst.append({"id": sample_id, "length": len(steps), "max": peak, "every": steps[::every],
-                      "growth_per_step": growth})
-    return {"sentences": len(values), "median_max": quantile(0.5), "p90_max": quantile(0.9), "max": values[-1],
-            "every": every, "worst": worst}
+        worst.append(
+            {"id": sample_id, "length": len(steps), "max": peak, "every": steps[::every], "growth_per_step": growth}
+        )
+    return {
+        "sentences": len(values),
+        "median_max": quantile(0.5),
+        "p90_max": quantile(0.9),
+        "max": values[-1],
+        "every": every,
+        "worst": worst,
+    }
 
 
 def main(argv=None) -> int:
@@ -82,19 +90,24 @@ def main(argv=None) -> int:
     try:
         (model,), _, task = load_checkpoints([args.path], args.data, InputError)
         if not getattr(model.decoder, "combined_output", False):
-            raise InputError(f"--path {args.path}: not a lex_lstm with --decoder-output combined (its output is "
-                             "tanh-bounded)")
+            raise InputError(
+                f"--path {args.path}: not a lex_lstm with --decoder-output combined (its output is tanh-bounded)"
+            )
         dataset = load_subset(task, args.subset, InputError)
     except InputError as e:  # a missing file or split, a data-bin that does not fit the checkpoint
         p.error(str(e))
     batches = task.get_batch_iterator(dataset, max_sentences=args.batch_size).next_epoch_itr(shuffle=False)
     summary = summarise(output_norms(model, batches, task.target_dictionary.pad()), args.top, args.every)
-    print(f"{args.path} on {args.subset}: {summary['sentences']} sentences; max_t |o_t| median "
-          f"{summary['median_max']:.3g}, 90th percentile {summary['p90_max']:.3g}, max {summary['max']:.3g}")
+    print(
+        f"{args.path} on {args.subset}: {summary['sentences']} sentences; max_t |o_t| median "
+        f"{summary['median_max']:.3g}, 90th percentile {summary['p90_max']:.3g}, max {summary['max']:.3g}"
+    )
     for w in summary["worst"]:
         growth = f"{w['growth_per_step']:.3g}" if w["growth_per_step"] is not None else "-"
-        print(f"  sample {w['id']} (length {w['length']}): max {w['max']:.3g}, growth per step {growth}, "
-              f"every {args.every}: " + " ".join(f"{v:.3g}" for v in w["every"]))
+        print(
+            f"  sample {w['id']} (length {w['length']}): max {w['max']:.3g}, growth per step {growth}, "
+            f"every {args.every}: " + " ".join(f"{v:.3g}" for v in w["every"])
+        )
     if args.json:
         write_json(args.json, {"checkpoint": args.path, "subset": args.subset, **summary})
     return 0

@@ -13,6 +13,7 @@ WORK layout: data/{train,valid,test}.{ca,oc} + split.json; n<SIZE>/{spm.model, d
 lexicon.tsv}; n<SIZE>/<system>/seed<S>/{config.json, train.log, generate.txt, score.json, run.json}; summary.json.
 A run whose score.json exists with the same commands is skipped (run again to resume after an interruption).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,8 +47,8 @@ FILES = {"ca": "tatoeba.ca", "oc": "tatoeba.oc"}
 @dataclass(frozen=True)
 class System:
     label: str
-    arch: str            # the paper's sizes (section 4: 6 + 6 layers, 4 heads, hidden 512)
-    small_arch: str      # --cpu-small
+    arch: str  # the paper's sizes (section 4: 6 + 6 layers, 4 heads, hidden 512)
+    small_arch: str  # --cpu-small
     lexicon: Optional[str]  # None: no head; "identity": copy; "learned": WORK/n<SIZE>/lexicon.tsv
 
 
@@ -68,7 +69,7 @@ class Settings:
     ts: "TransformerSettings"
     validate_every: int
     patience: Optional[int]
-    dropout: Optional[float]   # None: the arch's default
+    dropout: Optional[float]  # None: the arch's default
     beam: int = 5
 
 
@@ -98,6 +99,7 @@ def settings(args) -> Settings:
 # data
 # ---------------------------------------------------------------------------------------------------------------
 
+
 def read_data(data: str, limit: Optional[int]) -> List[Tuple[str, str]]:
     paths = {lang: os.path.join(data, name) for lang, name in FILES.items()}
     missing = [p for p in paths.values() if not os.path.isfile(p)]
@@ -117,7 +119,7 @@ def split(pairs, n_dev: int, n_test: int, seed: int):
     once = [i for i in order if count[pairs[i][0]] == 1]
     if len(once) < n_dev + n_test:
         raise RecipeError(f"only {len(once)} pairs have a unique source; --dev-size + --test-size = {n_dev + n_test}")
-    dev, test = once[:n_dev], once[n_dev:n_dev + n_test]
+    dev, test = once[:n_dev], once[n_dev : n_dev + n_test]
     held = set(dev) | set(test)
     train = [pairs[i] for i in order if i not in held]
     return train, [pairs[i] for i in dev], [pairs[i] for i in test]
@@ -140,11 +142,15 @@ class Experiment:
         if not self.sizes or min(self.sizes) < 1 or not self.seeds:
             raise RecipeError("--sizes and --seeds must be positive")
         tag = "_small" if args.cpu_small else ""
-        self.work = os.path.abspath(args.work or os.path.join(os.environ.get("TMPDIR", "/tmp"),
-                                                              f"fairseq_lexical_cat_oci{tag}"))
-        self.label = ("CPU-SMALL (not the paper's sizes: fairseq transformer_tiny / lex_transformer_tiny, "
-                      "2 + 2 layers, 64, 2 heads)" if args.cpu_small else
-                      "the paper's sizes (6 + 6 layers, 512, 4 heads, FFN 1024)")
+        self.work = os.path.abspath(
+            args.work or os.path.join(os.environ.get("TMPDIR", "/tmp"), f"fairseq_lexical_cat_oci{tag}")
+        )
+        self.label = (
+            "CPU-SMALL (not the paper's sizes: fairseq transformer_tiny / lex_transformer_tiny, "
+            "2 + 2 layers, 64, 2 heads)"
+            if args.cpu_small
+            else "the paper's sizes (6 + 6 layers, 512, 4 heads, FFN 1024)"
+        )
 
     def tdir(self, size: int) -> str:
         return f"{self.work}/n{size}"
@@ -157,20 +163,32 @@ class Experiment:
             pairs = [(t, s) for s, t in pairs]
         train, dev, test = split(pairs, a.dev_size, a.test_size, a.split_seed)
         if self.sizes[-1] > len(train):
-            raise RecipeError(f"--sizes {self.sizes[-1]}: only {len(train)} training pairs are left after "
-                              f"{a.dev_size} dev + {a.test_size} test")
+            raise RecipeError(
+                f"--sizes {self.sizes[-1]}: only {len(train)} training pairs are left after "
+                f"{a.dev_size} dev + {a.test_size} test"
+            )
         os.makedirs(self.work + "/data", exist_ok=True)
-        for name, part in (("train", train[:self.sizes[-1]]), ("valid", dev), ("test", test)):
+        for name, part in (("train", train[: self.sizes[-1]]), ("valid", dev), ("test", test)):
             write_parallel(f"{self.work}/data/{name}", part, self.src, self.tgt)
-        info = {"corpus": {k: os.path.join(os.path.abspath(a.data), v) for k, v in FILES.items()},
-                "pairs": len(pairs), "limit": a.limit, "split_seed": a.split_seed, "direction": a.direction,
-                "train_pool": len(train), "dev": len(dev), "test": len(test), "sizes": self.sizes,
-                "duplicate_pairs_in_training": len(train[:self.sizes[-1]]) - len(set(train[:self.sizes[-1]])),
-                "identical_source_target_in_test": sum(s == t for s, t in test)}
+        info = {
+            "corpus": {k: os.path.join(os.path.abspath(a.data), v) for k, v in FILES.items()},
+            "pairs": len(pairs),
+            "limit": a.limit,
+            "split_seed": a.split_seed,
+            "direction": a.direction,
+            "train_pool": len(train),
+            "dev": len(dev),
+            "test": len(test),
+            "sizes": self.sizes,
+            "duplicate_pairs_in_training": len(train[: self.sizes[-1]]) - len(set(train[: self.sizes[-1]])),
+            "identical_source_target_in_test": sum(s == t for s, t in test),
+        }
         write_json(self.work + "/data/split.json", info)
-        say(f"== data: {len(pairs)} pairs from {a.data} -> {len(dev)} dev + {len(test)} test (seed {a.split_seed}; "
+        say(
+            f"== data: {len(pairs)} pairs from {a.data} -> {len(dev)} dev + {len(test)} test (seed {a.split_seed}; "
             f"their sources occur once in the corpus) + training pool {len(train)}; sizes {self.sizes} are its "
-            f"prefixes ({info['duplicate_pairs_in_training']} repeated pairs kept in the largest)")
+            f"prefixes ({info['duplicate_pairs_in_training']} repeated pairs kept in the largest)"
+        )
 
     def stamped(self, path: str, key: dict) -> bool:
         return os.path.isfile(path) and read_json(path) == key
@@ -179,16 +197,38 @@ class Experiment:
         """Joint SentencePiece model, pieces, the fairseq dictionary, data-bin and (for pgn_lex) the lexicon."""
         a, d, data = self.args, self.tdir(size), self.work + "/data"
         os.makedirs(d + "/pieces", exist_ok=True)
-        key = {"data_sha1": sha1_files([f"{data}/{s}.{l}" for s in ("train", "valid", "test")
-                                        for l in (self.src, self.tgt)]),
-               "size": size, "vocab_size": a.vocab_size, "model_type": "bpe", "character_coverage": 1.0}
+        key = {
+            "data_sha1": sha1_files(
+                [f"{data}/{s}.{l}" for s in ("train", "valid", "test") for l in (self.src, self.tgt)]
+            ),
+            "size": size,
+            "vocab_size": a.vocab_size,
+            "model_type": "bpe",
+            "character_coverage": 1.0,
+        }
         if not self.stamped(d + "/prepared.json", key) or a.force:
             t0 = time.time()
             self.make_pieces(size, d, data)
-            cmd = [tool("fairseq-preprocess"), "--source-lang", self.src, "--target-lang", self.tgt,
-                   "--trainpref", d + "/pieces/train", "--validpref", d + "/pieces/valid",
-                   "--testpref", d + "/pieces/test", "--destdir", d + "/bin", "--joined-dictionary",
-                   "--srcdict", d + "/dict.txt", "--workers", "1"]
+            cmd = [
+                tool("fairseq-preprocess"),
+                "--source-lang",
+                self.src,
+                "--target-lang",
+                self.tgt,
+                "--trainpref",
+                d + "/pieces/train",
+                "--validpref",
+                d + "/pieces/valid",
+                "--testpref",
+                d + "/pieces/test",
+                "--destdir",
+                d + "/bin",
+                "--joined-dictionary",
+                "--srcdict",
+                d + "/dict.txt",
+                "--workers",
+                "1",
+            ]
             shutil.rmtree(d + "/bin", ignore_errors=True)
             run_logged(cmd, d + "/preprocess.log", what="fairseq-preprocess")
             write_json(d + "/prepared.json", key)
@@ -208,12 +248,19 @@ class Experiment:
             f.write("\n".join(train[self.src] + train[self.tgt]) + "\n")
         try:
             spm.SentencePieceTrainer.train(
-                input=f.name, model_prefix=d + "/spm", vocab_size=a.vocab_size, model_type="bpe",
-                character_coverage=1.0, normalization_rule_name="identity",  # decoding gives the text back as is
-                num_threads=1, minloglevel=2)
+                input=f.name,
+                model_prefix=d + "/spm",
+                vocab_size=a.vocab_size,
+                model_type="bpe",
+                character_coverage=1.0,
+                normalization_rule_name="identity",  # decoding gives the text back as is
+                num_threads=1,
+                minloglevel=2,
+            )
         except RuntimeError as e:
-            raise RecipeError(f"SentencePiece training on {size} pairs failed (--vocab-size {a.vocab_size}?): {e}") \
-                from None
+            raise RecipeError(
+                f"SentencePiece training on {size} pairs failed (--vocab-size {a.vocab_size}?): {e}"
+            ) from None
         finally:
             os.remove(f.name)
         sp = spm.SentencePieceProcessor(model_file=d + "/spm.model")
@@ -235,31 +282,54 @@ class Experiment:
                 if not (sp.is_control(i) or sp.is_unknown(i)):
                     out.write(f"{sp.id_to_piece(i)} {counts[sp.id_to_piece(i)]}\n")
         n_tok = sum(counts.values())
-        say(f"   n{size}: joint SentencePiece BPE, {sp.get_piece_size()} pieces, {n_tok / (2 * size):.1f} pieces per "
-            f"training sentence; {unk_lines} dev/test/train lines with characters outside the model")
+        say(
+            f"   n{size}: joint SentencePiece BPE, {sp.get_piece_size()} pieces, {n_tok / (2 * size):.1f} pieces per "
+            f"training sentence; {unk_lines} dev/test/train lines with characters outside the model"
+        )
 
     def lexicon_command(self, d: str) -> List[str]:
         method = self.args.lexicon_method
         opts = ["--symmetrize", "intersect"] if method in ("ibm1", "ibm2") else []
         opts += ["--seed", "0"] if method == "bayes" else []
         # --no-fallback: a piece with no entry falls back to itself in the model (the joined dictionary), i.e. copy
-        return [sys.executable, os.path.join(ROOT, "tools", "build_lexicon.py"), "--method", method, *opts,
-                "--no-fallback", "--threads", "1", "--no-progress", "--src", f"{d}/pieces/train.{self.src}",
-                "--tgt", f"{d}/pieces/train.{self.tgt}", "-o", d + "/lexicon.tsv"]
+        return [
+            sys.executable,
+            os.path.join(ROOT, "tools", "build_lexicon.py"),
+            "--method",
+            method,
+            *opts,
+            "--no-fallback",
+            "--threads",
+            "1",
+            "--no-progress",
+            "--src",
+            f"{d}/pieces/train.{self.src}",
+            "--tgt",
+            f"{d}/pieces/train.{self.tgt}",
+            "-o",
+            d + "/lexicon.tsv",
+        ]
 
     def build_lexicon(self, size: int, d: str) -> None:
         cmd = self.lexicon_command(d)
-        key = {"pieces_sha1": sha1_files([f"{d}/pieces/train.{self.src}", f"{d}/pieces/train.{self.tgt}"]),
-               "command": show(cmd[1:]).replace(self.work, "$WORK")}
+        key = {
+            "pieces_sha1": sha1_files([f"{d}/pieces/train.{self.src}", f"{d}/pieces/train.{self.tgt}"]),
+            "command": show(cmd[1:]).replace(self.work, "$WORK"),
+        }
         if self.stamped(d + "/lexicon.json", key) and os.path.isfile(d + "/lexicon.tsv") and not self.args.force:
             return
         secs = run_logged(cmd, d + "/lexicon.log", what="build_lexicon.py")
         write_json(d + "/lexicon.json", key)
         entries = count_entries(d + "/lexicon.tsv")
-        same = sum(1 for line in open(d + "/lexicon.tsv", encoding="utf-8")
-                   if not line.startswith("#") and line.split("\t")[0] == line.split("\t")[1])
-        say(f"   n{size}: lexicon ({self.args.lexicon_method}) over pieces: {entries} entries, {same} of them "
-            f"piece -> same piece ({hms(secs)})")
+        same = sum(
+            1
+            for line in open(d + "/lexicon.tsv", encoding="utf-8")
+            if not line.startswith("#") and line.split("\t")[0] == line.split("\t")[1]
+        )
+        say(
+            f"   n{size}: lexicon ({self.args.lexicon_method}) over pieces: {entries} entries, {same} of them "
+            f"piece -> same piece ({hms(secs)})"
+        )
 
     # -- runs ------------------------------------------------------------------------------------------------
     def commands(self, size: int, system: str, seed: int, out: str) -> Dict[str, List[str]]:
@@ -271,97 +341,221 @@ class Experiment:
         if s.dropout is not None:
             model += ["--dropout", f"{s.dropout:g}"]
         cpu = ["--cpu"] if a.cpu else []
-        train = [tool("fairseq-train"), d + "/bin", "--user-dir", os.path.join(ROOT, "fairseq_lexical"), *model,
-                 "--criterion", "lexical_cross_entropy", "--label-smoothing", f"{ts.label_smoothing:g}",
-                 "--optimizer", "adam", "--adam-betas", ts.adam_betas, "--weight-decay", f"{ts.weight_decay:g}",
-                 "--lr", f"{ts.lr:g}", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(ts.warmup),
-                 "--clip-norm", f"{ts.clip_norm:g}",
-                 *(["--max-tokens", str(ts.max_tokens)] if ts.max_tokens else []),
-                 *(["--batch-size", str(ts.batch_size)] if ts.batch_size else []),
-                 "--required-batch-size-multiple", "1", "--max-update", str(ts.max_update), "--seed", str(seed),
-                 "--save-dir", out, "--no-epoch-checkpoints", "--validate-interval", "100000",
-                 "--validate-interval-updates", str(s.validate_every), "--save-interval", "100000",
-                 "--save-interval-updates", str(s.validate_every), "--keep-interval-updates", "1",
-                 *(["--patience", str(s.patience)] if s.patience else []),
-                 "--log-format", "simple", "--log-interval", "50", "--num-workers", "0", *cpu,
-                 *shlex.split(a.train_args)]
-        generate = [tool("fairseq-generate"), d + "/bin", "--user-dir", os.path.join(ROOT, "fairseq_lexical"),
-                    "--path", out + "/checkpoint_best.pt", "--gen-subset", "test", "--beam", str(s.beam),
-                    "--batch-size", "64", "--max-len-a", "2", "--max-len-b", "10", "--num-workers", "0",
-                    *(KEEP_BEST_TASK if s.beam > 1 else ()),
-                    # D lines: the hypothesis decoded with this size's SentencePiece model (detokenised text)
-                    "--bpe", "sentencepiece", "--sentencepiece-model", d + "/spm.model", *cpu,
-                    *shlex.split(a.generate_args)]
-        score = [sys.executable, os.path.join(ROOT, "tools", "score.py"), out + "/generate.txt", "--hypotheses", "D",
-                 "--reference", f"{self.work}/data/test.{self.tgt}", "--bleu", "--chrf", "--tokenize", "13a",
-                 "--json"]
+        train = [
+            tool("fairseq-train"),
+            d + "/bin",
+            "--user-dir",
+            os.path.join(ROOT, "fairseq_lexical"),
+            *model,
+            "--criterion",
+            "lexical_cross_entropy",
+            "--label-smoothing",
+            f"{ts.label_smoothing:g}",
+            "--optimizer",
+            "adam",
+            "--adam-betas",
+            ts.adam_betas,
+            "--weight-decay",
+            f"{ts.weight_decay:g}",
+            "--lr",
+            f"{ts.lr:g}",
+            "--lr-scheduler",
+            "inverse_sqrt",
+            "--warmup-updates",
+            str(ts.warmup),
+            "--clip-norm",
+            f"{ts.clip_norm:g}",
+            *(["--max-tokens", str(ts.max_tokens)] if ts.max_tokens else []),
+            *(["--batch-size", str(ts.batch_size)] if ts.batch_size else []),
+            "--required-batch-size-multiple",
+            "1",
+            "--max-update",
+            str(ts.max_update),
+            "--seed",
+            str(seed),
+            "--save-dir",
+            out,
+            "--no-epoch-checkpoints",
+            "--validate-interval",
+            "100000",
+            "--validate-interval-updates",
+            str(s.validate_every),
+            "--save-interval",
+            "100000",
+            "--save-interval-updates",
+            str(s.validate_every),
+            "--keep-interval-updates",
+            "1",
+            *(["--patience", str(s.patience)] if s.patience else []),
+            "--log-format",
+            "simple",
+            "--log-interval",
+            "50",
+            "--num-workers",
+            "0",
+            *cpu,
+            *shlex.split(a.train_args),
+        ]
+        generate = [
+            tool("fairseq-generate"),
+            d + "/bin",
+            "--user-dir",
+            os.path.join(ROOT, "fairseq_lexical"),
+            "--path",
+            out + "/checkpoint_best.pt",
+            "--gen-subset",
+            "test",
+            "--beam",
+            str(s.beam),
+            "--batch-size",
+            "64",
+            "--max-len-a",
+            "2",
+            "--max-len-b",
+            "10",
+            "--num-workers",
+            "0",
+            *(KEEP_BEST_TASK if s.beam > 1 else ()),
+            # D lines: the hypothesis decoded with this size's SentencePiece model (detokenised text)
+            "--bpe",
+            "sentencepiece",
+            "--sentencepiece-model",
+            d + "/spm.model",
+            *cpu,
+            *shlex.split(a.generate_args),
+        ]
+        score = [
+            sys.executable,
+            os.path.join(ROOT, "tools", "score.py"),
+            out + "/generate.txt",
+            "--hypotheses",
+            "D",
+            "--reference",
+            f"{self.work}/data/test.{self.tgt}",
+            "--bleu",
+            "--chrf",
+            "--tokenize",
+            "13a",
+            "--json",
+        ]
         return {"train": train, "generate": generate, "score": score}
 
     def run_one(self, size: int, system: str, seed: int, index: str) -> dict:
         out = f"{self.tdir(size)}/{system}/seed{seed}"
         cmds = self.commands(size, system, seed, out)
-        norm = {k: show(v).replace(self.work, "$WORK").replace(ROOT, "$REPO").replace(sys.executable, "python")
-                for k, v in cmds.items()}
+        norm = {
+            k: show(v).replace(self.work, "$WORK").replace(ROOT, "$REPO").replace(sys.executable, "python")
+            for k, v in cmds.items()
+        }
         lex = self.tdir(size) + "/lexicon.tsv"
-        fp = {"commands": norm, "data": read_json(self.tdir(size) + "/prepared.json"),
-              "lexicon_sha1": sha1_files([lex]) if SYSTEMS[system].lexicon == "learned" else None}
+        fp = {
+            "commands": norm,
+            "data": read_json(self.tdir(size) + "/prepared.json"),
+            "lexicon_sha1": sha1_files([lex]) if SYSTEMS[system].lexicon == "learned" else None,
+        }
         old = read_json(out + "/config.json").get("fingerprint") if os.path.isfile(out + "/config.json") else None
         if os.path.isfile(out + "/score.json") and not self.args.force:
             if old != fp:
                 raise RecipeError(f"{out} was finished with other settings or data; use --force or another --work")
             score = read_json(out + "/score.json")
-            say(f"{index} n{size} {system} seed {seed}: BLEU {score['bleu']:.2f} chrF {score['chrf']:.2f} "
-                f"(done before: skipped)")
+            say(
+                f"{index} n{size} {system} seed {seed}: BLEU {score['bleu']:.2f} chrF {score['chrf']:.2f} "
+                f"(done before: skipped)"
+            )
             return score
         if old != fp or self.args.force:  # else fairseq resumes from checkpoint_last.pt
             shutil.rmtree(out, ignore_errors=True)
         os.makedirs(out, exist_ok=True)
-        write_json(out + "/config.json", {"size": size, "system": system, "label": SYSTEMS[system].label,
-                                          "seed": seed, "settings": self.label, "fingerprint": fp,
-                                          "commands": {k: show(v) for k, v in cmds.items()}})
+        write_json(
+            out + "/config.json",
+            {
+                "size": size,
+                "system": system,
+                "label": SYSTEMS[system].label,
+                "seed": seed,
+                "settings": self.label,
+                "fingerprint": fp,
+                "commands": {k: show(v) for k, v in cmds.items()},
+            },
+        )
         if not (os.path.isfile(out + "/train.done") and os.path.isfile(out + "/checkpoint_best.pt")):
-            say(f"{index} n{size} {system} seed {seed}: training ({self.cfg.ts.max_update} updates max, dev loss "
-                f"every {self.cfg.validate_every}) ...")
-            t_train = run_logged(cmds["train"], out + "/train.log", what=f"fairseq-train (n{size} {system})",
-                                   append=os.path.isfile(out + "/checkpoint_last.pt"),
-                                   progress=f"{index}    n{size} {system}: ")
-            write_json(out + "/train.done", {"train_s": round(t_train, 1),
-                                             "training": fairseq_log.training_summary(out + "/train.log")})
+            say(
+                f"{index} n{size} {system} seed {seed}: training ({self.cfg.ts.max_update} updates max, dev loss "
+                f"every {self.cfg.validate_every}) ..."
+            )
+            t_train = run_logged(
+                cmds["train"],
+                out + "/train.log",
+                what=f"fairseq-train (n{size} {system})",
+                append=os.path.isfile(out + "/checkpoint_last.pt"),
+                progress=f"{index}    n{size} {system}: ",
+            )
+            write_json(
+                out + "/train.done",
+                {"train_s": round(t_train, 1), "training": fairseq_log.training_summary(out + "/train.log")},
+            )
         done = read_json(out + "/train.done")
-        t_gen = run_logged(cmds["generate"], out + "/generate.txt", out + "/generate.log",
-                             what=f"fairseq-generate (n{size} {system})")
+        t_gen = run_logged(
+            cmds["generate"], out + "/generate.txt", out + "/generate.log", what=f"fairseq-generate (n{size} {system})"
+        )
         run_logged(cmds["score"], out + "/score.json.tmp", out + "/score.log", what=f"score.py (n{size} {system})")
         os.replace(out + "/score.json.tmp", out + "/score.json")
         score = read_json(out + "/score.json")
         p_gate = last_valid_p_gate(out + "/train.log")
-        write_json(out + "/run.json", {"train_s": done["train_s"], "generate_s": round(t_gen, 1),
-                                       "training": done["training"], "valid_p_gate_last": p_gate,
-                                       "finished": datetime.datetime.now().isoformat(), "host": platform.node()})
+        write_json(
+            out + "/run.json",
+            {
+                "train_s": done["train_s"],
+                "generate_s": round(t_gen, 1),
+                "training": done["training"],
+                "valid_p_gate_last": p_gate,
+                "finished": datetime.datetime.now().isoformat(),
+                "host": platform.node(),
+            },
+        )
         for name in os.listdir(out):  # keep the evaluated checkpoint only
             if name.endswith(".pt") and name != "checkpoint_best.pt":
                 os.remove(os.path.join(out, name))
         gate = f"; dev p_gate {p_gate:.3f} (1 - p_copy)" if p_gate is not None else ""
-        say(f"{index} n{size} {system} seed {seed}: BLEU {score['bleu']:.2f} chrF {score['chrf']:.2f} "
-            f"(train {hms(done['train_s'])}, {done['training']['text']}; decode {hms(t_gen)}{gate})")
+        say(
+            f"{index} n{size} {system} seed {seed}: BLEU {score['bleu']:.2f} chrF {score['chrf']:.2f} "
+            f"(train {hms(done['train_s'])}, {done['training']['text']}; decode {hms(t_gen)}{gate})"
+        )
         return score
 
     def run(self) -> int:
         t0 = time.time()
         a, ts = self.args, self.cfg.ts
         say(f"== cat_oci ({a.direction}): work directory {self.work}")
-        say(f"== settings: {self.label}; Adam {ts.adam_betas}, lr {ts.lr:g} (inverse sqrt, {ts.warmup} warm-up), "
+        say(
+            f"== settings: {self.label}; Adam {ts.adam_betas}, lr {ts.lr:g} (inverse sqrt, {ts.warmup} warm-up), "
             + (f"--max-tokens {ts.max_tokens}" if ts.max_tokens else f"batch {ts.batch_size} sentences")
             + f", label smoothing {ts.label_smoothing:g}, {ts.max_update} updates max, dev loss every "
             f"{self.cfg.validate_every} (patience {self.cfg.patience}), checkpoint_best, beam {self.cfg.beam}; "
-            f"SentencePiece BPE {a.vocab_size}; lexicon {a.lexicon_method}")
+            f"SentencePiece BPE {a.vocab_size}; lexicon {a.lexicon_method}"
+        )
         say(f"== systems: {', '.join(self.systems)}; sizes: {self.sizes}; seeds: {self.seeds}")
         os.makedirs(self.work, exist_ok=True)
-        write_json(self.work + "/config.json", {
-            "settings": "cpu-small" if a.cpu_small else "paper", "settings_label": self.label,
-            "transformer": asdict(ts), "validate_every": self.cfg.validate_every, "patience": self.cfg.patience,
-            "dropout": self.cfg.dropout, "beam": self.cfg.beam, "vocab_size": a.vocab_size,
-            "lexicon_method": a.lexicon_method, "systems": self.systems, "sizes": self.sizes, "seeds": self.seeds,
-            "command": " ".join(sys.argv), "date": datetime.datetime.now().isoformat(), "host": platform.node()})
+        write_json(
+            self.work + "/config.json",
+            {
+                "settings": "cpu-small" if a.cpu_small else "paper",
+                "settings_label": self.label,
+                "transformer": asdict(ts),
+                "validate_every": self.cfg.validate_every,
+                "patience": self.cfg.patience,
+                "dropout": self.cfg.dropout,
+                "beam": self.cfg.beam,
+                "vocab_size": a.vocab_size,
+                "lexicon_method": a.lexicon_method,
+                "systems": self.systems,
+                "sizes": self.sizes,
+                "seeds": self.seeds,
+                "command": " ".join(sys.argv),
+                "date": datetime.datetime.now().isoformat(),
+                "host": platform.node(),
+            },
+        )
         self.prepare_data()
         total, k = len(self.sizes) * len(self.systems) * len(self.seeds), 0
         for size in self.sizes:
@@ -384,23 +578,35 @@ class Experiment:
                 metrics = summary[size].get(system, {}).get("metrics", {})
                 for m in ("bleu", "chrf"):
                     st = metrics.get(m)
-                    cells.append("n/a" if not st else (f"{st['mean']:.2f}" if len(self.seeds) == 1
-                                                       else format_mean_std(st)))
+                    cells.append(
+                        "n/a" if not st else (f"{st['mean']:.2f}" if len(self.seeds) == 1 else format_mean_std(st))
+                    )
             rows.append([system] + cells)
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         say("")
-        say(f"== test BLEU (sacrebleu 13a on SentencePiece-decoded text) and chrF, {self.test_count()} "
-            f"sentences, {len(self.seeds)} seed(s); {self.label}")
+        say(
+            f"== test BLEU (sacrebleu 13a on SentencePiece-decoded text) and chrF, {self.test_count()} "
+            f"sentences, {len(self.seeds)} seed(s); {self.label}"
+        )
         for r in rows:
             say("  ".join([r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:], widths[1:])]))
-        say("   paper (Table 2, spBLEU at 5k, other data, not comparable): "
+        say(
+            "   paper (Table 2, spBLEU at 5k, other data, not comparable): "
             + "; ".join(f"{p}: NMT {v['nmt']}, PGN {v['pgn']}" for p, v in PAPER_5K.items())
-            + "; no Catalan-Occitan and no PGN + lexicon row")
-        write_json(self.work + "/summary.json", {
-            "settings_label": self.label, "metrics": "BLEU: sacrebleu --tokenize 13a on detokenised text; chrF",
-            "sizes": {str(n): {m: dict(label=SYSTEMS[m].label, **summary[n][m]) for m in summary[n]}
-                      for n in self.sizes},
-            "paper_5k_spbleu_other_pairs": PAPER_5K, "wall_s": round(seconds, 1)})
+            + "; no Catalan-Occitan and no PGN + lexicon row"
+        )
+        write_json(
+            self.work + "/summary.json",
+            {
+                "settings_label": self.label,
+                "metrics": "BLEU: sacrebleu --tokenize 13a on detokenised text; chrF",
+                "sizes": {
+                    str(n): {m: dict(label=SYSTEMS[m].label, **summary[n][m]) for m in summary[n]} for n in self.sizes
+                },
+                "paper_5k_spbleu_other_pairs": PAPER_5K,
+                "wall_s": round(seconds, 1),
+            },
+        )
         say(f"== summary: {self.work}/summary.json; total wall time {hms(seconds)}")
 
     def test_count(self) -> int:
@@ -417,31 +623,51 @@ def last_valid_p_gate(log_path: str) -> Optional[float]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="bash examples/cat_oci/run.sh", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="bash examples/cat_oci/run.sh",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     g = p.add_argument_group("data")
-    g.add_argument("--data", default=DEFAULT_DATA,
-                   help=f"folder with tatoeba.ca and tatoeba.oc (default {DEFAULT_DATA})")
+    g.add_argument(
+        "--data", default=DEFAULT_DATA, help=f"folder with tatoeba.ca and tatoeba.oc (default {DEFAULT_DATA})"
+    )
     g.add_argument("--work", help="work directory (default $TMPDIR/fairseq_lexical_cat_oci[_small], TMPDIR=/tmp)")
-    g.add_argument("--direction", choices=("ca-oc", "oc-ca"), default="ca-oc",
-                   help="ca-oc (default: high- to low-resource, as the paper's fr-oc and es-ca)")
+    g.add_argument(
+        "--direction",
+        choices=("ca-oc", "oc-ca"),
+        default="ca-oc",
+        help="ca-oc (default: high- to low-resource, as the paper's fr-oc and es-ca)",
+    )
     g.add_argument("--dev-size", type=int, default=250)
     g.add_argument("--test-size", type=int, default=250)
     g.add_argument("--split-seed", type=int, default=1, help="seed of the shuffle behind the split (default 1)")
     g.add_argument("--sizes", default="1000,2500,5000", help="training sizes, nested (default 1000,2500,5000)")
     g.add_argument("--limit", type=int, help="use only the corpus' first N pairs (tests)")
-    g.add_argument("--vocab-size", type=int, default=2000, help="joint SentencePiece BPE vocabulary (default 2000; "
-                                                                "the paper's 16000 exceeds what 1k pairs hold)")
+    g.add_argument(
+        "--vocab-size",
+        type=int,
+        default=2000,
+        help="joint SentencePiece BPE vocabulary (default 2000; the paper's 16000 exceeds what 1k pairs hold)",
+    )
     g = p.add_argument_group("what to run")
     g.add_argument("--systems", default="nmt,pgn,pgn_lex", help="comma-separated: nmt, pgn, pgn_lex (default all)")
     g.add_argument("--seeds", type=int, default=1, help="training seeds 1..N (default 1)")
-    g.add_argument("--lexicon-method", default="ibm2", choices=("simple", "pmi", "ibm1", "ibm2", "bayes"),
-                   help="tools/build_lexicon.py method for pgn_lex, over the pieces (default ibm2, intersected)")
+    g.add_argument(
+        "--lexicon-method",
+        default="ibm2",
+        choices=("simple", "pmi", "ibm1", "ibm2", "bayes"),
+        help="tools/build_lexicon.py method for pgn_lex, over the pieces (default ibm2, intersected)",
+    )
     g.add_argument("--force", action="store_true", help="redo finished steps")
     g.add_argument("--progress-every", type=float, default=60.0, metavar="SECONDS")
     g = p.add_argument_group("settings (default: the paper's sizes; see the README)")
-    g.add_argument("--cpu-small", action="store_true", help="tiny Transformers (not the paper's), batch 64, lr 1e-3, "
-                                                            "400 warm-up, 3000 updates max, dev loss every 250")
+    g.add_argument(
+        "--cpu-small",
+        action="store_true",
+        help="tiny Transformers (not the paper's), batch 64, lr 1e-3, "
+        "400 warm-up, 3000 updates max, dev loss every 250",
+    )
     g.add_argument("--cpu", action="store_true", help="pass --cpu to fairseq-train and fairseq-generate")
     g.add_argument("--max-update", type=int)
     g.add_argument("--lr", type=float)

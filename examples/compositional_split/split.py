@@ -23,6 +23,7 @@ A step is skipped when its outputs exist and its command and input files are unc
 redoes everything. The training and decoding commands are examples/recipes' (those of examples/eng_cmn/run.sh
 --cpu-small), built by its Recipe class.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,8 +52,11 @@ from recipes.tasks import TASKS
 from recipes.textio import read_json, sha1_files, write_json
 
 SELECT = os.path.join(ROOT, "tools", "select_compositional.py")
-DATA_FILES = {"train": "cmn.txt_train_tokenized.tsv", "dev": "cmn.txt_dev_tokenized.tsv",
-              "test": "cmn.txt_test_tokenized.tsv"}
+DATA_FILES = {
+    "train": "cmn.txt_train_tokenized.tsv",
+    "dev": "cmn.txt_dev_tokenized.tsv",
+    "test": "cmn.txt_test_tokenized.tsv",
+}
 SETS = (("test", "standard test"), ("selected", "selected (compositional)"), ("pool", "pool"))
 PY = sys.executable
 
@@ -66,21 +70,33 @@ def build_parser() -> argparse.ArgumentParser:
         prog="bash examples/compositional_split/run.sh",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         description="Select a compositional test set from the English-Chinese pairs not in train (dev + test) with "
-                    "an ensemble of small models, then compare systems on it and on the standard test set "
-                    "(examples/compositional_split/README.md).")
+        "an ensemble of small models, then compare systems on it and on the standard test set "
+        "(examples/compositional_split/README.md).",
+    )
     g = p.add_argument_group("data and output")
-    g.add_argument("--data", default=os.path.join(os.path.dirname(ROOT), "shared", "data", "eng_cmn"),
-                   help="directory holding " + ", ".join(DATA_FILES.values()))
-    g.add_argument("--work", default=os.path.join(os.environ.get("TMPDIR", "/tmp"),
-                                                  "fairseq_lexical_compositional_split"), help="work directory")
+    g.add_argument(
+        "--data",
+        default=os.path.join(os.path.dirname(ROOT), "shared", "data", "eng_cmn"),
+        help="directory holding " + ", ".join(DATA_FILES.values()),
+    )
+    g.add_argument(
+        "--work",
+        default=os.path.join(os.environ.get("TMPDIR", "/tmp"), "fairseq_lexical_compositional_split"),
+        help="work directory",
+    )
     g.add_argument("--valid-size", type=int, default=300, help="dev pairs held out for validation (not candidates)")
     g.add_argument("--valid-seed", type=int, default=0, help="seed of the validation draw")
     g.add_argument("--limit-train", type=int, default=0, help="use the first N training pairs only (0: all; tests)")
-    g.add_argument("--limit-eval", type=int, default=0,
-                   help="use the first N pairs of dev and of test only (0: all; tests)")
+    g.add_argument(
+        "--limit-eval", type=int, default=0, help="use the first N pairs of dev and of test only (0: all; tests)"
+    )
     g = p.add_argument_group("selection (tools/select_compositional.py; the paper's sizes scaled down)")
-    g.add_argument("--min-word-count", type=int, default=3,
-                   help="OOV filter: drop candidates with an English word seen fewer times in train (paper 3)")
+    g.add_argument(
+        "--min-word-count",
+        type=int,
+        default=3,
+        help="OOV filter: drop candidates with an English word seen fewer times in train (paper 3)",
+    )
     g.add_argument("--pool", type=int, default=2000, help="candidates kept by compositional degree (paper 60000)")
     g.add_argument("--members", type=int, default=3, help="ensemble size (paper 10)")
     g.add_argument("--member-model", default="lstm", help="examples/recipes model of the members")
@@ -91,31 +107,48 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--sample", type=int, default=500, help="size of the selected test set (paper 3000)")
     g.add_argument("--sample-seed", type=int, default=1, help="seed of the sample")
     g = p.add_argument_group("systems compared")
-    g.add_argument("--systems", default="lstm,simple,rdangle_sep",
-                   help="examples/recipes models (lstm: LSTM, simple: LSTM + Lex.: Simple, rdangle_sep: "
-                        "R-Dangle sep, interval 4)")
+    g.add_argument(
+        "--systems",
+        default="lstm,simple,rdangle_sep",
+        help="examples/recipes models (lstm: LSTM, simple: LSTM + Lex.: Simple, rdangle_sep: R-Dangle sep, interval 4)",
+    )
     g.add_argument("--system-updates", type=int, default=1500, help="training updates of each system")
-    g.add_argument("--system-seed", type=int, default=100,
-                   help="training seed of the systems (not a member's: the LSTM row must not be one of the models "
-                        "that chose the test set)")
-    g.add_argument("--decoder", choices=("fairseq", "authors"), default="fairseq",
-                   help="LSTM rows' decoder (examples/recipes --decoder): fairseq's LSTM decoder with eq. 6's "
-                        "gate (what examples/RESULTS.md's run used), or the authors' released decoder")
+    g.add_argument(
+        "--system-seed",
+        type=int,
+        default=100,
+        help="training seed of the systems (not a member's: the LSTM row must not be one of the models "
+        "that chose the test set)",
+    )
+    g.add_argument(
+        "--decoder",
+        choices=("fairseq", "authors"),
+        default="fairseq",
+        help="LSTM rows' decoder (examples/recipes --decoder): fairseq's LSTM decoder with eq. 6's "
+        "gate (what examples/RESULTS.md's run used), or the authors' released decoder",
+    )
     g.add_argument("--max-len-b", type=int, default=200, help="longest output of any decoding (tokens)")
     g.add_argument("--plot-a", default="simple", help="plot_by_degree: system A (the difference is A - B)")
     g.add_argument("--plot-b", default="lstm", help="plot_by_degree: system B")
     g = p.add_argument_group("running")
-    g.add_argument("--jobs", type=int, default=1,
-                   help="training/decoding runs at a time (members; systems); each uses one thread")
+    g.add_argument(
+        "--jobs", type=int, default=1, help="training/decoding runs at a time (members; systems); each uses one thread"
+    )
     g.add_argument("--force", action="store_true", help="redo every step")
-    g.add_argument("--progress-every", type=float, default=60.0, metavar="SECONDS",
-                   help="how often a training run reports its update count")
+    g.add_argument(
+        "--progress-every",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="how often a training run reports its update count",
+    )
     return p
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # Steps: a command run once, skipped when its outputs exist and its stamp (command + input files) is unchanged
 # ----------------------------------------------------------------------------------------------------------------
+
 
 class Runner:
     def __init__(self, work: str, force: bool, jobs: int):
@@ -124,14 +157,25 @@ class Runner:
         os.makedirs(self.stamps, exist_ok=True)
         self.seconds: Dict[str, float] = {}
 
-    def run(self, name: str, cmd: Sequence[str], inputs: Sequence[str], outputs: Sequence[str], log: str,
-            stdout: Optional[str] = None, progress: Optional[str] = None) -> None:
+    def run(
+        self,
+        name: str,
+        cmd: Sequence[str],
+        inputs: Sequence[str],
+        outputs: Sequence[str],
+        log: str,
+        stdout: Optional[str] = None,
+        progress: Optional[str] = None,
+    ) -> None:
         """Run cmd (stdout to `stdout` or the log, stderr to the log) unless up to date."""
         stamp_path = os.path.join(self.stamps, name.replace("/", "_") + ".json")
         stamp = {"command": show(cmd).replace(self.work, "$WORK"), "inputs_sha1": sha1_files(inputs)}
         old = read_json(stamp_path) if os.path.isfile(stamp_path) else {}
-        if (not self.force and all(os.path.exists(o) for o in outputs)
-                and all(old.get(k) == v for k, v in stamp.items())):
+        if (
+            not self.force
+            and all(os.path.exists(o) for o in outputs)
+            and all(old.get(k) == v for k, v in stamp.items())
+        ):
             self.seconds[name] = old.get("seconds")  # the time it took when it ran
             say(f"   {name}: up to date")
             return
@@ -161,14 +205,17 @@ class Runner:
 # Files
 # ----------------------------------------------------------------------------------------------------------------
 
+
 def locate(data: str) -> Dict[str, str]:
     files = {}
     for role, name in DATA_FILES.items():
         path = os.path.join(data, name)
         if not os.path.isfile(path):
-            raise SplitError(f"data file not found: {path} (--data must hold {', '.join(DATA_FILES.values())}: "
-                             "TRANSLATE/ of github.com/ekinakyurek/lexical; see "
-                             "examples/compositional_split/README.md)")
+            raise SplitError(
+                f"data file not found: {path} (--data must hold {', '.join(DATA_FILES.values())}: "
+                "TRANSLATE/ of github.com/ekinakyurek/lexical; see "
+                "examples/compositional_split/README.md)"
+            )
         files[role] = path
     return files
 
@@ -177,9 +224,9 @@ def prepare(args, files: Dict[str, str], data_dir: str) -> Dict[str, int]:
     """train / valid / candidates (+ candidates.origin: dev:LINE or test:LINE, 1-based lines of the TSV files)."""
     train, dev, test = (read_tsv_pairs(files[k]) for k in ("train", "dev", "test"))  # TextFileError: path:line
     if args.limit_train:
-        train = train[:args.limit_train]
+        train = train[: args.limit_train]
     if args.limit_eval:
-        dev, test = dev[:args.limit_eval], test[:args.limit_eval]
+        dev, test = dev[: args.limit_eval], test[: args.limit_eval]
     if not 0 < args.valid_size < len(dev):
         raise SplitError(f"--valid-size {args.valid_size}: must be 1..{len(dev) - 1} (dev has {len(dev)} pairs)")
     held = set(random.Random(args.valid_seed).sample(range(len(dev)), args.valid_size))
@@ -192,18 +239,39 @@ def prepare(args, files: Dict[str, str], data_dir: str) -> Dict[str, int]:
     write_parallel(f"{data_dir}/valid", valid)
     write_parallel(f"{data_dir}/candidates", cand)
     write_lines(f"{data_dir}/candidates.origin", origin)
-    say(f"== data: {len(train)} train, {len(valid)} validation (dev pairs drawn with seed {args.valid_seed}), "
-        f"{len(cand)} candidates ({len(dev) - len(valid)} rest of dev + {len(test)} test)")
-    return {"train": len(train), "valid": len(valid), "candidates": len(cand),
-            "candidates_from_dev": len(dev) - len(valid), "candidates_from_test": len(test)}
+    say(
+        f"== data: {len(train)} train, {len(valid)} validation (dev pairs drawn with seed {args.valid_seed}), "
+        f"{len(cand)} candidates ({len(dev) - len(valid)} rest of dev + {len(test)} test)"
+    )
+    return {
+        "train": len(train),
+        "valid": len(valid),
+        "candidates": len(cand),
+        "candidates_from_dev": len(dev) - len(valid),
+        "candidates_from_test": len(test),
+    }
 
 
 def recipe_for(args, work: str, models: Sequence[str], updates: int) -> Recipe:
     """examples/recipes' Recipe with --cpu-small settings, pointed at this example's data-bin and lexicons."""
     task = TASKS["eng_cmn"]
-    rargs = recipe_parser(task).parse_args([
-        "--data", args.data, "--work", work, "--cpu-small", "--models", ",".join(models),
-        "--max-update", str(updates), "--decoder", args.decoder, "--train-args=--cpu", "--generate-args=--cpu"])
+    rargs = recipe_parser(task).parse_args(
+        [
+            "--data",
+            args.data,
+            "--work",
+            work,
+            "--cpu-small",
+            "--models",
+            ",".join(models),
+            "--max-update",
+            str(updates),
+            "--decoder",
+            args.decoder,
+            "--train-args=--cpu",
+            "--generate-args=--cpu",
+        ]
+    )
     task.args = rargs
     rec = Recipe(task, rargs)
     rec.bin, rec.lexdir, rec.data_dir = f"{work}/bin", f"{work}/lexicons", f"{work}/data"
@@ -222,6 +290,7 @@ def fmt(x, digits=2) -> str:
 # ----------------------------------------------------------------------------------------------------------------
 # The pipeline
 # ----------------------------------------------------------------------------------------------------------------
+
 
 class Split:
     def __init__(self, args):
@@ -248,63 +317,154 @@ class Split:
     def preprocess(self) -> None:
         say("== fairseq-preprocess (the candidates are the `test` split: every system translates all of them once)")
         d = self.data
-        self.runner.run("preprocess", [tool("fairseq-preprocess"), "--source-lang", "src", "--target-lang", "tgt",
-                                       "--trainpref", f"{d}/train", "--validpref", f"{d}/valid",
-                                       "--testpref", f"{d}/candidates", "--destdir", self.bin, "--workers", "1"],
-                        [f"{d}/{s}.{l}" for s in ("train", "valid", "candidates") for l in ("src", "tgt")],
-                        [f"{self.bin}/dict.src.txt", f"{self.bin}/test.src-tgt.src.bin"], f"{self.work}/preprocess.log")
+        self.runner.run(
+            "preprocess",
+            [
+                tool("fairseq-preprocess"),
+                "--source-lang",
+                "src",
+                "--target-lang",
+                "tgt",
+                "--trainpref",
+                f"{d}/train",
+                "--validpref",
+                f"{d}/valid",
+                "--testpref",
+                f"{d}/candidates",
+                "--destdir",
+                self.bin,
+                "--workers",
+                "1",
+            ],
+            [f"{d}/{s}.{l}" for s in ("train", "valid", "candidates") for l in ("src", "tgt")],
+            [f"{self.bin}/dict.src.txt", f"{self.bin}/test.src-tgt.src.bin"],
+            f"{self.work}/preprocess.log",
+        )
 
     def pool(self) -> dict:
         # the English side: the source here, and the language of the paper's degree examples
         a, d, sel = self.args, self.data, self.sel
         say(f"== pool: OOV filter (--min-word-count {a.min_word_count}), compositional degree, the {a.pool} highest")
-        self.runner.run("pool", [PY, SELECT, "pool", "--train-source", f"{d}/train.src",
-                                 "--source", f"{d}/candidates.src", "--target", f"{d}/candidates.tgt",
-                                 "--min-word-count", str(a.min_word_count), "--pool", str(a.pool),
-                                 "--out-prefix", sel, "--no-progress"],
-                        [f"{d}/train.src", f"{d}/candidates.src", f"{d}/candidates.tgt"],
-                        [f"{sel}.pool.tsv", f"{sel}.candidates.tsv", f"{sel}.pool.json"],
-                        f"{self.work}/select/pool.log")
+        self.runner.run(
+            "pool",
+            [
+                PY,
+                SELECT,
+                "pool",
+                "--train-source",
+                f"{d}/train.src",
+                "--source",
+                f"{d}/candidates.src",
+                "--target",
+                f"{d}/candidates.tgt",
+                "--min-word-count",
+                str(a.min_word_count),
+                "--pool",
+                str(a.pool),
+                "--out-prefix",
+                sel,
+                "--no-progress",
+            ],
+            [f"{d}/train.src", f"{d}/candidates.src", f"{d}/candidates.tgt"],
+            [f"{sel}.pool.tsv", f"{sel}.candidates.tsv", f"{sel}.pool.json"],
+            f"{self.work}/select/pool.log",
+        )
         info = read_json(f"{sel}.pool.json")
         lo, hi = info["pool_degree_range"]
-        say(f"   {info['passed_oov_filter']} of {info['candidates']} candidates pass the OOV filter; pool "
-            f"{info['pool']}, degree {fmt(lo, 3)} .. {fmt(hi, 3)}")
+        say(
+            f"   {info['passed_oov_filter']} of {info['candidates']} candidates pass the OOV filter; pool "
+            f"{info['pool']}, degree {fmt(lo, 3)} .. {fmt(hi, 3)}"
+        )
         return info
 
     def ensemble(self) -> List[str]:
         a, rec = self.args, self.members
-        say(f"== ensemble: {a.members} x {rec.label(a.member_model)}, seeds 1..{a.members}, {a.member_updates} "
-            f"updates each, on train")
+        say(
+            f"== ensemble: {a.members} x {rec.label(a.member_model)}, seeds 1..{a.members}, {a.member_updates} "
+            f"updates each, on train"
+        )
         outs = [f"{self.work}/members/seed{seed}" for seed in range(1, a.members + 1)]
 
         def train(seed: int, out: str) -> Callable[[], None]:
             def task():
                 os.makedirs(out, exist_ok=True)
-                self.runner.run(f"members/seed{seed}", rec.train_command(a.member_model, seed, out),
-                                [f"{self.bin}/dict.src.txt", f"{self.bin}/train.src-tgt.src.bin",
-                                 f"{self.bin}/train.src-tgt.tgt.bin"],
-                                [rec.checkpoint_path(out)], f"{out}/train.log", progress=f"   member seed {seed}: ")
+                self.runner.run(
+                    f"members/seed{seed}",
+                    rec.train_command(a.member_model, seed, out),
+                    [
+                        f"{self.bin}/dict.src.txt",
+                        f"{self.bin}/train.src-tgt.src.bin",
+                        f"{self.bin}/train.src-tgt.tgt.bin",
+                    ],
+                    [rec.checkpoint_path(out)],
+                    f"{out}/train.log",
+                    progress=f"   member seed {seed}: ",
+                )
+
             return task
+
         self.runner.parallel([train(seed, out) for seed, out in enumerate(outs, 1)])
         return [rec.checkpoint_path(out) for out in outs]
 
     def select(self, checkpoints: Sequence[str]) -> List[int]:
         a, sel = self.args, self.sel
-        say(f"== uncertainty: reverse mutual information of the {len(checkpoints)} members on the pool (the ensemble "
-            f"decodes, beam {a.uncertainty_beam}; every member is teacher-forced on that output)")
-        self.runner.run("uncertainty", [PY, SELECT, "uncertainty", "--pool", f"{sel}.pool.tsv", "--data", self.bin,
-                                        "--path", ":".join(checkpoints), "--targets", "decode",
-                                        "--beam", str(a.uncertainty_beam), "--max-len-b", str(a.max_len_b),
-                                        "-o", f"{sel}.uncertainty.tsv", "--no-progress"],
-                        [f"{sel}.pool.tsv", *checkpoints], [f"{sel}.uncertainty.tsv"],
-                        f"{self.work}/select/uncertainty.log")
-        say(f"== sample: drop the {a.drop_top} most uncertain, draw {a.sample} of the next {a.window} "
-            f"(seed {a.sample_seed})")
-        self.runner.run("sample", [PY, SELECT, "sample", "--scores", f"{sel}.uncertainty.tsv",
-                                   "--drop-top", str(a.drop_top), "--window", str(a.window),
-                                   "--sample", str(a.sample), "--seed", str(a.sample_seed), "--out-prefix", sel],
-                        [f"{sel}.uncertainty.tsv"], [f"{sel}.sample.tsv", f"{sel}.selected.ids"],
-                        f"{self.work}/select/sample.log")
+        say(
+            f"== uncertainty: reverse mutual information of the {len(checkpoints)} members on the pool (the ensemble "
+            f"decodes, beam {a.uncertainty_beam}; every member is teacher-forced on that output)"
+        )
+        self.runner.run(
+            "uncertainty",
+            [
+                PY,
+                SELECT,
+                "uncertainty",
+                "--pool",
+                f"{sel}.pool.tsv",
+                "--data",
+                self.bin,
+                "--path",
+                ":".join(checkpoints),
+                "--targets",
+                "decode",
+                "--beam",
+                str(a.uncertainty_beam),
+                "--max-len-b",
+                str(a.max_len_b),
+                "-o",
+                f"{sel}.uncertainty.tsv",
+                "--no-progress",
+            ],
+            [f"{sel}.pool.tsv", *checkpoints],
+            [f"{sel}.uncertainty.tsv"],
+            f"{self.work}/select/uncertainty.log",
+        )
+        say(
+            f"== sample: drop the {a.drop_top} most uncertain, draw {a.sample} of the next {a.window} "
+            f"(seed {a.sample_seed})"
+        )
+        self.runner.run(
+            "sample",
+            [
+                PY,
+                SELECT,
+                "sample",
+                "--scores",
+                f"{sel}.uncertainty.tsv",
+                "--drop-top",
+                str(a.drop_top),
+                "--window",
+                str(a.window),
+                "--sample",
+                str(a.sample),
+                "--seed",
+                str(a.sample_seed),
+                "--out-prefix",
+                sel,
+            ],
+            [f"{sel}.uncertainty.tsv"],
+            [f"{sel}.sample.tsv", f"{sel}.selected.ids"],
+            f"{self.work}/select/sample.log",
+        )
         ids = [int(x) for x in read_lines(f"{sel}.selected.ids") if x.strip()]
         src, tgt = read_lines(f"{sel}.selected.src"), read_lines(f"{sel}.selected.tgt")
         write_lines(f"{self.work}/compositional_test.tsv", [f"{s}\t{t}" for s, t in zip(src, tgt)])
@@ -317,11 +477,17 @@ class Split:
         for method in sorted({MODELS[m].lexicon for m in self.systems} & set(LEXICON_METHODS)):
             say(f"== lexicon: {LEXICON_METHODS[method][1]}")
             os.makedirs(rec.lexdir, exist_ok=True)
-            self.runner.run(f"lexicon_{method}", rec.lexicon_command(method),
-                            [f"{self.data}/lexcorpus.src", f"{self.data}/lexcorpus.tgt"], [rec.lexicon_path(method)],
-                            f"{rec.lexdir}/{method}.log")
-        say(f"== systems: {', '.join(rec.label(m) for m in self.systems)}; {a.system_updates} updates, seed "
-            f"{a.system_seed}")
+            self.runner.run(
+                f"lexicon_{method}",
+                rec.lexicon_command(method),
+                [f"{self.data}/lexcorpus.src", f"{self.data}/lexcorpus.tgt"],
+                [rec.lexicon_path(method)],
+                f"{rec.lexdir}/{method}.log",
+            )
+        say(
+            f"== systems: {', '.join(rec.label(m) for m in self.systems)}; {a.system_updates} updates, seed "
+            f"{a.system_seed}"
+        )
         gens = {m: f"{self.eval}/{m}/candidates.gen" for m in self.systems}
 
         def system(model: str) -> Callable[[], None]:
@@ -333,12 +499,25 @@ class Split:
                 inputs = [f"{self.bin}/dict.src.txt", f"{self.bin}/train.src-tgt.src.bin"]
                 if lexicon in LEXICON_METHODS:
                     inputs.append(rec.lexicon_path(lexicon))
-                self.runner.run(f"systems/{model}/train", rec.train_command(model, a.system_seed, out), inputs,
-                                [rec.checkpoint_path(out)], f"{out}/train.log", progress=f"   {model}: ")
-                self.runner.run(f"systems/{model}/generate", rec.generate_command(out, model),
-                                [rec.checkpoint_path(out), f"{self.bin}/test.src-tgt.src.bin"], [gens[model]],
-                                f"{out}/generate.log", stdout=gens[model])
+                self.runner.run(
+                    f"systems/{model}/train",
+                    rec.train_command(model, a.system_seed, out),
+                    inputs,
+                    [rec.checkpoint_path(out)],
+                    f"{out}/train.log",
+                    progress=f"   {model}: ",
+                )
+                self.runner.run(
+                    f"systems/{model}/generate",
+                    rec.generate_command(out, model),
+                    [rec.checkpoint_path(out), f"{self.bin}/test.src-tgt.src.bin"],
+                    [gens[model]],
+                    f"{out}/generate.log",
+                    stdout=gens[model],
+                )
+
             return task
+
         self.runner.parallel([system(m) for m in self.systems])
         return gens
 
@@ -347,8 +526,11 @@ class Split:
         origin = read_lines(f"{self.data}/candidates.origin")
         src, tgt = read_lines(f"{self.data}/candidates.src"), read_lines(f"{self.data}/candidates.tgt")
         _, pool = read_tsv(f"{self.sel}.pool.tsv", required=("index",))
-        sets = {"test": [i for i, o in enumerate(origin) if o.startswith("test:")], "selected": list(selected),
-                "pool": sorted(int(r["index"]) for r in pool)}
+        sets = {
+            "test": [i for i, o in enumerate(origin) if o.startswith("test:")],
+            "selected": list(selected),
+            "pool": sorted(int(r["index"]) for r in pool),
+        }
         for name, ids in sets.items():
             write_lines(f"{self.eval}/sets/{name}.ids", [str(i) for i in ids])
             write_lines(f"{self.eval}/sets/{name}.src", [src[i] for i in ids])
@@ -375,19 +557,31 @@ class Split:
                 write_lines(f"{d}/{name}.hyp", [hyps[i] for i in ids])
                 entry: Dict[str, object] = {"n": len(ids)}
                 for tok, key in (("none", "bleu"), ("zh", "bleu_zh")):
-                    cmd = [PY, os.path.join(ROOT, "tools", "score.py"), f"{d}/{name}.gen",
-                           "--reference", f"{self.eval}/sets/{name}.tgt", "--bleu", "--tokenize", tok, "--json"]
+                    cmd = [
+                        PY,
+                        os.path.join(ROOT, "tools", "score.py"),
+                        f"{d}/{name}.gen",
+                        "--reference",
+                        f"{self.eval}/sets/{name}.tgt",
+                        "--bleu",
+                        "--tokenize",
+                        tok,
+                        "--json",
+                    ]
                     proc = subprocess.run(cmd, capture_output=True, text=True)
                     if proc.returncode != 0:
-                        raise SplitError(f"score.py failed on {d}/{name}.gen: {proc.stderr.strip()}\n"
-                                         f"command: {show(cmd)}")
+                        raise SplitError(
+                            f"score.py failed on {d}/{name}.gen: {proc.stderr.strip()}\ncommand: {show(cmd)}"
+                        )
                     result = json.loads(proc.stdout)
                     entry[key], entry[key + "_signature"] = result["bleu"], result["bleu_signature"]
                     entry["exact_match"] = result["exact_match"]
                 scores[model][name] = entry
             write_json(f"{d}/score.json", scores[model])
-            say(f"   {model}: " + "; ".join(f"{n} BLEU {fmt(e['bleu'])} (zh {fmt(e['bleu_zh'])})"
-                                           for n, e in scores[model].items()))
+            say(
+                f"   {model}: "
+                + "; ".join(f"{n} BLEU {fmt(e['bleu'])} (zh {fmt(e['bleu_zh'])})" for n, e in scores[model].items())
+            )
         return scores
 
     def describe_sets(self, sets: Dict[str, List[int]]) -> Dict[str, dict]:
@@ -401,18 +595,35 @@ class Split:
         info = {}
         for name, ids in sets.items():
             nov = f"{self.eval}/sets/{name}.novelty.json"
-            self.runner.run(f"novelty_{name}", [PY, SELECT, "novelty", "--train", f"{self.data}/train.src",
-                                                "--test", f"{self.eval}/sets/{name}.src", "--json", nov],
-                            [f"{self.data}/train.src", f"{self.eval}/sets/{name}.src"], [nov],
-                            f"{self.eval}/sets/{name}.novelty.log")
+            self.runner.run(
+                f"novelty_{name}",
+                [
+                    PY,
+                    SELECT,
+                    "novelty",
+                    "--train",
+                    f"{self.data}/train.src",
+                    "--test",
+                    f"{self.eval}/sets/{name}.src",
+                    "--json",
+                    nov,
+                ],
+                [f"{self.data}/train.src", f"{self.eval}/sets/{name}.src"],
+                [nov],
+                f"{self.eval}/sets/{name}.novelty.log",
+            )
             n = read_json(nov)
             rmis = [rmi[i] for i in ids if i in rmi]
-            info[name] = {"n": len(ids), "mean_length": mean([len(src[i].split()) for i in ids]),
-                          "pass_oov_filter": sum(i in degree for i in ids),
-                          "mean_degree": n.get("degree", {}).get("mean_degree"),
-                          "novel_2grams": n["words"]["orders"]["2"]["unique_novel"],
-                          "novel_3grams": n["words"]["orders"]["3"]["unique_novel"],
-                          "mean_rmi": mean(rmis), "with_rmi": len(rmis)}
+            info[name] = {
+                "n": len(ids),
+                "mean_length": mean([len(src[i].split()) for i in ids]),
+                "pass_oov_filter": sum(i in degree for i in ids),
+                "mean_degree": n.get("degree", {}).get("mean_degree"),
+                "novel_2grams": n["words"]["orders"]["2"]["unique_novel"],
+                "novel_3grams": n["words"]["orders"]["3"]["unique_novel"],
+                "mean_rmi": mean(rmis),
+                "with_rmi": len(rmis),
+            }
         return info
 
     def plots(self, selected: Sequence[int]) -> Dict[str, str]:
@@ -424,43 +635,79 @@ class Split:
             return {}
         _, sample = read_tsv(f"{self.sel}.sample.tsv", required=("index", "degree"))
         degree = {int(r["index"]): r["degree"] for r in sample}
-        write_lines(f"{self.eval}/sets/selected.degrees.tsv",
-                    ["index\tdegree"] + [f"{i}\t{degree[i]}" for i in selected])
+        write_lines(
+            f"{self.eval}/sets/selected.degrees.tsv", ["index\tdegree"] + [f"{i}\t{degree[i]}" for i in selected]
+        )
         names = {m: MODELS[m].label for m in (a.plot_a, a.plot_b)}
         out = {}
         for name, degrees, ref, buckets in (
-                ("candidates", f"{self.sel}.candidates.tsv", f"{self.data}/candidates.tgt", 10),
-                ("selected", f"{self.eval}/sets/selected.degrees.tsv", f"{self.eval}/sets/selected.tgt", 5)):
+            ("candidates", f"{self.sel}.candidates.tsv", f"{self.data}/candidates.tgt", 10),
+            ("selected", f"{self.eval}/sets/selected.degrees.tsv", f"{self.eval}/sets/selected.tgt", 5),
+        ):
             prefix = f"{self.eval}/by_degree.{name}"
             hyp_a, hyp_b = f"{self.eval}/{a.plot_a}/{name}.hyp", f"{self.eval}/{a.plot_b}/{name}.hyp"
-            self.runner.run(f"plot_{name}", [PY, os.path.join(ROOT, "tools", "plot_by_degree.py"),
-                                             "--degrees", degrees, "--reference", ref, "--hyp-a", hyp_a,
-                                             "--hyp-b", hyp_b, "--name-a", names[a.plot_a], "--name-b", names[a.plot_b],
-                                             "--buckets", str(buckets), "-o", prefix,
-                                             "--title", f"{name}: {names[a.plot_a]} - {names[a.plot_b]}"],
-                            [degrees, ref, hyp_a, hyp_b], [prefix + ".png", prefix + ".json"], prefix + ".log")
+            self.runner.run(
+                f"plot_{name}",
+                [
+                    PY,
+                    os.path.join(ROOT, "tools", "plot_by_degree.py"),
+                    "--degrees",
+                    degrees,
+                    "--reference",
+                    ref,
+                    "--hyp-a",
+                    hyp_a,
+                    "--hyp-b",
+                    hyp_b,
+                    "--name-a",
+                    names[a.plot_a],
+                    "--name-b",
+                    names[a.plot_b],
+                    "--buckets",
+                    str(buckets),
+                    "-o",
+                    prefix,
+                    "--title",
+                    f"{name}: {names[a.plot_a]} - {names[a.plot_b]}",
+                ],
+                [degrees, ref, hyp_a, hyp_b],
+                [prefix + ".png", prefix + ".json"],
+                prefix + ".log",
+            )
             out[name] = prefix + ".png"
         return out
 
 
 def results_markdown(results: dict) -> str:
     sets, systems = results["sets"], results["settings"]["systems"]
-    lines = ["BLEU, tools/score.py on the tokens / with `--tokenize zh` [REDUCED CPU configuration]", "",
-             "| system | arch | " + " | ".join(f"{label} ({sets[k]['n']})" for k, label in SETS) + " |",
-             "|---|---|" + "---|" * len(SETS)]
+    lines = [
+        "BLEU, tools/score.py on the tokens / with `--tokenize zh` [REDUCED CPU configuration]",
+        "",
+        "| system | arch | " + " | ".join(f"{label} ({sets[k]['n']})" for k, label in SETS) + " |",
+        "|---|---|" + "---|" * len(SETS),
+    ]
     for m, spec in systems.items():
         s = results["scores"][m]
-        lines.append(f"| {spec['label']} | `{spec['arch']}` | "
-                     + " | ".join(f"{fmt(s[k]['bleu'])} / {fmt(s[k]['bleu_zh'])}" for k, _ in SETS) + " |")
-    lines += ["", "| set | pairs | pass OOV filter | mean length (English words) | mean degree | mean RMI | "
-                  "novel 2-grams | novel 3-grams |", "|---|---|---|---|---|---|---|---|"]
+        lines.append(
+            f"| {spec['label']} | `{spec['arch']}` | "
+            + " | ".join(f"{fmt(s[k]['bleu'])} / {fmt(s[k]['bleu_zh'])}" for k, _ in SETS)
+            + " |"
+        )
+    lines += [
+        "",
+        "| set | pairs | pass OOV filter | mean length (English words) | mean degree | mean RMI | "
+        "novel 2-grams | novel 3-grams |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for k, label in SETS:
         i = sets[k]
         rmi = fmt(i["mean_rmi"], 4)
         if 0 < i["with_rmi"] < i["n"]:  # only pool candidates were scored by the ensemble
             rmi += f" ({i['with_rmi']} in the pool)"
-        lines.append(f"| {label} | {i['n']} | {i['pass_oov_filter']} | {fmt(i['mean_length'])} | "
-                     f"{fmt(i['mean_degree'], 3)} | {rmi} | {i['novel_2grams']} | {i['novel_3grams']} |")
+        lines.append(
+            f"| {label} | {i['n']} | {i['pass_oov_filter']} | {fmt(i['mean_length'])} | "
+            f"{fmt(i['mean_degree'], 3)} | {rmi} | {i['novel_2grams']} | {i['novel_3grams']} |"
+        )
     return "\n".join(lines)
 
 
@@ -470,8 +717,10 @@ def main(argv=None) -> int:
     process.PROGRESS_EVERY = args.progress_every
     split = Split(args)
     say(f"== compositional split: work directory {split.work}")
-    say("   [REDUCED CPU configuration: examples/recipes --cpu-small models and settings, selection sizes "
-        "scaled down; not the paper's]")
+    say(
+        "   [REDUCED CPU configuration: examples/recipes --cpu-small models and settings, selection sizes "
+        "scaled down; not the paper's]"
+    )
     counts = prepare(args, split.files, split.data)
     split.preprocess()
     pool_info = split.pool()
@@ -486,25 +735,47 @@ def main(argv=None) -> int:
     wall = time.time() - start
     settings = {
         "configuration": "REDUCED CPU configuration: examples/recipes --cpu-small models and settings, "
-                         "selection sizes scaled down to the ~4.5k candidates; not the paper's",
-        "members": {"model": args.member_model, "arch": split.members.arch(MODELS[args.member_model]),
-                    "k": args.members, "seeds": list(range(1, args.members + 1)), "updates": args.member_updates},
+        "selection sizes scaled down to the ~4.5k candidates; not the paper's",
+        "members": {
+            "model": args.member_model,
+            "arch": split.members.arch(MODELS[args.member_model]),
+            "k": args.members,
+            "seeds": list(range(1, args.members + 1)),
+            "updates": args.member_updates,
+        },
         "systems": {m: {"label": MODELS[m].label, "arch": split.rec.arch(MODELS[m])} for m in split.systems},
-        "system_updates": args.system_updates, "system_seed": args.system_seed,
-        "selection": {"side": "source (English)", "min_word_count": args.min_word_count, "pool": args.pool,
-                      "uncertainty": f"reverse mutual information, decode, beam {args.uncertainty_beam}",
-                      "drop_top": args.drop_top, "window": args.window, "sample": args.sample,
-                      "sample_seed": args.sample_seed},
+        "system_updates": args.system_updates,
+        "system_seed": args.system_seed,
+        "selection": {
+            "side": "source (English)",
+            "min_word_count": args.min_word_count,
+            "pool": args.pool,
+            "uncertainty": f"reverse mutual information, decode, beam {args.uncertainty_beam}",
+            "drop_top": args.drop_top,
+            "window": args.window,
+            "sample": args.sample,
+            "sample_seed": args.sample_seed,
+        },
         "valid": {"size": args.valid_size, "seed": args.valid_seed, "from": "dev"},
-        "limits": {"train": args.limit_train, "eval": args.limit_eval}, "max_len_b": args.max_len_b,
+        "limits": {"train": args.limit_train, "eval": args.limit_eval},
+        "max_len_b": args.max_len_b,
         "lstm_decoder": args.decoder,
     }
-    results = {"command": show(sys.argv), "date": datetime.date.today().isoformat(),
-               "host": {"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version()},
-               "data": counts, "pool": {k: pool_info[k] for k in ("candidates", "passed_oov_filter", "pool",
-                                                                  "pool_degree_range", "status_counts")},
-               "settings": settings, "sets": sets_info, "scores": scores, "plots": plots,
-               "step_seconds": split.runner.seconds, "wall_seconds": round(wall, 1)}
+    results = {
+        "command": show(sys.argv),
+        "date": datetime.date.today().isoformat(),
+        "host": {"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version()},
+        "data": counts,
+        "pool": {
+            k: pool_info[k] for k in ("candidates", "passed_oov_filter", "pool", "pool_degree_range", "status_counts")
+        },
+        "settings": settings,
+        "sets": sets_info,
+        "scores": scores,
+        "plots": plots,
+        "step_seconds": split.runner.seconds,
+        "wall_seconds": round(wall, 1),
+    }
     write_json(f"{split.work}/results.json", results)
     table = results_markdown(results)
     with open(f"{split.work}/results.md", "w", encoding="utf-8") as f:

@@ -16,6 +16,7 @@ WORK layout: the recipes' (data/, bin/, lexicons/, <model>/seed<N>/, summary.jso
     learning_curves.png        validation (and training) loss against updates, from fairseq's training logs
     explain_<model>.html       the explanation page of each lexical model (tools/explain.py), and its .jsonl
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,7 +28,11 @@ from dataclasses import replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from lexical_offline.textio import (
-    OutputOverwritesInputError, TextFileError, read_jsonl, read_pairs, refuse_overwriting_inputs,
+    OutputOverwritesInputError,
+    TextFileError,
+    read_jsonl,
+    read_pairs,
+    refuse_overwriting_inputs,
 )
 from lexical_offline.metrics.aggregate import aggregate_dir, format_mean_std, format_summary
 
@@ -59,6 +64,7 @@ HEATMAP_WORDS = 20
 # data
 # ---------------------------------------------------------------------------------------------------------------
 
+
 def split_files(path: str, src_lang: str, tgt_lang: str) -> Tuple[str, ...]:
     """(tsv,) for an existing file or a name ending in .tsv, else (PREFIX.src_lang, PREFIX.tgt_lang)."""
     if os.path.isfile(path) or path.endswith(".tsv"):
@@ -76,8 +82,10 @@ def read_split(role: str, path: str, src_lang: str, tgt_lang: str) -> Tuple[List
     missing = [f for f in files if not os.path.isfile(f)]
     if missing:
         what = "file" if len(files) == 1 else f"PREFIX.{src_lang} / PREFIX.{tgt_lang} files"
-        raise RecipeError(f"--{role} {path}: {what} not found: {', '.join(missing)} (give a TSV file or a prefix of "
-                          f"PREFIX.{src_lang} and PREFIX.{tgt_lang})")
+        raise RecipeError(
+            f"--{role} {path}: {what} not found: {', '.join(missing)} (give a TSV file or a prefix of "
+            f"PREFIX.{src_lang} and PREFIX.{tgt_lang})"
+        )
     try:
         pairs = read_pairs(*files)  # one TSV file, or PREFIX.src_lang and PREFIX.tgt_lang
     except TextFileError as e:
@@ -87,13 +95,17 @@ def read_split(role: str, path: str, src_lang: str, tgt_lang: str) -> Tuple[List
             where = files[0] if len(files) == 1 else files[0 if side == "source" else 1]
             n = len(text.split())
             if n + 1 > MAX_POSITIONS:  # fairseq skips such a training pair (a log line) and fails on a test one
-                raise RecipeError(f"--{role}: {where}:{lineno}: the {side} has {n} tokens; fairseq's translation "
-                                  f"task takes {MAX_POSITIONS - 1} at most (with </s>, --max-source-positions / "
-                                  f"--max-target-positions {MAX_POSITIONS}): split or drop the pair")
+                raise RecipeError(
+                    f"--{role}: {where}:{lineno}: the {side} has {n} tokens; fairseq's translation "
+                    f"task takes {MAX_POSITIONS - 1} at most (with </s>, --max-source-positions / "
+                    f"--max-target-positions {MAX_POSITIONS}): split or drop the pair"
+                )
             reserved = next((w for w in text.split() if w in FAIRSEQ_RESERVED), None)
             if reserved:  # fairseq reads "</s>" as the sentence's end, "<pad>" as padding...
-                raise RecipeError(f"--{role}: {where}:{lineno}: the {side} holds {reserved!r}, one of fairseq's "
-                                  f"reserved symbols ({' '.join(FAIRSEQ_RESERVED)}); replace it in the data")
+                raise RecipeError(
+                    f"--{role}: {where}:{lineno}: the {side} holds {reserved!r}, one of fairseq's "
+                    f"reserved symbols ({' '.join(FAIRSEQ_RESERVED)}); replace it in the data"
+                )
     return pairs, [os.path.abspath(f) for f in files]
 
 
@@ -107,10 +119,13 @@ def primary_metric(pairs: Sequence[Tuple[str, str]], choice: str) -> Tuple[str, 
         return PRIMARY_NAMES[choice], f"--primary-metric {choice}"
     n = target_types(pairs)
     if n >= OPEN_VOCABULARY_TYPES:
-        return "bleu", (f"{n:,} target word types in training (>= {OPEN_VOCABULARY_TYPES:,}: translation-like "
-                        f"data): BLEU first")
-    return "exact_match", (f"{n:,} target word types in training (< {OPEN_VOCABULARY_TYPES:,}: a closed output "
-                           f"vocabulary): exact match first")
+        return "bleu", (
+            f"{n:,} target word types in training (>= {OPEN_VOCABULARY_TYPES:,}: translation-like data): BLEU first"
+        )
+    return "exact_match", (
+        f"{n:,} target word types in training (< {OPEN_VOCABULARY_TYPES:,}: a closed output "
+        f"vocabulary): exact match first"
+    )
 
 
 def parse_lexicons(text: str) -> List[str]:
@@ -126,6 +141,7 @@ def parse_lexicons(text: str) -> List[str]:
 # ---------------------------------------------------------------------------------------------------------------
 # the models: the recipes' LSTM rows, and Transformer rows for every lexicon method
 # ---------------------------------------------------------------------------------------------------------------
+
 
 def transformer_model(method: str) -> str:
     name = f"transformer_{method}"
@@ -145,16 +161,20 @@ def model_names(family: str, methods: Sequence[str]) -> List[str]:
 # the task the recipe pipeline runs
 # ---------------------------------------------------------------------------------------------------------------
 
+
 class CustomData(Task):
     name = "custom"
     title = "test set"
 
-    def __init__(self, opts, splits: Dict[str, List[Tuple[str, str]]], files: Dict[str, List[str]],
-                 primary: Tuple[str, str]):
+    def __init__(
+        self, opts, splits: Dict[str, List[Tuple[str, str]]], files: Dict[str, List[str]], primary: Tuple[str, str]
+    ):
         self.opts, self.splits, self.files = opts, splits, files
         self.primary, self.primary_why = primary
-        self.columns = tuple([(self.primary, METRIC_COLUMNS[self.primary])]
-                             + [(k, v) for k, v in METRIC_COLUMNS.items() if k != self.primary])
+        self.columns = tuple(
+            [(self.primary, METRIC_COLUMNS[self.primary])]
+            + [(k, v) for k, v in METRIC_COLUMNS.items() if k != self.primary]
+        )
         # The mutual-exclusivity fallback spreads uniform rows over every unclaimed output word: on an open
         # vocabulary that is millions of entries (the English-Chinese recipe leaves it out for the same reason).
         self.lexicon_build_args = ("--no-fallback",) if self.primary == "bleu" else ()
@@ -163,8 +183,19 @@ class CustomData(Task):
         hp = super().hparams(args)
         if self.opts.preset == "smoke":
             # checks that every step runs: a few updates, validation twice, beam 2
-            hp = replace(hp, validate_every=10, log_interval=5, patience=None, warmup=10, lr=0.005,
-                         batch_size=16, update_freq=1, max_update=30, beam=2, clip_norm=1.0)
+            hp = replace(
+                hp,
+                validate_every=10,
+                log_interval=5,
+                patience=None,
+                warmup=10,
+                lr=0.005,
+                batch_size=16,
+                update_freq=1,
+                max_update=30,
+                beam=2,
+                clip_norm=1.0,
+            )
         return hp
 
     def locate(self, data):
@@ -177,12 +208,21 @@ class CustomData(Task):
             held = set(random.Random(0).sample(range(len(train)), n_valid))
             valid = [p for i, p in enumerate(train) if i in held]
             train = [p for i, p in enumerate(train) if i not in held]
-            notes.append(f"no --valid: {n_valid} of {len(train) + n_valid} training pairs held out for validation "
-                         f"({VALID_FRACTION:.0%}, seed 0); the lexicons are learned from the other {len(train)}")
+            notes.append(
+                f"no --valid: {n_valid} of {len(train) + n_valid} training pairs held out for validation "
+                f"({VALID_FRACTION:.0%}, seed 0); the lexicons are learned from the other {len(train)}"
+            )
         notes.append(f"metric: {self.primary_why}")
         metrics = ["--metrics", "em,bleu,chrf", "--tokenize", self.opts.bleu_tokenize]
-        return Prepared(train=train, valid=valid, test=self.splits["test"], lexcorpus=train, files=files,
-                          notes=notes, score_args=metrics)
+        return Prepared(
+            train=train,
+            valid=valid,
+            test=self.splits["test"],
+            lexcorpus=train,
+            files=files,
+            notes=notes,
+            score_args=metrics,
+        )
 
     def result_line(self, score):
         parts = []
@@ -203,13 +243,21 @@ class CustomRun(Recipe):
         say("")
         say(f"== {self.settings_label}; {len(self.seeds)} seed(s); mean +/- std over seeds")
         say(format_summary(summary, self.task.columns, labels=labels))
-        write_json(self.work + "/summary.json", {
-            "task": "custom", "settings": self.settings, "settings_label": self.settings_label,
-            "primary_metric": self.task.primary, "primary_metric_rule": self.task.primary_why,
-            "columns": [list(c) for c in self.task.columns], "seeds": self.seeds, "data": self.files,
-            "std": "population standard deviation (ddof=0); std_sample: ddof=1",
-            "models": {m: dict(label=labels[m], **summary[m]) for m in summary},
-        })
+        write_json(
+            self.work + "/summary.json",
+            {
+                "task": "custom",
+                "settings": self.settings,
+                "settings_label": self.settings_label,
+                "primary_metric": self.task.primary,
+                "primary_metric_rule": self.task.primary_why,
+                "columns": [list(c) for c in self.task.columns],
+                "seeds": self.seeds,
+                "data": self.files,
+                "std": "population standard deviation (ddof=0); std_sample: ddof=1",
+                "models": {m: dict(label=labels[m], **summary[m]) for m in summary},
+            },
+        )
         report_dir = self.work + "/report"
         os.makedirs(report_dir, exist_ok=True)
         heatmaps = self.lexicon_heatmaps(report_dir)
@@ -217,8 +265,10 @@ class CustomRun(Recipe):
         pages = self.explanation_pages(report_dir)
         seconds += time.time() - start
         write_summary_md(report_dir + "/summary.md", self, summary, labels, heatmaps, curves, pages, seconds)
-        say(f"== report: {report_dir}/summary.md (table, lexicon heatmaps, learning curves, explanation pages); "
-            f"total wall time {hms(seconds)}")
+        say(
+            f"== report: {report_dir}/summary.md (table, lexicon heatmaps, learning curves, explanation pages); "
+            f"total wall time {hms(seconds)}"
+        )
 
     # -- report pieces -----------------------------------------------------------------------------------------
     def methods(self) -> List[str]:
@@ -242,9 +292,19 @@ class CustomRun(Recipe):
                 continue
             png = f"lexicon_{method}.png"
             # temperature 0: the rows exactly as the models load them (the argmax, ties shared)
-            cmd = [sys.executable, os.path.join(ROOT, "tools", "plot_lexicon.py"), path, "-o", f"{report_dir}/{png}",
-                   "--words", ",".join(words), "--temperature", "0",
-                   "--title", f"{method}: the {len(words)} input words with the strongest entries"]
+            cmd = [
+                sys.executable,
+                os.path.join(ROOT, "tools", "plot_lexicon.py"),
+                path,
+                "-o",
+                f"{report_dir}/{png}",
+                "--words",
+                ",".join(words),
+                "--temperature",
+                "0",
+                "--title",
+                f"{method}: the {len(words)} input words with the strongest entries",
+            ]
             run_logged(cmd, f"{report_dir}/lexicon_{method}.log", what=f"plot_lexicon.py ({method})")
             out[method] = (png, len(entries))
         return out
@@ -263,12 +323,30 @@ class CustomRun(Recipe):
                 say(f"   {model}: no {ckpt}, no explanation page")
                 continue
             jsonl, page = f"{report_dir}/explain_{model}.jsonl", f"{report_dir}/explain_{model}.html"
-            cmd = [sys.executable, os.path.join(ROOT, "tools", "explain.py"), self.bin, "--path", ckpt,
-                   "--generate-output", f"{out}/generate.txt", "--reference", f"{self.data_dir}/test.tgt",
-                   "-o", jsonl, "--html", page, "--title", f"Why each output word was chosen: {self.label(model)}"]
+            cmd = [
+                sys.executable,
+                os.path.join(ROOT, "tools", "explain.py"),
+                self.bin,
+                "--path",
+                ckpt,
+                "--generate-output",
+                f"{out}/generate.txt",
+                "--reference",
+                f"{self.data_dir}/test.tgt",
+                "-o",
+                jsonl,
+                "--html",
+                page,
+                "--title",
+                f"Why each output word was chosen: {self.label(model)}",
+            ]
             secs = run_logged(cmd, f"{report_dir}/explain_{model}.log", what=f"explain.py ({model})")
-            pages[model] = {"html": os.path.basename(page), "jsonl": os.path.basename(jsonl), "seed": seed,
-                            **explanation_stats(jsonl)}
+            pages[model] = {
+                "html": os.path.basename(page),
+                "jsonl": os.path.basename(jsonl),
+                "seed": seed,
+                **explanation_stats(jsonl),
+            }
             say(f"== explanation page: {page} ({hms(secs)})")
         return pages
 
@@ -292,6 +370,7 @@ def explanation_stats(jsonl: str) -> dict:
 # learning curves
 # ---------------------------------------------------------------------------------------------------------------
 
+
 def loss_curves(log_path: str) -> Dict[str, List[Tuple[int, float]]]:
     """{"valid": [(updates, loss)], "train": [(updates, loss)]} from a fairseq-train log's progress records
     (recipes.fairseq_log; fairseq's losses are in bits). A resumed run's log holds the earlier records too; a repeated
@@ -305,8 +384,9 @@ def loss_curves(log_path: str) -> Dict[str, List[Tuple[int, float]]]:
     return {k: sorted(v.items()) for k, v in curves.items()}
 
 
-def write_learning_curves(work: str, models: Sequence[str], seeds: Sequence[int], labels: Dict[str, str],
-                          png: str) -> Optional[str]:
+def write_learning_curves(
+    work: str, models: Sequence[str], seeds: Sequence[int], labels: Dict[str, str], png: str
+) -> Optional[str]:
     """Validation loss (solid) and training loss (dotted) against updates, one colour per model; None when no log
     has a loss line."""
     import logging
@@ -353,16 +433,21 @@ def write_learning_curves(work: str, models: Sequence[str], seeds: Sequence[int]
 # summary.md
 # ---------------------------------------------------------------------------------------------------------------
 
+
 def write_summary_md(path, run: CustomRun, summary, labels, heatmaps, curves, pages, seconds) -> None:
     task, opts = run.task, run.task.opts
     cols = task.columns
     seeds = len(run.seeds)
-    lines = [f"# {opts.family.upper()} with and without a lexicon on your data", "",
-             f"Preset `--{opts.preset}`: {run.settings_label}. Seeds: {', '.join(map(str, run.seeds))}"
-             + (" (mean +/- std over seeds)" if seeds > 1 else "") + f". Wall time {hms(seconds)} (this invocation).",
-             "",
-             "| model | " + " | ".join(title for _, title in cols) + " |",
-             "|---|" + "---|" * len(cols)]
+    lines = [
+        f"# {opts.family.upper()} with and without a lexicon on your data",
+        "",
+        f"Preset `--{opts.preset}`: {run.settings_label}. Seeds: {', '.join(map(str, run.seeds))}"
+        + (" (mean +/- std over seeds)" if seeds > 1 else "")
+        + f". Wall time {hms(seconds)} (this invocation).",
+        "",
+        "| model | " + " | ".join(title for _, title in cols) + " |",
+        "|---|" + "---|" * len(cols),
+    ]
     for model in run.models:
         entry = summary.get(model)
         cells = []
@@ -375,33 +460,53 @@ def write_summary_md(path, run: CustomRun, summary, labels, heatmaps, curves, pa
             else:
                 cells.append(f"{stats['mean']:.{3 if key == 'exact_match' else 2}f}")
         lines.append(f"| {labels[model]} | " + " | ".join(cells) + " |")
-    lines += ["", f"Exact match is a fraction (0-1), BLEU (sacrebleu, --tokenize {opts.bleu_tokenize}) and chrF are "
-                  f"0-100. First column: {task.primary_why}.", "", "## Data", ""]
+    lines += [
+        "",
+        f"Exact match is a fraction (0-1), BLEU (sacrebleu, --tokenize {opts.bleu_tokenize}) and chrF are "
+        f"0-100. First column: {task.primary_why}.",
+        "",
+        "## Data",
+        "",
+    ]
     for role, files in task.files.items():
         lines.append(f"- {role}: {len(task.splits[role])} pairs from {' + '.join(files)}")
     if "valid" not in task.files:
-        lines.append(f"- valid: none given; {VALID_FRACTION:.0%} of the training pairs were held out (see "
-                     f"`../config.json`, `../data/`)")
+        lines.append(
+            f"- valid: none given; {VALID_FRACTION:.0%} of the training pairs were held out (see "
+            f"`../config.json`, `../data/`)"
+        )
     if heatmaps:
         lines += ["", "## Lexicons", ""]
         for method, (png, n) in heatmaps.items():
-            lines += [f"{method} ({LEXICON_METHODS[method][1]}): {n} entries in `{run.lexicon_path(method)}`", "",
-                      f"![{method}]({png})", ""]
+            lines += [
+                f"{method} ({LEXICON_METHODS[method][1]}): {n} entries in `{run.lexicon_path(method)}`",
+                "",
+                f"![{method}]({png})",
+                "",
+            ]
     if curves:
         lines += ["## Learning curves", "", f"![learning curves]({curves})", ""]
     if pages:
-        lines += ["## Why each output word was chosen", "",
-                  "Each page colours every output token of the test hypotheses by the larger branch of "
-                  "p(y) = p_gate p_write(y) + (1 - p_gate) sum_j alpha_j L[x_j, y] (orange: the lexicon, blue: "
-                  "written); hover a token for its source word, lexicon entry and numbers. Wrong hypotheses come "
-                  "first. The .jsonl file has the numbers (tools/explain.py --help).", ""]
+        lines += [
+            "## Why each output word was chosen",
+            "",
+            "Each page colours every output token of the test hypotheses by the larger branch of "
+            "p(y) = p_gate p_write(y) + (1 - p_gate) sum_j alpha_j L[x_j, y] (orange: the lexicon, blue: "
+            "written); hover a token for its source word, lexicon entry and numbers. Wrong hypotheses come "
+            "first. The .jsonl file has the numbers (tools/explain.py --help).",
+            "",
+        ]
         for model, p in pages.items():
             share = 100.0 * p["from_lexicon"] / max(1, p["tokens"])
-            lines.append(f"- [{labels[model]}]({p['html']}) (seed {p['seed']}): {p['wrong']} of {p['sentences']} "
-                         f"hypotheses wrong; {p['from_lexicon']} of {p['tokens']} output tokens ({share:.1f}%) from "
-                         f"the lexicon; numbers in `{p['jsonl']}`")
-    lines += ["", f"Runs: `{run.work}/<model>/seed<N>/` (train.log, generate.txt, score.json, config.json with the "
-                  f"commands)."]
+            lines.append(
+                f"- [{labels[model]}]({p['html']}) (seed {p['seed']}): {p['wrong']} of {p['sentences']} "
+                f"hypotheses wrong; {p['from_lexicon']} of {p['tokens']} output tokens ({share:.1f}%) from "
+                f"the lexicon; numbers in `{p['jsonl']}`"
+            )
+    lines += [
+        "",
+        f"Runs: `{run.work}/<model>/seed<N>/` (train.log, generate.txt, score.json, config.json with the commands).",
+    ]
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
 
@@ -410,50 +515,88 @@ def write_summary_md(path, run: CustomRun, summary, labels, heatmaps, curves, pa
 # command line
 # ---------------------------------------------------------------------------------------------------------------
 
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="bash examples/custom/run.sh", formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog="bash examples/custom/run.sh",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         description=__doc__.split("\n\n")[0],
         epilog=f"Lexicon methods: {', '.join(f'{k} ({v[1]})' for k, v in LEXICON_METHODS.items())}.\n"
-               "Presets: --smoke (30 updates of the CPU-sized models: checks that every step runs, the numbers mean "
-               "nothing), --cpu (the recipes' --cpu-small settings: 2 x 128 LSTM or the tiny Transformer, 2000 "
-               "updates), --paper (the default: appendix C.1 of Akyurek & Andreas 2021 for the LSTM, fairseq's "
-               "transformer_iwslt_de_en recipe for the Transformer). Details: examples/custom/README.md.")
+        "Presets: --smoke (30 updates of the CPU-sized models: checks that every step runs, the numbers mean "
+        "nothing), --cpu (the recipes' --cpu-small settings: 2 x 128 LSTM or the tiny Transformer, 2000 "
+        "updates), --paper (the default: appendix C.1 of Akyurek & Andreas 2021 for the LSTM, fairseq's "
+        "transformer_iwslt_de_en recipe for the Transformer). Details: examples/custom/README.md.",
+    )
     g = p.add_argument_group("data (each: a TSV file, source<TAB>target, or a PREFIX of PREFIX.src and PREFIX.tgt)")
     g.add_argument("--train", required=True, metavar="PATH", help="training pairs")
-    g.add_argument("--valid", metavar="PATH", help=f"validation pairs (default: {VALID_FRACTION * 100:.0f}%% of the "
-                                                   f"training pairs held out)")
+    g.add_argument(
+        "--valid",
+        metavar="PATH",
+        help=f"validation pairs (default: {VALID_FRACTION * 100:.0f}%% of the training pairs held out)",
+    )
     g.add_argument("--test", required=True, metavar="PATH", help="test pairs (decoded and scored)")
     g.add_argument("--source-lang", default="src", help="suffix of the source files of a PREFIX (default src)")
     g.add_argument("--target-lang", default="tgt", help="suffix of the target files of a PREFIX (default tgt)")
     g.add_argument("--work", help="work directory (default $TMPDIR/fairseq_lexical_custom, TMPDIR=/tmp)")
     g = p.add_argument_group("what to run")
-    g.add_argument("--family", choices=FAMILIES, default="lstm",
-                   help="lstm (default): plain LSTM and LSTM + lexicon; transformer: Transformer and Transformer + "
-                        "lexicon")
-    g.add_argument("--lexicons", default=DEFAULT_LEXICONS,
-                   help=f"comma-separated lexicon methods, one lexical model each (default {DEFAULT_LEXICONS})")
+    g.add_argument(
+        "--family",
+        choices=FAMILIES,
+        default="lstm",
+        help="lstm (default): plain LSTM and LSTM + lexicon; transformer: Transformer and Transformer + lexicon",
+    )
+    g.add_argument(
+        "--lexicons",
+        default=DEFAULT_LEXICONS,
+        help=f"comma-separated lexicon methods, one lexical model each (default {DEFAULT_LEXICONS})",
+    )
     preset = g.add_mutually_exclusive_group()
-    preset.add_argument("--smoke", dest="preset", action="store_const", const="smoke",
-                        help="a few updates of small models: checks the whole pipeline in about a minute")
-    preset.add_argument("--cpu", dest="preset", action="store_const", const="cpu",
-                        help="CPU-sized models and schedule (the recipes' --cpu-small)")
-    preset.add_argument("--paper", dest="preset", action="store_const", const="paper",
-                        help="the papers' sizes and schedule (default; a GPU is advisable)")
+    preset.add_argument(
+        "--smoke",
+        dest="preset",
+        action="store_const",
+        const="smoke",
+        help="a few updates of small models: checks the whole pipeline in about a minute",
+    )
+    preset.add_argument(
+        "--cpu",
+        dest="preset",
+        action="store_const",
+        const="cpu",
+        help="CPU-sized models and schedule (the recipes' --cpu-small)",
+    )
+    preset.add_argument(
+        "--paper",
+        dest="preset",
+        action="store_const",
+        const="paper",
+        help="the papers' sizes and schedule (default; a GPU is advisable)",
+    )
     g.add_argument("--seeds", type=int, default=1, help="run seeds 1..N (default 1)")
-    g.add_argument("--primary-metric", choices=("auto", "em", "bleu", "chrf"), default="auto",
-                   help=f"the metric shown first (default auto: BLEU when the training targets have at least "
-                        f"{OPEN_VOCABULARY_TYPES} word types, else exact match)")
-    g.add_argument("--bleu-tokenize", default="13a", help="sacrebleu tokenizer of BLEU (default 13a; 'none': the "
-                                                          "data's own whitespace tokens)")
+    g.add_argument(
+        "--primary-metric",
+        choices=("auto", "em", "bleu", "chrf"),
+        default="auto",
+        help=f"the metric shown first (default auto: BLEU when the training targets have at least "
+        f"{OPEN_VOCABULARY_TYPES} word types, else exact match)",
+    )
+    g.add_argument(
+        "--bleu-tokenize",
+        default="13a",
+        help="sacrebleu tokenizer of BLEU (default 13a; 'none': the data's own whitespace tokens)",
+    )
     g.add_argument("--force", action="store_true", help="re-run finished runs and rebuild the lexicons")
     g.add_argument("--dry-run", action="store_true", help="check the data and print the commands, run nothing")
     g = p.add_argument_group("overrides (passed to the recipes' pipeline, examples/recipes/README.md)")
-    for opt, kind, text in (("--max-update", int, "training updates"), ("--lr", float, "peak learning rate"),
-                            ("--warmup-updates", int, "warm-up updates"), ("--batch-size", int, "sentences per batch"),
-                            ("--beam", int, "beam size of fairseq-generate"),
-                            ("--decode-jobs", int, "fairseq-generate processes"),
-                            ("--progress-every", float, "seconds between training progress lines")):
+    for opt, kind, text in (
+        ("--max-update", int, "training updates"),
+        ("--lr", float, "peak learning rate"),
+        ("--warmup-updates", int, "warm-up updates"),
+        ("--batch-size", int, "sentences per batch"),
+        ("--beam", int, "beam size of fairseq-generate"),
+        ("--decode-jobs", int, "fairseq-generate processes"),
+        ("--progress-every", float, "seconds between training progress lines"),
+    ):
         g.add_argument(opt, type=kind, help=text)
     g.add_argument("--checkpoint", choices=("last", "best"), help="checkpoint to evaluate (default last)")
     g.add_argument("--train-args", help="further fairseq-train options (one quoted string)")
@@ -469,10 +612,34 @@ def recipe_argv(opts, models: Sequence[str], data_dir: str) -> List[str]:
     if opts.preset in ("cpu", "smoke"):
         argv.append("--cpu-small")
     if opts.preset == "smoke":  # the Transformer rows take their schedule from the options (TransformerSettings)
-        argv += ["--max-update", "30", "--warmup-updates", "10", "--batch-size", "16", "--max-tokens", "0",
-                 "--lr", "0.005", "--beam", "2", "--progress-every", "600"]
-    for name in ("max_update", "lr", "warmup_updates", "batch_size", "beam", "decode_jobs", "progress_every",
-                 "checkpoint", "train_args", "generate_args"):
+        argv += [
+            "--max-update",
+            "30",
+            "--warmup-updates",
+            "10",
+            "--batch-size",
+            "16",
+            "--max-tokens",
+            "0",
+            "--lr",
+            "0.005",
+            "--beam",
+            "2",
+            "--progress-every",
+            "600",
+        ]
+    for name in (
+        "max_update",
+        "lr",
+        "warmup_updates",
+        "batch_size",
+        "beam",
+        "decode_jobs",
+        "progress_every",
+        "checkpoint",
+        "train_args",
+        "generate_args",
+    ):
         value = getattr(opts, name)
         if value is not None:
             argv += ["--" + name.replace("_", "-"), str(value)]
@@ -495,8 +662,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if len(splits["train"]) < 2:
             raise RecipeError(f"--train {opts.train}: {len(splits['train'])} pair; at least 2 are needed")
         work = os.path.abspath(opts.work or os.path.join(os.environ.get("TMPDIR", "/tmp"), "fairseq_lexical_custom"))
-        written = [(f"--work {work}", f"{work}/data/{name}.{side}")
-                   for name in ("train", "valid", "test", "lexcorpus") for side in ("src", "tgt")]
+        written = [
+            (f"--work {work}", f"{work}/data/{name}.{side}")
+            for name in ("train", "valid", "test", "lexcorpus")
+            for side in ("src", "tgt")
+        ]
         try:
             refuse_overwriting_inputs(written, [(f"--{role}", f) for role, paths in files.items() for f in paths])
         except OutputOverwritesInputError as e:
@@ -512,8 +682,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         run = CustomRun(task, args)
         if opts.preset == "smoke":
             run.settings = "smoke"
-            run.settings_label = (f"SMOKE preset: {args.max_update} updates of CPU-sized models, beam {args.beam} "
-                                  f"(checks that every step runs; the scores mean nothing)")
+            run.settings_label = (
+                f"SMOKE preset: {args.max_update} updates of CPU-sized models, beam {args.beam} "
+                f"(checks that every step runs; the scores mean nothing)"
+            )
         elif opts.preset == "cpu":
             run.settings_label = "CPU preset (the recipes' --cpu-small settings, not the papers')"
         return run.run()

@@ -1,6 +1,7 @@
 #!/usr/bin/env python
 """Kept so that older commands (`python examples/lib/recipe.py TASK ...`, examples/RESULTS.md) still run: the recipes
 are the package examples/recipes, run as examples/<task>/run.sh runs it (`python -m recipes TASK ...`)."""
+
 import os
 import sys
 

@@ -28,6 +28,7 @@ two-phase training and checkpoint selection), process (running programs), fairse
 logs), reports (tables, summary.json), console (messages, errors, exit statuses), textio (reading and writing
 files), campaign/ (GPU campaigns, tools/gpu_campaign.sh). Importing them loads neither fairseq nor torch.
 """
+
 import os
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository

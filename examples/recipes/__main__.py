@@ -1,4 +1,5 @@
 """python -m recipes TASK [options] (examples/<task>/run.sh)."""
+
 import sys
 
 from recipes.cli import main

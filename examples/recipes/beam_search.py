@@ -13,6 +13,7 @@ counts the sentences where the first's best hypothesis scores below the second's
 them: length-normalised by default), and the work of each search: the decoder rows it ran, summed over steps, per
 sentence.
 """
+
 import argparse
 import json
 import os
@@ -40,14 +41,23 @@ def count_row_steps(generator) -> dict:
 def _generators(models, tgt_dict, beam: int, max_len_b: int):
     from fairseq_lexical.sequence_generator import beam_search_generator
 
-    return {"greedy": beam_search_generator(models, tgt_dict, 1, "fairseq", max_len_a=0, max_len_b=max_len_b),
-            "fairseq": beam_search_generator(models, tgt_dict, beam, "fairseq", max_len_a=0, max_len_b=max_len_b),
-            "keep-best": beam_search_generator(models, tgt_dict, beam, "keep-best", max_len_a=0,
-                                               max_len_b=max_len_b)}
+    return {
+        "greedy": beam_search_generator(models, tgt_dict, 1, "fairseq", max_len_a=0, max_len_b=max_len_b),
+        "fairseq": beam_search_generator(models, tgt_dict, beam, "fairseq", max_len_a=0, max_len_b=max_len_b),
+        "keep-best": beam_search_generator(models, tgt_dict, beam, "keep-best", max_len_a=0, max_len_b=max_len_b),
+    }
 
 
-def decode_run(run_dir: str, bin_dir: str, beam: int, max_len_b: int, batch_size: int, rounds: int,
-               subset: str = "test", progress=print) -> Dict[str, object]:
+def decode_run(
+    run_dir: str,
+    bin_dir: str,
+    beam: int,
+    max_len_b: int,
+    batch_size: int,
+    rounds: int,
+    subset: str = "test",
+    progress=print,
+) -> Dict[str, object]:
     import torch
     from fairseq import utils
 
@@ -57,10 +67,15 @@ def decode_run(run_dir: str, bin_dir: str, beam: int, max_len_b: int, batch_size
     models, _, task = load_checkpoints([checkpoint], bin_dir, RuntimeError)
     model = models[0].eval()
     dataset = load_subset(task, subset, RuntimeError)
-    batches = list(task.get_batch_iterator(
-        dataset=dataset, max_sentences=batch_size, ignore_invalid_inputs=False, seed=1,
-        max_positions=utils.resolve_max_positions(task.max_positions(), model.max_positions()),
-    ).next_epoch_itr(shuffle=False))
+    batches = list(
+        task.get_batch_iterator(
+            dataset=dataset,
+            max_sentences=batch_size,
+            ignore_invalid_inputs=False,
+            seed=1,
+            max_positions=utils.resolve_max_positions(task.max_positions(), model.max_positions()),
+        ).next_epoch_itr(shuffle=False)
+    )
     tgt_dict = task.target_dictionary
     generators = _generators([model], tgt_dict, beam, max_len_b)
     work = {name: count_row_steps(generators[name]) for name in SEARCHES}
@@ -86,10 +101,13 @@ def decode_run(run_dir: str, bin_dir: str, beam: int, max_len_b: int, batch_size
     for name in SEARCHES:
         hits = sum(best[name][i]["text"] == references[i] for i in references)
         t = min(seconds[name])
-        result["searches"][name] = {"exact_match": hits / n, "seconds": round(t, 2),
-                                    "sentences_per_s": round(n / t, 1),
-                                    "mean_length": sum(len(b["text"].split()) for b in best[name].values()) / n,
-                                    "decoder_rows_per_sentence": round(work[name]["row_steps"] / rounds / n, 1)}
+        result["searches"][name] = {
+            "exact_match": hits / n,
+            "seconds": round(t, 2),
+            "sentences_per_s": round(n / t, 1),
+            "mean_length": sum(len(b["text"].split()) for b in best[name].values()) / n,
+            "decoder_rows_per_sentence": round(work[name]["row_steps"] / rounds / n, 1),
+        }
     for a, b in (("fairseq", "greedy"), ("keep-best", "greedy"), ("keep-best", "fairseq"), ("fairseq", "keep-best")):
         below = [i for i in sorted(references) if best[a][i]["score"] < best[b][i]["score"] - 1e-5]
         result[f"{a}_below_{b}".replace("-", "_")] = len(below)
@@ -107,19 +125,23 @@ def decode_run(run_dir: str, bin_dir: str, beam: int, max_len_b: int, batch_size
 
 
 def format_table(results: List[dict]) -> str:
-    lines = ["| run | greedy | fairseq beam | keep-best beam | fairseq < greedy | keep-best < greedy | "
-             "sentences/s greedy / fairseq / keep-best (ratio keep-best / fairseq) | decoder rows per sentence "
-             "(ratio) |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| run | greedy | fairseq beam | keep-best beam | fairseq < greedy | keep-best < greedy | "
+        "sentences/s greedy / fairseq / keep-best (ratio keep-best / fairseq) | decoder rows per sentence "
+        "(ratio) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in results:
         s = r["searches"]
-        lines.append(f"| {r['run']} | {s['greedy']['exact_match']:.4f} | {s['fairseq']['exact_match']:.4f} | "
-                     f"{s['keep-best']['exact_match']:.4f} | {r['fairseq_below_greedy']} | "
-                     f"{r['keep_best_below_greedy']} | {s['greedy']['sentences_per_s']} / "
-                     f"{s['fairseq']['sentences_per_s']} / {s['keep-best']['sentences_per_s']} "
-                     f"({r['keep_best_speed_ratio']}) | {s['greedy']['decoder_rows_per_sentence']} / "
-                     f"{s['fairseq']['decoder_rows_per_sentence']} / {s['keep-best']['decoder_rows_per_sentence']} "
-                     f"({r['keep_best_work_ratio']}) |")
+        lines.append(
+            f"| {r['run']} | {s['greedy']['exact_match']:.4f} | {s['fairseq']['exact_match']:.4f} | "
+            f"{s['keep-best']['exact_match']:.4f} | {r['fairseq_below_greedy']} | "
+            f"{r['keep_best_below_greedy']} | {s['greedy']['sentences_per_s']} / "
+            f"{s['fairseq']['sentences_per_s']} / {s['keep-best']['sentences_per_s']} "
+            f"({r['keep_best_speed_ratio']}) | {s['greedy']['decoder_rows_per_sentence']} / "
+            f"{s['fairseq']['decoder_rows_per_sentence']} / {s['keep-best']['decoder_rows_per_sentence']} "
+            f"({r['keep_best_work_ratio']}) |"
+        )
     return "\n".join(lines)
 
 
@@ -145,8 +167,11 @@ def main(argv=None) -> int:
     if args.output:
         from lexical_offline.textio import OutputOverwritesInputError, refuse_overwriting_inputs
 
-        inputs = [(label, os.path.join(run, name)) for run in args.runs
-                  for label, name in (("checkpoint", "checkpoint_last.pt"), ("run configuration", "config.json"))]
+        inputs = [
+            (label, os.path.join(run, name))
+            for run in args.runs
+            for label, name in (("checkpoint", "checkpoint_last.pt"), ("run configuration", "config.json"))
+        ]
         inputs += [("--bin", os.path.join(d, name)) for d in set(bins.values()) for name in os.listdir(d)]
         try:
             refuse_overwriting_inputs({"-o": args.output}, inputs)
@@ -154,13 +179,28 @@ def main(argv=None) -> int:
             p.error(str(e))
     import torch
 
-    results = [decode_run(run, bins[run], args.beam, args.max_len_b, args.batch_size, args.rounds, args.subset,
-                          progress=lambda m: print(m, file=sys.stderr)) for run in args.runs]
-    summary = {"what": "greedy, fairseq's beam and the keep-best beam on the same checkpoints (recipes.beam_search)",
-               "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
-                          f"{torch.get_num_threads()} threads",
-               "command": " ".join(["python -m recipes.beam_search", *(argv if argv is not None else sys.argv[1:])]),
-               "beam": args.beam, "max_len_b": args.max_len_b, "results": results}
+    results = [
+        decode_run(
+            run,
+            bins[run],
+            args.beam,
+            args.max_len_b,
+            args.batch_size,
+            args.rounds,
+            args.subset,
+            progress=lambda m: print(m, file=sys.stderr),
+        )
+        for run in args.runs
+    ]
+    summary = {
+        "what": "greedy, fairseq's beam and the keep-best beam on the same checkpoints (recipes.beam_search)",
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads",
+        "command": " ".join(["python -m recipes.beam_search", *(argv if argv is not None else sys.argv[1:])]),
+        "beam": args.beam,
+        "max_len_b": args.max_len_b,
+        "results": results,
+    }
     print(format_table(results))
     if args.output:
         from lexical_offline.textio import write_json

@@ -1,4 +1,5 @@
 """The models the recipes run (rows of the papers' tables) and the lexicon-learning methods."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -9,13 +10,13 @@ from recipes.console import RecipeError
 
 @dataclass(frozen=True)
 class ModelSpec:
-    label: str                   # row label of the tables
-    arch: str                    # full-size fairseq arch (the CPU-small one adds "_small")
-    lexicon: Optional[str]       # None (plain LSTM), "identity", "uniform", or a lexicon method ("simple", ...)
+    label: str  # row label of the tables
+    arch: str  # full-size fairseq arch (the CPU-small one adds "_small")
+    lexicon: Optional[str]  # None (plain LSTM), "identity", "uniform", or a lexicon method ("simple", ...)
     extra: Tuple[str, ...] = ()  # further fairseq-train options
-    small_arch: Optional[str] = None   # the --cpu-small arch when it is not arch + "_small" (Transformer rows)
+    small_arch: Optional[str] = None  # the --cpu-small arch when it is not arch + "_small" (Transformer rows)
     small_extra: Tuple[str, ...] = ()  # fairseq-train options of the --cpu-small arch instead of `extra`
-    transformer: bool = False    # Transformer family: TransformerSettings instead of the LSTM schedule
+    transformer: bool = False  # Transformer family: TransformerSettings instead of the LSTM schedule
 
     @property
     def lexical(self) -> bool:
@@ -41,8 +42,12 @@ MODELS: Dict[str, ModelSpec] = {
     "bayes": ModelSpec("LSTM + Lex.: Bayesian", "lex_lstm", "bayes"),
     "uniform": ModelSpec("LSTM + Lex.: Uniform (learned)", "lex_lstm", "uniform", ("--lexicon-trainable",)),
     "soft": ModelSpec("LSTM + Lex.: Simple, Soft (tau 0.1)", "lex_lstm", "simple", ("--lexicon-temperature", "0.1")),
-    "learned": ModelSpec("LSTM + Lex.: Simple, Soft + Learned", "lex_lstm", "simple",
-                         ("--lexicon-temperature", "0.1", "--lexicon-trainable")),
+    "learned": ModelSpec(
+        "LSTM + Lex.: Simple, Soft + Learned",
+        "lex_lstm",
+        "simple",
+        ("--lexicon-temperature", "0.1", "--lexicon-trainable"),
+    ),
     # Thrush (2020): the Lexicon and Lexicon-Adversary units (docs/lla.md); not rows of Akyurek & Andreas' tables,
     # so neither 'paper' nor 'all' includes them.
     "lla": ModelSpec("LLA-LSTM (Thrush 2020)", "lla_lstm", None),
@@ -54,31 +59,83 @@ MODELS: Dict[str, ModelSpec] = {
 # section 5 and appendix C) uses for its Transformer and Dangle baselines; rdangle_transformer_iwslt_de_en has the
 # same sizes. lex_transformer itself has fairseq's `transformer` sizes, so the rows built on it set the iwslt sizes.
 # --cpu-small: the _tiny archs (64, FFN 64, 2 heads, 2 + 2 layers). Not in 'paper' or 'all': name them.
-IWSLT_SIZES = ("--encoder-embed-dim", "512", "--decoder-embed-dim", "512", "--encoder-ffn-embed-dim", "1024",
-               "--decoder-ffn-embed-dim", "1024", "--encoder-attention-heads", "4", "--decoder-attention-heads", "4",
-               "--encoder-layers", "6", "--decoder-layers", "6", "--dropout", "0.3")
-MODELS.update({
-    "transformer": ModelSpec("Transformer", "lex_transformer", "none", IWSLT_SIZES, small_arch="lex_transformer_tiny",
-                             transformer=True),
-    "lex_transformer": ModelSpec("Transformer + Lex.: Simple", "lex_transformer", "simple", IWSLT_SIZES,
-                                 small_arch="lex_transformer_tiny", transformer=True),
-    # pgn_transformer already has the iwslt sizes (docs/transformer.md) but fairseq's default dropout 0.1
-    "pgn": ModelSpec("PGN Transformer (identity lexicon, joined dictionary)", "pgn_transformer", "identity",
-                     ("--dropout", "0.3"), small_arch="lex_transformer_tiny", transformer=True),
-    "dangle": ModelSpec("Dangle (R-Dangle shr, interval 1)", "dangle_transformer", None,
-                        ("--kv-mode", "shared", "--reencode-interval", "1"), small_arch="rdangle_transformer_tiny",
-                        transformer=True),
-    "rdangle_shr": ModelSpec("R-Dangle shr, interval 4", "rdangle_transformer_iwslt_de_en", None,
-                             ("--kv-mode", "shared", "--reencode-interval", "4"),
-                             small_arch="rdangle_transformer_tiny", transformer=True),
-    "rdangle_sep": ModelSpec("R-Dangle sep, interval 4", "rdangle_transformer_iwslt_de_en", None,
-                             ("--kv-mode", "sep", "--reencode-interval", "4"),
-                             small_arch="rdangle_transformer_tiny", transformer=True),
-    # interval 1 with separate values: the R-Dangle_sep of the paper's Table 4 (shared kv at interval 1 is Dangle)
-    "rdangle_sep_o1": ModelSpec("R-Dangle sep, interval 1", "rdangle_transformer_iwslt_de_en", None,
-                                ("--kv-mode", "sep", "--reencode-interval", "1"),
-                                small_arch="rdangle_transformer_tiny", transformer=True),
-})
+IWSLT_SIZES = (
+    "--encoder-embed-dim",
+    "512",
+    "--decoder-embed-dim",
+    "512",
+    "--encoder-ffn-embed-dim",
+    "1024",
+    "--decoder-ffn-embed-dim",
+    "1024",
+    "--encoder-attention-heads",
+    "4",
+    "--decoder-attention-heads",
+    "4",
+    "--encoder-layers",
+    "6",
+    "--decoder-layers",
+    "6",
+    "--dropout",
+    "0.3",
+)
+MODELS.update(
+    {
+        "transformer": ModelSpec(
+            "Transformer", "lex_transformer", "none", IWSLT_SIZES, small_arch="lex_transformer_tiny", transformer=True
+        ),
+        "lex_transformer": ModelSpec(
+            "Transformer + Lex.: Simple",
+            "lex_transformer",
+            "simple",
+            IWSLT_SIZES,
+            small_arch="lex_transformer_tiny",
+            transformer=True,
+        ),
+        # pgn_transformer already has the iwslt sizes (docs/transformer.md) but fairseq's default dropout 0.1
+        "pgn": ModelSpec(
+            "PGN Transformer (identity lexicon, joined dictionary)",
+            "pgn_transformer",
+            "identity",
+            ("--dropout", "0.3"),
+            small_arch="lex_transformer_tiny",
+            transformer=True,
+        ),
+        "dangle": ModelSpec(
+            "Dangle (R-Dangle shr, interval 1)",
+            "dangle_transformer",
+            None,
+            ("--kv-mode", "shared", "--reencode-interval", "1"),
+            small_arch="rdangle_transformer_tiny",
+            transformer=True,
+        ),
+        "rdangle_shr": ModelSpec(
+            "R-Dangle shr, interval 4",
+            "rdangle_transformer_iwslt_de_en",
+            None,
+            ("--kv-mode", "shared", "--reencode-interval", "4"),
+            small_arch="rdangle_transformer_tiny",
+            transformer=True,
+        ),
+        "rdangle_sep": ModelSpec(
+            "R-Dangle sep, interval 4",
+            "rdangle_transformer_iwslt_de_en",
+            None,
+            ("--kv-mode", "sep", "--reencode-interval", "4"),
+            small_arch="rdangle_transformer_tiny",
+            transformer=True,
+        ),
+        # interval 1 with separate values: the R-Dangle_sep of the paper's Table 4 (shared kv at interval 1 is Dangle)
+        "rdangle_sep_o1": ModelSpec(
+            "R-Dangle sep, interval 1",
+            "rdangle_transformer_iwslt_de_en",
+            None,
+            ("--kv-mode", "sep", "--reencode-interval", "1"),
+            small_arch="rdangle_transformer_tiny",
+            transformer=True,
+        ),
+    }
+)
 # the --cpu-small rows keep their lexicon/interval/kv-mode options but not the full-size ones (IWSLT_SIZES, dropout)
 _FULL_SIZE_OPTIONS = set(IWSLT_SIZES[0::2])
 
@@ -101,10 +158,11 @@ JOINED_DICT_MODELS = ("pgn",)  # the identity lexicon can copy every source toke
 LEXICON_METHODS: Dict[str, Tuple[Tuple[str, ...], str]] = {
     "simple": (("--method", "simple"), "Simple rule, section 4.2"),
     "pmi": (("--method", "pmi"), "PMI, eq. 13"),
-    "ibm2": (("--method", "ibm2", "--symmetrize", "intersect"),
-             "IBM Model 2, optimised tension, intersect, eq. 12"),
-    "ibm1": (("--method", "ibm1", "--symmetrize", "intersect"),
-             "IBM Model 1, intersect: what the authors' released 'IBMM2' lexicons are"),
+    "ibm2": (("--method", "ibm2", "--symmetrize", "intersect"), "IBM Model 2, optimised tension, intersect, eq. 12"),
+    "ibm1": (
+        ("--method", "ibm1", "--symmetrize", "intersect"),
+        "IBM Model 1, intersect: what the authors' released 'IBMM2' lexicons are",
+    ),
     "bayes": (("--method", "bayes", "--seed", "0"), "Bayesian, Frank et al. 2007, eq. 14"),
 }
 
@@ -131,4 +189,3 @@ def parse_models(text: str, task) -> List[str]:
     if not names:
         raise RecipeError("--models: no model given")
     return list(dict.fromkeys(names))
-

@@ -1,4 +1,5 @@
 """What the user sees of a recipe besides its tables: progress lines, errors and the exit statuses of run.sh."""
+
 from __future__ import annotations
 
 import shlex
@@ -36,8 +37,11 @@ def exit_status_of(start: Callable[[], int], prog: str = PROG) -> int:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:
-        print(f"{prog}: {'terminated' if isinstance(e, Terminated) else 'interrupted'} (finished runs are kept; "
-              f"run again to go on)", file=sys.stderr)
+        print(
+            f"{prog}: {'terminated' if isinstance(e, Terminated) else 'interrupted'} (finished runs are kept; "
+            f"run again to go on)",
+            file=sys.stderr,
+        )
         return 143 if isinstance(e, Terminated) else 130
 
 
@@ -47,4 +51,3 @@ class Terminated(KeyboardInterrupt):
 
 def _terminate(signum, frame):
     raise Terminated()
-

@@ -6,6 +6,7 @@ logger name fairseq gives it: "train_inner" every --log-interval updates ({"epoc
 ..., "num_updates": "10"}), "train" at the end of an epoch and "valid" after a validation (their keys prefixed with
 the tag: "train_loss", "valid_exact_match", "valid_num_updates"; "epoch" an int, values formatted as strings).
 Logs of --log-format simple (runs made before the recipes switched, examples/cat_oci) are read into the same shape."""
+
 from __future__ import annotations
 
 import json
@@ -73,7 +74,7 @@ def training_progress(log_path: str, offset: int, last: Dict[str, str]) -> int:
     with open(log_path, "rb") as f:
         f.seek(offset)
         data = f.read()
-    complete = data[:data.rfind(b"\n") + 1]  # a line being written is read next time
+    complete = data[: data.rfind(b"\n") + 1]  # a line being written is read next time
     for tag, stats in records(complete.decode("utf-8", "replace").splitlines()):
         updates = updates_of(tag, stats)
         if updates is not None:
@@ -86,8 +87,11 @@ def training_progress(log_path: str, offset: int, last: Dict[str, str]) -> int:
 def validation_metric(log_path: str, metric: str = "exact_match") -> Dict[int, float]:
     """epoch -> a validation metric from a fairseq-train log (exact_match: the criterion logs it in validation;
     bleu: fairseq's --eval-bleu)."""
-    return {int(stats["epoch"]): float(stats[f"valid_{metric}"]) for tag, stats in read_records(log_path)
-            if tag == "valid" and f"valid_{metric}" in stats and "epoch" in stats}
+    return {
+        int(stats["epoch"]): float(stats[f"valid_{metric}"])
+        for tag, stats in read_records(log_path)
+        if tag == "valid" and f"valid_{metric}" in stats and "epoch" in stats
+    }
 
 
 def training_summary(log_path: str) -> Dict[str, object]:

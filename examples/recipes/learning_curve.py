@@ -15,6 +15,7 @@ once `beam` hypotheses have ended, which on SCAN's 6-action output vocabulary ca
 (docs/search.md), named `<subset>_keepbest<k>`; `--beam-search fairseq` gives fairseq's, named `<subset>_beam<k>`
 as before it existed.
 """
+
 import argparse
 import glob
 import json
@@ -46,8 +47,11 @@ def validation_losses(log_path: str):
     """{num_updates: validation loss} from a fairseq-train log (json or simple format)."""
     if not os.path.isfile(log_path):
         return {}
-    return {updates_of(tag, stats): float(stats["valid_loss"]) for tag, stats in read_records(log_path)
-            if tag == "valid" and "valid_loss" in stats and updates_of(tag, stats) is not None}
+    return {
+        updates_of(tag, stats): float(stats["valid_loss"])
+        for tag, stats in read_records(log_path)
+        if tag == "valid" and "valid_loss" in stats and updates_of(tag, stats) is not None
+    }
 
 
 def generate_exact_match(generate_path: str) -> float:
@@ -70,8 +74,11 @@ def main(argv=None):
     parser.add_argument("run_dir")
     parser.add_argument("--bin", required=True, help="the recipe's binarised data directory (WORK/bin)")
     parser.add_argument("--checkpoints", help="where the checkpoint_<epoch>_<updates>.pt files are (default RUN_DIR)")
-    parser.add_argument("--updates", default="",
-                        help="comma-separated update counts (default: every checkpoint and every decoded output)")
+    parser.add_argument(
+        "--updates",
+        default="",
+        help="comma-separated update counts (default: every checkpoint and every decoded output)",
+    )
     parser.add_argument("--subsets", default="test,valid")
     parser.add_argument("--beams", default="1,5", help="comma-separated beam sizes (default 1,5)")
     add_beam_search_argument(parser)
@@ -83,9 +90,11 @@ def main(argv=None):
     curve_dir = os.path.join(args.run_dir, "curve")
     found, done = checkpoints(args.checkpoints or args.run_dir), decoded(curve_dir)
     if not found and not done:
-        parser.error(f"{args.checkpoints or args.run_dir}: no checkpoint_<epoch>_<updates>.pt files (train the "
-                     f"recipe with --keep-checkpoints all --train-args '--save-interval-updates N "
-                     f"--keep-interval-updates -1')")
+        parser.error(
+            f"{args.checkpoints or args.run_dir}: no checkpoint_<epoch>_<updates>.pt files (train the "
+            f"recipe with --keep-checkpoints all --train-args '--save-interval-updates N "
+            f"--keep-interval-updates -1')"
+        )
     wanted = sorted(set(found) | set(done)) if not args.updates else [int(u) for u in args.updates.split(",")]
     user_dir = os.path.dirname(__import__("fairseq_lexical").__file__)
     losses = validation_losses(os.path.join(args.run_dir, "train.log"))
@@ -103,9 +112,26 @@ def main(argv=None):
                     skipped.append(f"{name} at {updates}")
                     continue
                 start = time.time()
-                cmd = [tool("fairseq-generate"), args.bin, "--user-dir", user_dir, "--path", path,
-                       "--gen-subset", subset, "--beam", str(beam), "--batch-size", str(args.batch_size),
-                       "--max-len-a", "0", "--max-len-b", str(args.max_len_b), "--num-workers", "0"]
+                cmd = [
+                    tool("fairseq-generate"),
+                    args.bin,
+                    "--user-dir",
+                    user_dir,
+                    "--path",
+                    path,
+                    "--gen-subset",
+                    subset,
+                    "--beam",
+                    str(beam),
+                    "--batch-size",
+                    str(args.batch_size),
+                    "--max-len-a",
+                    "0",
+                    "--max-len-b",
+                    str(args.max_len_b),
+                    "--num-workers",
+                    "0",
+                ]
                 if beam > 1:
                     cmd += [*KEEP_BEST_TASK, "--beam-search", args.beam_search]
                 with open(out + ".tmp", "w", encoding="utf-8") as f:
@@ -116,8 +142,11 @@ def main(argv=None):
         print(json.dumps(point), flush=True)
         points.append(point)
     if skipped:
-        print(f"{len(skipped)} (subset, beam, updates) with neither a checkpoint nor a decoded output, left "
-              f"empty: {', '.join(skipped)}", file=sys.stderr)
+        print(
+            f"{len(skipped)} (subset, beam, updates) with neither a checkpoint nor a decoded output, left "
+            f"empty: {', '.join(skipped)}",
+            file=sys.stderr,
+        )
     output = args.output or os.path.join(args.run_dir, "curve.json")
     write_json(output, {"run_dir": os.path.abspath(args.run_dir), "beams": args.beams, "points": points})
     print(f"wrote {output}")

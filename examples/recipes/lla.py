@@ -3,6 +3,7 @@ task `lla_translation` (fairseq_lexical/tasks/lla_translation.py): the Lexicon U
 epochs 1..N, the unit with the lowest validation BCE loaded at epoch N+1, then the other modules to the last epoch,
 fairseq's checkpoint_best.pt the first epoch with the best validation score. What was selected is read back from
 the training log (selection.json). Mixed into runner.Recipe."""
+
 from __future__ import annotations
 
 import math
@@ -39,14 +40,33 @@ class LlaSteps:
         last: the unit of epoch N and the last epoch's model; without a validation set a checkpoint is written only
         at the end (fairseq does not save when --max-epoch ends training: --save-interval = the last epoch)."""
         hp, lla = self.hp, self.lla
-        cmd = ["--task", "lla_translation", "--lexicon-unit-batch-size", str(lla.lexicon_batch_size),
-               "--batch-size", str(lla.batch_size), "--max-epoch", str(lla.max_epoch)]
+        cmd = [
+            "--task",
+            "lla_translation",
+            "--lexicon-unit-batch-size",
+            str(lla.lexicon_batch_size),
+            "--batch-size",
+            str(lla.batch_size),
+            "--max-epoch",
+            str(lla.max_epoch),
+        ]
         patience = self.lla_patience()
         if lla.checkpoint == "best":
             metric, options = self.task.lla_selection
-            cmd += ["--lexicon-unit-selection", "valid_bce", "--validate-interval", "1", "--save-interval", "1",
-                    "--best-checkpoint-metric", SELECTION_METRIC, "--maximize-best-checkpoint-metric",
-                    "--lla-selection-metric", metric, *options]
+            cmd += [
+                "--lexicon-unit-selection",
+                "valid_bce",
+                "--validate-interval",
+                "1",
+                "--save-interval",
+                "1",
+                "--best-checkpoint-metric",
+                SELECTION_METRIC,
+                "--maximize-best-checkpoint-metric",
+                "--lla-selection-metric",
+                metric,
+                *options,
+            ]
         else:
             cmd += ["--lexicon-unit-selection", "last"]
             if hp.validate_every is None:
@@ -56,13 +76,20 @@ class LlaSteps:
                 if patience:
                     # early stopping on the validation loss of the epochs after N only (as the second of the two
                     # calls did): lla_selection is -inf in epochs 1..N and -loss where the loss improves after
-                    cmd += ["--best-checkpoint-metric", SELECTION_METRIC, "--maximize-best-checkpoint-metric",
-                            "--lla-selection-metric", "loss", "--lla-selection-minimize"]
+                    cmd += [
+                        "--best-checkpoint-metric",
+                        SELECTION_METRIC,
+                        "--maximize-best-checkpoint-metric",
+                        "--lla-selection-metric",
+                        "loss",
+                        "--lla-selection-minimize",
+                    ]
         if patience:
             cmd += ["--patience", str(patience)]  # the paper: no early stopping
         # Adam at a constant rate, no clipping; no --max-update: the schedule is in epochs
-        return self.fairseq_train(model, seed, out, ["--lr", f"{lla.lr:g}", "--lr-scheduler", "fixed",
-                                                     "--clip-norm", "0"], [], [], after=cmd)
+        return self.fairseq_train(
+            model, seed, out, ["--lr", f"{lla.lr:g}", "--lr-scheduler", "fixed", "--clip-norm", "0"], [], [], after=cmd
+        )
 
     def lla_patience(self) -> Optional[int]:
         """--patience where given and the task validates. fairseq counts every validation, those of the Lexicon
@@ -71,10 +98,12 @@ class LlaSteps:
         if not patience or self.hp.validate_every is None:
             return None
         if patience < self.lla.lexicon_epochs:
-            raise RecipeError(f"--patience {patience} with the lla rows: fairseq counts the validations of the "
-                              f"Lexicon Unit epochs 1-{self.lla.lexicon_epochs} too, so training would stop before "
-                              f"the other modules start; give --patience {self.lla.lexicon_epochs} or more, or 0 "
-                              f"(docs/lla.md)")
+            raise RecipeError(
+                f"--patience {patience} with the lla rows: fairseq counts the validations of the "
+                f"Lexicon Unit epochs 1-{self.lla.lexicon_epochs} too, so training would stop before "
+                f"the other modules start; give --patience {self.lla.lexicon_epochs} or more, or 0 "
+                f"(docs/lla.md)"
+            )
         return patience
 
     def lla_resumable(self, out: str) -> bool:
@@ -106,16 +135,27 @@ class LlaSteps:
         curve = {e: v for e, v in validation_metric(log, metric).items() if e > n}
         selected = {e: v for e, v in validation_metric(log, SELECTION_METRIC).items() if e > n and math.isfinite(v)}
         if not curve or not selected:
-            raise RecipeError(f"{log} has no validation {metric} / {SELECTION_METRIC} after epoch {n} "
-                              f"(lla checkpoint selection)")
+            raise RecipeError(
+                f"{log} has no validation {metric} / {SELECTION_METRIC} after epoch {n} (lla checkpoint selection)"
+            )
         epoch = max(selected)
         if curve.get(epoch) is None:
-            raise RecipeError(f"{log}: no validation {metric} at epoch {epoch}, the last with a finite "
-                              f"{SELECTION_METRIC}")
-        updates: Dict[int, int] = {int(s["epoch"]): int(float(s["valid_num_updates"])) for tag, s in read_records(log)
-                                   if tag == "valid" and "epoch" in s and "valid_num_updates" in s}
-        selection = {"metric": metric, "epoch": epoch, metric: curve[epoch], "last_epoch": max(curve),
-                     "updates": updates.get(epoch), "curve": curve}
+            raise RecipeError(
+                f"{log}: no validation {metric} at epoch {epoch}, the last with a finite {SELECTION_METRIC}"
+            )
+        updates: Dict[int, int] = {
+            int(s["epoch"]): int(float(s["valid_num_updates"]))
+            for tag, s in read_records(log)
+            if tag == "valid" and "epoch" in s and "valid_num_updates" in s
+        }
+        selection = {
+            "metric": metric,
+            "epoch": epoch,
+            metric: curve[epoch],
+            "last_epoch": max(curve),
+            "updates": updates.get(epoch),
+            "curve": curve,
+        }
         unit_curve = {e: v for e, v in validation_metric(log, LEXICON_UNIT_METRIC).items() if e <= n}
         used = None
         with open(log, errors="replace") as f:
@@ -124,13 +164,22 @@ class LlaSteps:
                 if m:
                     used = (int(m.group(1)), float(m.group(2)))
         if used is None or not unit_curve:
-            raise RecipeError(f"{log} has no Lexicon Unit selection (lla_translation's line 'the Lexicon Unit of "
-                              f"epoch k ... is used from now on' at epoch {n + 1}, and validation "
-                              f"{LEXICON_UNIT_METRIC} in epochs 1-{n})")
+            raise RecipeError(
+                f"{log} has no Lexicon Unit selection (lla_translation's line 'the Lexicon Unit of "
+                f"epoch k ... is used from now on' at epoch {n + 1}, and validation "
+                f"{LEXICON_UNIT_METRIC} in epochs 1-{n})"
+            )
         unit_epoch, bce = used
         if unit_curve.get(unit_epoch) != min(unit_curve.values()):
-            raise RecipeError(f"{log}: the Lexicon Unit of epoch {unit_epoch} was used, whose validation "
-                              f"{LEXICON_UNIT_METRIC} is not the lowest logged ({min(unit_curve.values())})")
-        selection["lexicon_unit"] = {"metric": LEXICON_UNIT_METRIC, "epoch": unit_epoch, LEXICON_UNIT_METRIC: bce,
-                                     "last_epoch": n, "curve": unit_curve}
+            raise RecipeError(
+                f"{log}: the Lexicon Unit of epoch {unit_epoch} was used, whose validation "
+                f"{LEXICON_UNIT_METRIC} is not the lowest logged ({min(unit_curve.values())})"
+            )
+        selection["lexicon_unit"] = {
+            "metric": LEXICON_UNIT_METRIC,
+            "epoch": unit_epoch,
+            LEXICON_UNIT_METRIC: bce,
+            "last_epoch": n,
+            "curve": unit_curve,
+        }
         return selection

@@ -8,6 +8,7 @@ generalisation set (`test`) decoded greedily; dotted: the same with fairseq's be
 (`valid`), greedy. An undertrained model has both low; one that fits but does not generalise has dashed high and
 solid low. Points a curve lacks (None in its JSON) are left out.
 """
+
 import argparse
 from collections import OrderedDict
 
@@ -33,6 +34,7 @@ def main(argv=None):
             parser.error(str(e))
 
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -42,9 +44,12 @@ def main(argv=None):
     for ax, (panel, curves) in zip(axes[0], panels.items()):
         for label, points in curves:
             x = [p["updates"] for p in points]
-            for key, style, what in (("test_beam1", "-", "gen, greedy"), ("test_beam5", ":", "gen, beam 5"),
-                                     ("test_keepbest5", "-.", "gen, keep-best beam 5"),
-                                     ("valid_beam1", "--", "in-dist., greedy")):
+            for key, style, what in (
+                ("test_beam1", "-", "gen, greedy"),
+                ("test_beam5", ":", "gen, beam 5"),
+                ("test_keepbest5", "-.", "gen, keep-best beam 5"),
+                ("valid_beam1", "--", "in-dist., greedy"),
+            ):
                 xy = [(u, p.get(f"{key}_exact_match")) for u, p in zip(x, points)]
                 xy = [(u, v) for u, v in xy if v is not None]
                 if xy:

@@ -11,6 +11,7 @@ logged loss is finite), the last loss scale fairseq logged (--fp16, --amp), the 
 gradient overflow (its "overflow detected" lines), exact match (score.json), and the share of test sentences whose
 hypothesis (generate.txt) equals the reference precision's.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -82,14 +83,24 @@ def agreement(hyps: Optional[List[str]], reference: Optional[List[str]]) -> Opti
 def build_table(works: Dict[str, str], seed: int = 1) -> Dict[str, Dict[str, Dict[str, object]]]:
     """model -> precision -> row; the first precision of ``works`` is the reference of the ratios."""
     reference = next(iter(works))
-    models = sorted({m for w in works.values() if os.path.isdir(w) for m in os.listdir(w)
-                     if os.path.isdir(os.path.join(w, m, f"seed{seed}"))})
+    models = sorted(
+        {
+            m
+            for w in works.values()
+            if os.path.isdir(w)
+            for m in os.listdir(w)
+            if os.path.isdir(os.path.join(w, m, f"seed{seed}"))
+        }
+    )
     if not models:
         raise RecipeError(f"no <model>/seed{seed} run directory in {', '.join(works.values())}")
     table: Dict[str, Dict[str, Dict[str, object]]] = {}
     for model in models:
-        rows = {p: read_run(os.path.join(w, model, f"seed{seed}")) for p, w in works.items()
-                if os.path.isfile(os.path.join(w, model, f"seed{seed}", "train.log"))}
+        rows = {
+            p: read_run(os.path.join(w, model, f"seed{seed}"))
+            for p, w in works.items()
+            if os.path.isfile(os.path.join(w, model, f"seed{seed}", "train.log"))
+        }
         ref = rows.get(reference)
         for precision, row in rows.items():
             if ref and ref["valid_loss"] and row["valid_loss"] is not None:
@@ -104,23 +115,30 @@ def _fmt(value, spec: str, none: str = "-") -> str:
 
 
 def format_table(table, reference: str) -> str:
-    lines = [f"| model | precision | train loss | valid loss | vs {reference} | finite | loss scale (min) | skipped "
-             f"updates | exact match | hypotheses = {reference} |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"| model | precision | train loss | valid loss | vs {reference} | finite | loss scale (min) | skipped "
+        f"updates | exact match | hypotheses = {reference} |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for model, rows in table.items():
         for precision, r in rows.items():
-            scale = ("-" if r["loss_scale"] is None
-                     else f"{r['loss_scale']:g} ({r['min_loss_scale']:g})")
+            scale = "-" if r["loss_scale"] is None else f"{r['loss_scale']:g} ({r['min_loss_scale']:g})"
             lines.append(
                 f"| {model} | {precision} | {_fmt(r['train_loss'], '.3f')} | {_fmt(r['valid_loss'], '.3f')} | "
                 f"{_fmt(r.get('valid_loss_vs_reference'), '+.1%')} | {'yes' if r['finite'] else 'NO'} | {scale} | "
-                f"{r['skipped_updates']} | {_fmt(r['exact_match'], '.3f')} | {_fmt(r['same_hypotheses'], '.1%')} |")
+                f"{r['skipped_updates']} | {_fmt(r['exact_match'], '.3f')} | {_fmt(r['same_hypotheses'], '.1%')} |"
+            )
     return "\n".join(lines)
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("works", nargs="+", metavar="PRECISION=WORK",
-                        help="a label and a recipe work directory; the first is the reference")
+    parser.add_argument(
+        "works",
+        nargs="+",
+        metavar="PRECISION=WORK",
+        help="a label and a recipe work directory; the first is the reference",
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", help="also write the table (without the hypotheses) as JSON here")
     args = parser.parse_args(argv)
@@ -137,9 +155,17 @@ def main(argv=None) -> int:
         table = build_table(works, args.seed)
         print(format_table(table, next(iter(works))))
         if args.json:
-            write_json(args.json, {"works": works, "seed": args.seed,
-                                   "models": {m: {p: {k: v for k, v in r.items() if k != "hypotheses"}
-                                                  for p, r in rows.items()} for m, rows in table.items()}})
+            write_json(
+                args.json,
+                {
+                    "works": works,
+                    "seed": args.seed,
+                    "models": {
+                        m: {p: {k: v for k, v in r.items() if k != "hypotheses"} for p, r in rows.items()}
+                        for m, rows in table.items()
+                    },
+                },
+            )
         return 0
 
     return exit_status_of(run)

@@ -1,6 +1,7 @@
 """Running the programs of a recipe: logs to files, the tail of a failed one's log, progress lines of training,
 fairseq-generate split over processes, commands run concurrently (--jobs); an interrupted recipe stops the processes
 it started."""
+
 from __future__ import annotations
 
 import os
@@ -23,8 +24,9 @@ def tool(name: str) -> str:
         return beside
     found = shutil.which(name)
     if found is None:
-        raise RecipeError(f"{name} is neither beside {sys.executable} nor on PATH: is fairseq-fixed installed in "
-                          "this environment?")
+        raise RecipeError(
+            f"{name} is neither beside {sys.executable} nor on PATH: is fairseq-fixed installed in this environment?"
+        )
     return found
 
 
@@ -45,8 +47,14 @@ def child_env(jobs: int = 1) -> Dict[str, str]:
 PROGRESS_EVERY = 60.0  # seconds between progress lines of a training run (--progress-every)
 
 
-def run_logged(cmd: Sequence[str], stdout_path: str, stderr_path: Optional[str] = None, what: str = "",
-               append: bool = False, progress: Optional[str] = None) -> float:
+def run_logged(
+    cmd: Sequence[str],
+    stdout_path: str,
+    stderr_path: Optional[str] = None,
+    what: str = "",
+    append: bool = False,
+    progress: Optional[str] = None,
+) -> float:
     """Run cmd with stdout (and stderr) to files; on failure show the log's tail and stop. Returns seconds.
     With `progress` (a prefix), print the training log's update count and validation loss now and then."""
     start = time.time()
@@ -96,8 +104,9 @@ def run_sharded(cmd: Sequence[str], jobs: int, stdout_path: str, stderr_path: st
     start = time.time()
     env = child_env(jobs)
     shards = [(f"{stdout_path}.shard{i}", f"{stderr_path}.shard{i}") for i in range(jobs)]
-    shard_cmds = [[*map(str, cmd), "--distributed-world-size", str(jobs), "--distributed-rank", str(i)]
-                  for i in range(jobs)]
+    shard_cmds = [
+        [*map(str, cmd), "--distributed-world-size", str(jobs), "--distributed-rank", str(i)] for i in range(jobs)
+    ]
     procs, stopped = [], set()
     try:
         for (out_path, err_path), shard_cmd in zip(shards, shard_cmds):
@@ -116,8 +125,12 @@ def run_sharded(cmd: Sequence[str], jobs: int, stdout_path: str, stderr_path: st
                 stopped.add(i)
     for i, p in enumerate(procs):
         if p.returncode != 0 and i not in stopped:
-            stop_on_failure(shard_cmds[i], p.returncode, shards[i][1],
-                            f"{what or os.path.basename(str(cmd[0]))}, shard {i} of {jobs},")
+            stop_on_failure(
+                shard_cmds[i],
+                p.returncode,
+                shards[i][1],
+                f"{what or os.path.basename(str(cmd[0]))}, shard {i} of {jobs},",
+            )
     with open(stdout_path, "w") as out, open(stderr_path, "w") as err:
         for i, (out_path, err_path) in enumerate(shards):
             with open(out_path) as f:
@@ -130,10 +143,15 @@ def run_sharded(cmd: Sequence[str], jobs: int, stdout_path: str, stderr_path: st
     return time.time() - start
 
 
-def run_concurrently(commands: Sequence[Sequence[str]], logs: Sequence[str], jobs: int,
-                     env: Optional[Dict[str, str]] = None, on_start: Optional[Callable[[int], None]] = None,
-                     on_end: Optional[Callable[[int, int], None]] = None,
-                     on_progress: Optional[Callable[[List[int], List[int], List[int]], None]] = None) -> List[int]:
+def run_concurrently(
+    commands: Sequence[Sequence[str]],
+    logs: Sequence[str],
+    jobs: int,
+    env: Optional[Dict[str, str]] = None,
+    on_start: Optional[Callable[[int], None]] = None,
+    on_end: Optional[Callable[[int, int], None]] = None,
+    on_progress: Optional[Callable[[List[int], List[int], List[int]], None]] = None,
+) -> List[int]:
     """Run the commands in order, at most `jobs` at once, each with stdout and stderr to its log; a failed one does
     not stop the others. Returns their exit statuses (negative: killed by that signal). Calls on_start(i) and
     on_end(i, status) and, every PROGRESS_EVERY seconds, on_progress(running, done, waiting) with command indexes.
@@ -148,8 +166,13 @@ def run_concurrently(commands: Sequence[Sequence[str]], logs: Sequence[str], job
             while waiting and len(running) < jobs:
                 i = waiting.pop(0)
                 with open(logs[i], "w") as log:
-                    running[i] = subprocess.Popen([str(c) for c in commands[i]], stdout=log, stderr=subprocess.STDOUT,
-                                                  env=env, start_new_session=True)
+                    running[i] = subprocess.Popen(
+                        [str(c) for c in commands[i]],
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        env=env,
+                        start_new_session=True,
+                    )
                 if on_start:
                     on_start(i)
             time.sleep(min(0.5, PROGRESS_EVERY))

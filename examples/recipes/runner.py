@@ -1,5 +1,6 @@
 """The recipes' pipeline (Recipe): data preparation, lexicons, fairseq-preprocess, then for each model and seed the
 training, decoding and scoring commands, run or reused (finished runs are skipped, unfinished ones resumed)."""
+
 from __future__ import annotations
 
 import datetime
@@ -17,13 +18,26 @@ from lexical_offline.textio import write_parallel
 
 from recipes import ROOT, fairseq_log, reports
 from recipes.catalogue import (
-    AUTHORS_DECODER, AUTHORS_GATE, JOINED_DICT_MODELS, LEXICON_METHODS, MODELS, ModelSpec, parse_models,
+    AUTHORS_DECODER,
+    AUTHORS_GATE,
+    JOINED_DICT_MODELS,
+    LEXICON_METHODS,
+    MODELS,
+    ModelSpec,
+    parse_models,
 )
 from recipes.console import PROG, RecipeError, hms, say, show
 from recipes.lla import LEXICON_UNIT_METRIC, LlaSteps
 from recipes.process import KEEP_BEST_TASK, child_env, run_concurrently, run_logged, run_sharded, tool
-from recipes.settings import (CPU_LSTM_ARCH_SIZES, PRESET_LABELS, cpu_sized, effective_hparams, lla_settings,
-                              parse_seeds, transformer_settings)
+from recipes.settings import (
+    CPU_LSTM_ARCH_SIZES,
+    PRESET_LABELS,
+    cpu_sized,
+    effective_hparams,
+    lla_settings,
+    parse_seeds,
+    transformer_settings,
+)
 from recipes.tasks import Prepared, Task
 from recipes.textio import count_entries, read_json, sha1_files, sha1_lexicon_entries, write_json
 
@@ -34,8 +48,15 @@ LOG_FORMAT = "--log-format json"  # progress records read by fairseq_log
 # Runs without validation (Colors) would save their first checkpoint at the end: an interrupted one could not resume.
 # Saving changes nothing in training; the fingerprint leaves these options out, so earlier runs stay reusable.
 RESUME_SAVE_EVERY = 100
-RESUME_SAVE = ("--disable-validation", "--save-interval", "100000", "--save-interval-updates", str(RESUME_SAVE_EVERY),
-               "--keep-interval-updates", "1")
+RESUME_SAVE = (
+    "--disable-validation",
+    "--save-interval",
+    "100000",
+    "--save-interval-updates",
+    str(RESUME_SAVE_EVERY),
+    "--keep-interval-updates",
+    "1",
+)
 
 
 RESULT_LINE = re.compile(r"\[\d+/\d+\] (seed \d+  .*)")  # run_one's result (or skip) line of a pair
@@ -50,21 +71,25 @@ def job_outcome(log: str) -> str:
     return (errors or results or lines or ["(empty log)"])[-1]
 
 
-
 # What the recipes write in a data-bin (fairseq-preprocess's files and the stamp) and in a run directory: the only
 # names they ever delete. Anything else there is the user's.
-PREPROCESS_OUTPUTS = re.compile(r"dict\.[\w.-]+\.txt|(train|valid|test)\d*\.[\w.-]+\.(bin|idx)|preprocess\.log|"
-                                r"prepared\.json")
-RUN_OUTPUTS = re.compile(r"checkpoint[\w.-]*\.pt|[\w.-]+\.log(\.\d+)?|(config|run|score|selection)\.json|"
-                         r"train\.done|generate[\w.-]*\.txt|damage[\w.-]*\.json|[\w.-]+\.tmp")
+PREPROCESS_OUTPUTS = re.compile(
+    r"dict\.[\w.-]+\.txt|(train|valid|test)\d*\.[\w.-]+\.(bin|idx)|preprocess\.log|"
+    r"prepared\.json"
+)
+RUN_OUTPUTS = re.compile(
+    r"checkpoint[\w.-]*\.pt|[\w.-]+\.log(\.\d+)?|(config|run|score|selection)\.json|"
+    r"train\.done|generate[\w.-]*\.txt|damage[\w.-]*\.json|[\w.-]+\.tmp"
+)
 
 
 def foreign_files(directory: str, ours: "re.Pattern[str]") -> List[str]:
     """Names in ``directory`` the recipes do not write (subdirectories included)."""
     if not os.path.isdir(directory):
         return []
-    return sorted(n for n in os.listdir(directory)
-                  if not (os.path.isfile(os.path.join(directory, n)) and ours.fullmatch(n)))
+    return sorted(
+        n for n in os.listdir(directory) if not (os.path.isfile(os.path.join(directory, n)) and ours.fullmatch(n))
+    )
 
 
 def remove_outputs(directory: str, ours: "re.Pattern[str]", keep=lambda name: False) -> None:
@@ -88,13 +113,17 @@ def out_of_vocabulary_notes(train, test, threshold: float = 0.2) -> List[str]:
         unseen = sum(w not in vocab for w in tokens)
         if not tokens or unseen / len(tokens) <= threshold:
             continue
-        note = (f"warning: {100 * unseen / len(tokens):.0f}% of the test {name} tokens never occur in training "
-                f"(they become <unk>)")
+        note = (
+            f"warning: {100 * unseen / len(tokens):.0f}% of the test {name} tokens never occur in training "
+            f"(they become <unk>)"
+        )
         nfc = {unicodedata.normalize("NFC", w) for w in vocab}
         unseen_nfc = sum(unicodedata.normalize("NFC", w) not in nfc for w in tokens)
         if unseen_nfc < unseen / 2:
-            note += (f"; in Unicode NFC both files would share all but {100 * unseen_nfc / len(tokens):.0f}%: "
-                     f"they differ in normalisation (e.g. NFC against NFD), normalise them alike")
+            note += (
+                f"; in Unicode NFC both files would share all but {100 * unseen_nfc / len(tokens):.0f}%: "
+                f"they differ in normalisation (e.g. NFC against NFD), normalise them alike"
+            )
         notes.append(note)
     return notes
 
@@ -112,8 +141,9 @@ def lock_work_directory(work: str):
         handle.seek(0)
         holder = handle.read().strip() or "another process"
         handle.close()
-        raise RecipeError(f"--work {work} is in use by a running recipe ({holder}); wait for it to end or choose "
-                          f"another --work") from None
+        raise RecipeError(
+            f"--work {work} is in use by a running recipe ({holder}); wait for it to end or choose another --work"
+        ) from None
     handle.seek(0)
     handle.truncate()
     handle.write(f"pid {os.getpid()}, started {datetime.datetime.now().isoformat(timespec='seconds')}\n")
@@ -125,8 +155,11 @@ def refuse_foreign_files(directory: str, ours: "re.Pattern[str]", what: str) -> 
     foreign = foreign_files(directory, ours)
     if foreign:
         shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
-        raise RecipeError(f"{directory} holds files the recipe did not write ({shown}); it would have to replace "
-                          f"{what} there: move them, or choose another --work")
+        raise RecipeError(
+            f"{directory} holds files the recipe did not write ({shown}); it would have to replace "
+            f"{what} there: move them, or choose another --work"
+        )
+
 
 class Recipe(LlaSteps):
     """One invocation of a recipe: a task, its settings from the command line, the models and seeds to run."""
@@ -165,8 +198,12 @@ class Recipe(LlaSteps):
     # -- preparation --------------------------------------------------------------------------------------------
     def prepare(self) -> Prepared:
         prep = self.task.prepare(self.args, self.files)
-        splits = {"train": prep.train, "valid": prep.valid if prep.valid is not None else prep.train,
-                  "test": prep.test, "lexcorpus": prep.lexcorpus}
+        splits = {
+            "train": prep.train,
+            "valid": prep.valid if prep.valid is not None else prep.train,
+            "test": prep.test,
+            "lexcorpus": prep.lexcorpus,
+        }
         # the SHA-1 of the files about to be written (sha1_files' of them): finished runs of other data are refused
         # before WORK/data, the data-bin and the lexicons they were made from are replaced
         digest = hashlib.sha1()
@@ -178,9 +215,11 @@ class Recipe(LlaSteps):
         os.makedirs(self.data_dir, exist_ok=True)
         for name, pairs in splits.items():
             write_parallel(f"{self.data_dir}/{name}", pairs)
-        say(f"== data: {len(prep.train)} train, "
+        say(
+            f"== data: {len(prep.train)} train, "
             + (f"{len(prep.valid)} validation, " if prep.valid is not None else "")
-            + f"{len(prep.test)} test pairs from {', '.join(sorted(set(self.files.values())))}")
+            + f"{len(prep.test)} test pairs from {', '.join(sorted(set(self.files.values())))}"
+        )
         for note in prep.notes + out_of_vocabulary_notes(prep.train, prep.test):
             say(f"   {note}")
         self.preprocess(self.bin, self.preprocess_command(self.bin), "preprocess.log")
@@ -201,14 +240,30 @@ class Recipe(LlaSteps):
                 if recorded is not None and recorded != self.data_sha1:
                     other.append(f"{out}: data differ")
         if other:
-            raise RecipeError("finished runs with other settings (the train/generate/score commands, data or "
-                              "lexicon differ):\n  " + "\n  ".join(other) + "\nuse --force to re-run them, or "
-                              "another --work (nothing was written)")
+            raise RecipeError(
+                "finished runs with other settings (the train/generate/score commands, data or "
+                "lexicon differ):\n  " + "\n  ".join(other) + "\nuse --force to re-run them, or "
+                "another --work (nothing was written)"
+            )
 
     def preprocess_command(self, destdir: str) -> List[str]:
-        cmd = [tool("fairseq-preprocess"), "--source-lang", "src", "--target-lang", "tgt",
-               "--trainpref", self.data_dir + "/train", "--validpref", self.data_dir + "/valid",
-               "--testpref", self.data_dir + "/test", "--destdir", destdir, "--workers", "1"]
+        cmd = [
+            tool("fairseq-preprocess"),
+            "--source-lang",
+            "src",
+            "--target-lang",
+            "tgt",
+            "--trainpref",
+            self.data_dir + "/train",
+            "--validpref",
+            self.data_dir + "/valid",
+            "--testpref",
+            self.data_dir + "/test",
+            "--destdir",
+            destdir,
+            "--workers",
+            "1",
+        ]
         return cmd + (["--joined-dictionary"] if destdir == self.bin_joined else [])
 
     def preprocess(self, destdir: str, cmd: List[str], log: str) -> None:
@@ -236,9 +291,19 @@ class Recipe(LlaSteps):
 
     def lexicon_command(self, method: str) -> List[str]:
         opts, _ = LEXICON_METHODS[method]
-        return [sys.executable, os.path.join(ROOT, "tools", "build_lexicon.py"), *opts, *self.task.lexicon_build_args,
-                "--src", self.data_dir + "/lexcorpus.src", "--tgt", self.data_dir + "/lexcorpus.tgt",
-                "-o", f"{self.lexdir}/{method}.tsv", "--no-progress"]
+        return [
+            sys.executable,
+            os.path.join(ROOT, "tools", "build_lexicon.py"),
+            *opts,
+            *self.task.lexicon_build_args,
+            "--src",
+            self.data_dir + "/lexcorpus.src",
+            "--tgt",
+            self.data_dir + "/lexcorpus.tgt",
+            "-o",
+            f"{self.lexdir}/{method}.tsv",
+            "--no-progress",
+        ]
 
     def build_lexicons(self) -> None:
         methods = [MODELS[m].lexicon for m in self.models if MODELS[m].lexicon in LEXICON_METHODS]
@@ -295,17 +360,50 @@ class Recipe(LlaSteps):
             out += list(AUTHORS_DECODER) + (list(AUTHORS_GATE) if spec.lexical else [])
         return out
 
-    def fairseq_train(self, model: str, seed: int, out: str, optimisation: Sequence[str], batching: Sequence[str],
-                      schedule: Sequence[str], criterion: Sequence[str] = (), after: Sequence[str] = ()) -> List[str]:
+    def fairseq_train(
+        self,
+        model: str,
+        seed: int,
+        out: str,
+        optimisation: Sequence[str],
+        batching: Sequence[str],
+        schedule: Sequence[str],
+        criterion: Sequence[str] = (),
+        after: Sequence[str] = (),
+    ) -> List[str]:
         """The one fairseq-train command of every row (LSTM, Transformer, LLA): the model and its data,
         lexical_cross_entropy with `criterion` options, Adam with the row's `optimisation` options, `batching`, the
         length of training (`schedule`), checkpoints and logs in OUT, then `after` (validation, saving) and
         --train-args."""
-        return [tool("fairseq-train"), self.bin_for(model), "--user-dir", USER_DIR, *self.model_args(model),
-                "--criterion", "lexical_cross_entropy", *criterion, "--optimizer", "adam", *optimisation, *batching,
-                "--required-batch-size-multiple", "1", *schedule, "--seed", str(seed), "--save-dir", out,
-                "--no-epoch-checkpoints", *LOG_FORMAT.split(), "--log-interval", str(self.hp.log_interval),
-                "--num-workers", "0", *after, *shlex.split(self.args.train_args)]
+        return [
+            tool("fairseq-train"),
+            self.bin_for(model),
+            "--user-dir",
+            USER_DIR,
+            *self.model_args(model),
+            "--criterion",
+            "lexical_cross_entropy",
+            *criterion,
+            "--optimizer",
+            "adam",
+            *optimisation,
+            *batching,
+            "--required-batch-size-multiple",
+            "1",
+            *schedule,
+            "--seed",
+            str(seed),
+            "--save-dir",
+            out,
+            "--no-epoch-checkpoints",
+            *LOG_FORMAT.split(),
+            "--log-interval",
+            str(self.hp.log_interval),
+            "--num-workers",
+            "0",
+            *after,
+            *shlex.split(self.args.train_args),
+        ]
 
     def train_command(self, model: str, seed: int, out: str) -> List[str]:
         """An LSTM row (HParams: appendix C.1's inverse-sqrt schedule) or a Transformer row (TransformerSettings:
@@ -313,25 +411,54 @@ class Recipe(LlaSteps):
         for both. The lla rows have their own (LlaSteps.lla_train_command)."""
         if MODELS[model].transformer:
             ts = self.ts
-            criterion = (["--label-smoothing", f"{ts.label_smoothing:g}"]
-                         + (["--sentence-avg"] if ts.sentence_avg else []))
-            optimisation = ["--adam-betas", ts.adam_betas, "--weight-decay", f"{ts.weight_decay:g}", "--lr",
-                            f"{ts.lr:.6g}", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(ts.warmup),
-                            "--clip-norm", f"{ts.clip_norm:g}"]
-            batching = ((["--max-tokens", str(ts.max_tokens)] if ts.max_tokens else [])
-                        + (["--batch-size", str(ts.batch_size)] if ts.batch_size else [])
-                        + ["--update-freq", str(ts.update_freq)])
+            criterion = ["--label-smoothing", f"{ts.label_smoothing:g}"] + (
+                ["--sentence-avg"] if ts.sentence_avg else []
+            )
+            optimisation = [
+                "--adam-betas",
+                ts.adam_betas,
+                "--weight-decay",
+                f"{ts.weight_decay:g}",
+                "--lr",
+                f"{ts.lr:.6g}",
+                "--lr-scheduler",
+                "inverse_sqrt",
+                "--warmup-updates",
+                str(ts.warmup),
+                "--clip-norm",
+                f"{ts.clip_norm:g}",
+            ]
+            batching = (
+                (["--max-tokens", str(ts.max_tokens)] if ts.max_tokens else [])
+                + (["--batch-size", str(ts.batch_size)] if ts.batch_size else [])
+                + ["--update-freq", str(ts.update_freq)]
+            )
             max_update = ts.max_update
         else:
             hp = self.hp
             criterion = ["--sentence-avg"] if hp.sentence_avg else []
-            optimisation = ((["--adam-betas", hp.adam_betas] if hp.adam_betas else [])
-                            + ["--lr", f"{hp.lr:.6g}", "--lr-scheduler", "inverse_sqrt", "--warmup-updates",
-                               str(hp.warmup), "--clip-norm", str(hp.clip_norm)])
+            optimisation = (["--adam-betas", hp.adam_betas] if hp.adam_betas else []) + [
+                "--lr",
+                f"{hp.lr:.6g}",
+                "--lr-scheduler",
+                "inverse_sqrt",
+                "--warmup-updates",
+                str(hp.warmup),
+                "--clip-norm",
+                str(hp.clip_norm),
+            ]
             batching = ["--batch-size", str(hp.batch_size), "--update-freq", str(hp.update_freq)]
             max_update = hp.max_update
-        return self.fairseq_train(model, seed, out, optimisation, batching, ["--max-update", str(max_update)],
-                                  criterion=criterion, after=self.validation_args(model))
+        return self.fairseq_train(
+            model,
+            seed,
+            out,
+            optimisation,
+            batching,
+            ["--max-update", str(max_update)],
+            criterion=criterion,
+            after=self.validation_args(model),
+        )
 
     def validation_args(self, model: str) -> List[str]:
         """Validation every HParams.validate_every updates, a checkpoint at each, early stopping after the task's
@@ -339,9 +466,18 @@ class Recipe(LlaSteps):
         hp = self.hp
         if hp.validate_every is None:
             return list(RESUME_SAVE)
-        cmd = ["--validate-interval", "100000", "--validate-interval-updates", str(hp.validate_every),
-               "--save-interval", "100000", "--save-interval-updates", str(hp.validate_every),
-               "--keep-interval-updates", "1"]
+        cmd = [
+            "--validate-interval",
+            "100000",
+            "--validate-interval-updates",
+            str(hp.validate_every),
+            "--save-interval",
+            "100000",
+            "--save-interval-updates",
+            str(hp.validate_every),
+            "--keep-interval-updates",
+            "1",
+        ]
         patience = self.task.patience_for(model, hp)
         if patience:
             cmd += ["--patience", str(patience)]
@@ -355,56 +491,113 @@ class Recipe(LlaSteps):
 
     def generate_command(self, out: str, model: Optional[str] = None) -> List[str]:
         hp = self.hp
-        return [tool("fairseq-generate"), self.bin_for(model) if model else self.bin,
-                "--user-dir", USER_DIR,
-                "--path", self.checkpoint_path(out, model), "--gen-subset", "test", "--beam", str(hp.beam),
-                "--batch-size", str(hp.gen_batch_size), "--max-len-a", "0", "--max-len-b", str(hp.max_len_b),
-                "--num-workers", "0", *(KEEP_BEST_TASK if hp.beam > 1 else ()),
-                *shlex.split(self.args.generate_args)]
+        return [
+            tool("fairseq-generate"),
+            self.bin_for(model) if model else self.bin,
+            "--user-dir",
+            USER_DIR,
+            "--path",
+            self.checkpoint_path(out, model),
+            "--gen-subset",
+            "test",
+            "--beam",
+            str(hp.beam),
+            "--batch-size",
+            str(hp.gen_batch_size),
+            "--max-len-a",
+            "0",
+            "--max-len-b",
+            str(hp.max_len_b),
+            "--num-workers",
+            "0",
+            *(KEEP_BEST_TASK if hp.beam > 1 else ()),
+            *shlex.split(self.args.generate_args),
+        ]
 
     def score_command(self, out: str, prep_score_args: Sequence[str]) -> List[str]:
-        args = [a.replace("TRAIN_SRC", self.data_dir + "/train.src").replace("TEST_SRC", self.data_dir + "/test.src")
-                for a in prep_score_args]
-        return [sys.executable, os.path.join(ROOT, "tools", "score.py"), f"{out}/generate.txt",
-                "--reference", self.data_dir + "/test.tgt", *args, "--json"]
+        args = [
+            a.replace("TRAIN_SRC", self.data_dir + "/train.src").replace("TEST_SRC", self.data_dir + "/test.src")
+            for a in prep_score_args
+        ]
+        return [
+            sys.executable,
+            os.path.join(ROOT, "tools", "score.py"),
+            f"{out}/generate.txt",
+            "--reference",
+            self.data_dir + "/test.tgt",
+            *args,
+            "--json",
+        ]
 
     def fingerprint(self, model: str, seed: int, commands: Dict[str, List[str]]) -> Dict[str, object]:
         """What a finished run must agree on to be reused: the commands (work directory abstracted), the data and
         the lexicon's content."""
+
         def norm(cmd):
-            return (show(cmd).replace(self.work, "$WORK").replace(sys.executable, "python").replace(ROOT, "$REPO")
-                    .replace(show(RESUME_SAVE), show(RESUME_SAVE[:3]))  # saving more often changes no result
-                    .replace(LOG_FORMAT, "--log-format simple"))  # nor does the log format (runs made before json)
+            return (
+                show(cmd)
+                .replace(self.work, "$WORK")
+                .replace(sys.executable, "python")
+                .replace(ROOT, "$REPO")
+                .replace(show(RESUME_SAVE), show(RESUME_SAVE[:3]))  # saving more often changes no result
+                .replace(LOG_FORMAT, "--log-format simple")
+            )  # nor does the log format (runs made before json)
+
         spec = MODELS[model]
         lex_sha1 = None
         if spec.lexicon in LEXICON_METHODS and os.path.isfile(self.lexicon_path(spec.lexicon)):
             lex_sha1 = sha1_lexicon_entries(self.lexicon_path(spec.lexicon))
-        return {"data_sha1": self.data_sha1, "lexicon_sha1": lex_sha1,
-                **{k: norm(v) for k, v in commands.items()}}
+        return {"data_sha1": self.data_sha1, "lexicon_sha1": lex_sha1, **{k: norm(v) for k, v in commands.items()}}
 
     def commands(self, model: str, seed: int, out: str, prep: Prepared) -> Dict[str, List[str]]:
         if MODELS[model].lla:  # one training call (lla_translation); Thrush's precision, recall and token accuracy
-            return {"train": self.lla_train_command(model, seed, out), "generate": self.generate_command(out, model),
-                    "score": self.score_command(out, [*prep.score_args, "--thrush"])}
-        return {"train": self.train_command(model, seed, out), "generate": self.generate_command(out, model),
-                "score": self.score_command(out, prep.score_args)}
+            return {
+                "train": self.lla_train_command(model, seed, out),
+                "generate": self.generate_command(out, model),
+                "score": self.score_command(out, [*prep.score_args, "--thrush"]),
+            }
+        return {
+            "train": self.train_command(model, seed, out),
+            "generate": self.generate_command(out, model),
+            "score": self.score_command(out, prep.score_args),
+        }
 
     # -- damage (Thrush 2020, Table 2) ---------------------------------------------------------------------------
     def damage_conditions(self, model: str) -> List[str]:
         spec = MODELS[model]
-        conds = [c.strip() for c in self.damage.split(",") if c.strip()] if self.damage != "auto" else \
-            ["none", "lstm", "lexicon", "adversary"]
+        conds = (
+            [c.strip() for c in self.damage.split(",") if c.strip()]
+            if self.damage != "auto"
+            else ["none", "lstm", "lexicon", "adversary"]
+        )
         # the adversary group exists only in the model with an adversary
         return [c for c in conds if spec.adversary or "adversary" not in c.split("+")]
 
     def damage_command(self, model: str, seed: int, out: str) -> List[str]:
         hp = self.hp
-        return [sys.executable, os.path.join(ROOT, "tools", "damage.py"), self.bin, "--path",
-                self.checkpoint_path(out, model), "--damage", ",".join(self.damage_conditions(model)), "--seed",
-                str(seed),
-                "--gen-subset", "test", "--beam", str(hp.beam), "--max-len-a", "0", "--max-len-b", str(hp.max_len_b),
-                "--batch-size", str(hp.gen_batch_size),
-                *[a for e in self.damage_examples() for a in ("--example", e)], "--json"]
+        return [
+            sys.executable,
+            os.path.join(ROOT, "tools", "damage.py"),
+            self.bin,
+            "--path",
+            self.checkpoint_path(out, model),
+            "--damage",
+            ",".join(self.damage_conditions(model)),
+            "--seed",
+            str(seed),
+            "--gen-subset",
+            "test",
+            "--beam",
+            str(hp.beam),
+            "--max-len-a",
+            "0",
+            "--max-len-b",
+            str(hp.max_len_b),
+            "--batch-size",
+            str(hp.gen_batch_size),
+            *[a for e in self.damage_examples() for a in ("--example", e)],
+            "--json",
+        ]
 
     def damage_examples(self) -> List[str]:
         """The task's Table 2 sentence(s) whose words are all in the source dictionary (damage.py refuses others)."""
@@ -423,8 +616,10 @@ class Recipe(LlaSteps):
             return
         ckpt = self.checkpoint_path(out, model)
         if not os.path.isfile(ckpt):
-            say(f"{index} {self.pair_name(model, seed)}: no {ckpt} to damage (removed by --keep-checkpoints none?); "
-                "skipped")
+            say(
+                f"{index} {self.pair_name(model, seed)}: no {ckpt} to damage (removed by --keep-checkpoints none?); "
+                "skipped"
+            )
             return
         secs = run_logged(cmd, path + ".tmp", f"{out}/damage.log", what=f"damage.py ({model}, seed {seed})")
         result = read_json(path + ".tmp")
@@ -432,9 +627,14 @@ class Recipe(LlaSteps):
         for r in result["results"]:
             r.get("damage", {}).pop("parameters", None)  # the per-parameter list stays in damage.log's run only
         write_json(path, {"command": show(cmd), "seconds": round(secs, 1), **result})
-        say(f"{index} seed {seed}  {model}  damage: " + "; ".join(
-            f"{r['condition']} exact {r['scores']['exact_match']:.2f} prec {100 * r['scores']['precision']:.1f}"
-            for r in result["results"]) + f"  ({hms(secs)})")
+        say(
+            f"{index} seed {seed}  {model}  damage: "
+            + "; ".join(
+                f"{r['condition']} exact {r['scores']['exact_match']:.2f} prec {100 * r['scores']['precision']:.1f}"
+                for r in result["results"]
+            )
+            + f"  ({hms(secs)})"
+        )
 
     def stale(self, model: str, seed: int, prep: Prepared) -> Optional[str]:
         """Why the finished run of (model, seed) does not match the current settings, or None."""
@@ -453,9 +653,10 @@ class Recipe(LlaSteps):
     def check_finished_runs(self, prep: Prepared) -> None:
         problems = [p for model, seed in self.pairs if (p := self.stale(model, seed, prep))]
         if problems:
-            raise RecipeError("finished runs with other settings (the train/generate/score commands, data or "
-                              "lexicon differ):\n  " + "\n  ".join(problems)
-                              + "\nuse --force to re-run them, or another --work")
+            raise RecipeError(
+                "finished runs with other settings (the train/generate/score commands, data or "
+                "lexicon differ):\n  " + "\n  ".join(problems) + "\nuse --force to re-run them, or another --work"
+            )
 
     def run_one(self, model: str, seed: int, prep: Prepared, index: str) -> Optional[dict]:
         out = self.run_dir(model, seed)
@@ -489,8 +690,9 @@ class Recipe(LlaSteps):
             old = read_json(config_path).get("fingerprint") if os.path.isfile(config_path) else None
             same = old == fp and not self.args.force
             # an lla run stopped within the Lexicon Unit epochs cannot resume (LlaSteps.lla_resumable)
-            resumable = os.path.isfile(f"{out}/checkpoint_last.pt") and (not MODELS[model].lla
-                                                                         or self.lla_resumable(out))
+            resumable = os.path.isfile(f"{out}/checkpoint_last.pt") and (
+                not MODELS[model].lla or self.lla_resumable(out)
+            )
             if same and os.path.isfile(f"{out}/train.done") and os.path.isfile(ckpt):
                 trained = read_json(f"{out}/train.done")
                 say(f"{who}: training finished before, decoding {ckpt}")
@@ -499,9 +701,12 @@ class Recipe(LlaSteps):
                 say(f"{who}: resuming training from {out}/checkpoint_last.pt")
             elif same:  # stopped before its first checkpoint (or an lla run before epoch N + 1): start again,
                 # keeping the attempt's logs (x.log.N)
-                what = ("an lla run stopped within the Lexicon Unit epochs: their selection is not in "
-                        f"{out}/checkpoint_last.pt" if os.path.isfile(f"{out}/checkpoint_last.pt")
-                        else "no checkpoint of the unfinished run to resume")
+                what = (
+                    "an lla run stopped within the Lexicon Unit epochs: their selection is not in "
+                    f"{out}/checkpoint_last.pt"
+                    if os.path.isfile(f"{out}/checkpoint_last.pt")
+                    else "no checkpoint of the unfinished run to resume"
+                )
                 kept = []
                 for name in sorted(os.listdir(out)):
                     path = os.path.join(out, name)
@@ -512,8 +717,7 @@ class Recipe(LlaSteps):
                         os.replace(path, f"{path}.{n}")
                         kept.append(f"{name}.{n}")
                 remove_outputs(out, RUN_OUTPUTS, keep=lambda name: re.fullmatch(r".+\.log\.\d+", name))
-                say(f"{who}: {what}; starting again "
-                    f"(its logs kept: {', '.join(kept) or 'none'})")
+                say(f"{who}: {what}; starting again (its logs kept: {', '.join(kept) or 'none'})")
             else:  # other settings (or --force): the earlier run's files go, the user's stay
                 remove_outputs(out, RUN_OUTPUTS)
                 foreign = foreign_files(out, RUN_OUTPUTS)
@@ -521,13 +725,20 @@ class Recipe(LlaSteps):
                     say(f"{who}: starting again; kept in {out} (not the recipe's): {', '.join(foreign)}")
         os.makedirs(out, exist_ok=True)
         config = {
-            "task": self.task.name, "model": model, "label": self.label(model), "seed": seed,
-            "settings": self.settings, "settings_label": self.settings_label, "hparams": asdict(self.hp),
+            "task": self.task.name,
+            "model": model,
+            "label": self.label(model),
+            "seed": seed,
+            "settings": self.settings,
+            "settings_label": self.settings_label,
+            "hparams": asdict(self.hp),
             **({"transformer": asdict(self.ts)} if MODELS[model].transformer else {}),
             "patience": self.task.patience_for(model, self.hp) if self.hp.validate_every else None,
-            "lexicon": self.lexicon_path(MODELS[model].lexicon) if MODELS[model].lexicon in LEXICON_METHODS
+            "lexicon": self.lexicon_path(MODELS[model].lexicon)
+            if MODELS[model].lexicon in LEXICON_METHODS
             else MODELS[model].lexicon,
-            "checkpoint": ckpt, "fingerprint": fp,
+            "checkpoint": ckpt,
+            "fingerprint": fp,
             "commands": {k: show(v) for k, v in commands.items()},
         }
         write_json(config_path, config)
@@ -538,8 +749,13 @@ class Recipe(LlaSteps):
                 say(f"{who}: training, {self.lla.describe()} ...")
             else:
                 say(f"{who}: training ({self.hp.max_update} updates max) ...")
-            t_train = run_logged(commands["train"], f"{out}/train.log", what=f"fairseq-train ({model}, seed {seed})",
-                                 append=resuming, progress=f"{index}    {pair}: ")
+            t_train = run_logged(
+                commands["train"],
+                f"{out}/train.log",
+                what=f"fairseq-train ({model}, seed {seed})",
+                append=resuming,
+                progress=f"{index}    {pair}: ",
+            )
             stopped = fairseq_log.training_summary(f"{out}/train.log")
             if MODELS[model].lla and self.lla.checkpoint == "best":
                 # what lla_translation selected, from its log: the update count above is the whole run's (to the
@@ -547,9 +763,11 @@ class Recipe(LlaSteps):
                 selection = self.lla_selection(out)
                 write_json(f"{out}/selection.json", selection)
                 unit = selection["lexicon_unit"]
-                say(f"{index}    {pair}: Lexicon Unit of epoch {unit['epoch']} (lowest validation BCE, "
+                say(
+                    f"{index}    {pair}: Lexicon Unit of epoch {unit['epoch']} (lowest validation BCE, "
                     f"{unit[LEXICON_UNIT_METRIC]:g}); best validation {selection['metric']} "
-                    f"{selection[selection['metric']]:g} first at epoch {selection['epoch']}")
+                    f"{selection[selection['metric']]:g} first at epoch {selection['epoch']}"
+                )
                 where = f"epoch {selection['epoch']}"
                 if selection["epoch"] < selection["last_epoch"]:
                     stopped["selected_updates"] = selection["updates"]
@@ -561,26 +779,43 @@ class Recipe(LlaSteps):
             write_json(f"{out}/train.done", {"train_s": round(t_train, 1), "training": stopped})
         else:
             t_train, stopped = trained["train_s"], trained["training"]
-        t_gen = run_sharded(commands["generate"], self.args.decode_jobs, f"{out}/generate.txt",
-                            f"{out}/generate.log", what=f"fairseq-generate ({model}, seed {seed})")
-        t_score = run_logged(commands["score"], score_path + ".tmp", f"{out}/score.log",
-                             what=f"score.py ({model}, seed {seed})")
+        t_gen = run_sharded(
+            commands["generate"],
+            self.args.decode_jobs,
+            f"{out}/generate.txt",
+            f"{out}/generate.log",
+            what=f"fairseq-generate ({model}, seed {seed})",
+        )
+        t_score = run_logged(
+            commands["score"], score_path + ".tmp", f"{out}/score.log", what=f"score.py ({model}, seed {seed})"
+        )
         os.replace(score_path + ".tmp", score_path)
         score = read_json(score_path)
         total = time.time() - start + (t_train if trained is not None else 0.0)
-        write_json(f"{out}/run.json", {
-            "train_s": round(t_train, 1), "generate_s": round(t_gen, 1), "score_s": round(t_score, 1),
-            "total_s": round(total, 1), "training": stopped, "finished": datetime.datetime.now().isoformat(),
-            "host": platform.node(), "settings": self.settings})
+        write_json(
+            f"{out}/run.json",
+            {
+                "train_s": round(t_train, 1),
+                "generate_s": round(t_gen, 1),
+                "score_s": round(t_score, 1),
+                "total_s": round(total, 1),
+                "training": stopped,
+                "finished": datetime.datetime.now().isoformat(),
+                "host": platform.node(),
+                "settings": self.settings,
+            },
+        )
         if self.damage is not None and MODELS[model].lla:  # after run.json: a failure here keeps the run finished
             t0 = time.time()
             self.run_damage(model, seed, out, index)
             run = read_json(f"{out}/run.json")
             write_json(f"{out}/run.json", {**run, "damage_s": round(time.time() - t0, 1)})
         self.clean_checkpoints(out, model)
-        say(f"{index} seed {seed}  {model}  {self.task.result_line(score)}  "
+        say(
+            f"{index} seed {seed}  {model}  {self.task.result_line(score)}  "
             f"(train {hms(t_train)}{', ' + stopped['text'] if stopped['text'] else ''}; "
-            f"decode {hms(t_gen)}; total {hms(total)})")
+            f"decode {hms(t_gen)}; total {hms(total)})"
+        )
         return score
 
     def clean_checkpoints(self, out: str, model: Optional[str] = None) -> None:
@@ -596,66 +831,107 @@ class Recipe(LlaSteps):
     def config(self) -> Dict[str, object]:
         args = self.args
         return {
-            "task": self.task.name, "split": getattr(args, "split", None), "settings": self.settings,
-            "settings_label": self.settings_label, "hparams": asdict(self.hp),
-            "models": {m: self.label(m) for m in self.models}, "seeds": self.seeds,
-            "lla": ({**asdict(self.lla), "paper_schedule": self.lla.is_paper(), "damage": self.damage}
-                    if self.lla_models else None),
+            "task": self.task.name,
+            "split": getattr(args, "split", None),
+            "settings": self.settings,
+            "settings_label": self.settings_label,
+            "hparams": asdict(self.hp),
+            "models": {m: self.label(m) for m in self.models},
+            "seeds": self.seeds,
+            "lla": (
+                {**asdict(self.lla), "paper_schedule": self.lla.is_paper(), "damage": self.damage}
+                if self.lla_models
+                else None
+            ),
             "transformer": asdict(self.ts) if self.transformer_models else None,
-            "data": self.files, "work": self.work, "command": " ".join(shlex.quote(a) for a in sys.argv),
-            "date": datetime.datetime.now().isoformat(), "host": platform.node(),
+            "data": self.files,
+            "work": self.work,
+            "command": " ".join(shlex.quote(a) for a in sys.argv),
+            "date": datetime.datetime.now().isoformat(),
+            "host": platform.node(),
             "python": sys.version.split()[0],
         }
 
     def run(self) -> int:
         t0 = time.time()
         hp = self.hp
-        say(f"== {self.task.name}{' ' + self.args.split if self.task.name == 'scan' else ''}: work directory "
-            f"{self.work}")
+        say(
+            f"== {self.task.name}{' ' + self.args.split if self.task.name == 'scan' else ''}: work directory "
+            f"{self.work}"
+        )
         say(f"== settings: {self.settings_label}")
         # the Akyurek & Andreas line only where such rows run: the Transformer and LLA rows have settings of their own
         lstm_models = [m for m in self.models if m not in self.transformer_models and m not in self.lla_models]
-        evaluation = ((f"validation every {hp.validate_every} updates, " if hp.validate_every else "no validation, ")
-                      + f"checkpoint_{hp.checkpoint}.pt, beam {hp.beam}")
+        evaluation = (
+            f"validation every {hp.validate_every} updates, " if hp.validate_every else "no validation, "
+        ) + f"checkpoint_{hp.checkpoint}.pt, beam {hp.beam}"
         if lstm_models:
-            say(f"== {', '.join(lstm_models)}: {hp.hidden}-unit 2-layer LSTM, batch {hp.batch_size} x "
+            say(
+                f"== {', '.join(lstm_models)}: {hp.hidden}-unit 2-layer LSTM, batch {hp.batch_size} x "
                 f"{hp.update_freq}, lr {hp.lr:.3g} (inverse sqrt, {hp.warmup} warm-up), clip {hp.clip_norm}, "
                 f"{hp.max_update} updates, {evaluation}; "
-                + ("the authors' released decoder" if hp.decoder == "authors" else
-                   "fairseq's LSTM decoder, eq. 6 gate"))
+                + ("the authors' released decoder" if hp.decoder == "authors" else "fairseq's LSTM decoder, eq. 6 gate")
+            )
         if self.transformer_models:
             ts = self.ts
-            batch = " + ".join(x for x in (f"--max-tokens {ts.max_tokens}" if ts.max_tokens else "",
-                                           f"--batch-size {ts.batch_size}" if ts.batch_size else "") if x)
-            tag = (f" [{self.args.preset.upper()}: _tiny archs, not the paper's sizes]" if cpu_sized(self.args) else
-                   " [sizes: transformer_iwslt_de_en as the R-Dangle paper; optimiser: fairseq's iwslt recipe, "
-                   "max_update our choice (the paper gives none)]")
-            say(f"== {', '.join(self.transformer_models)}: Adam {ts.adam_betas}, lr {ts.lr:g} (inverse sqrt, "
+            batch = " + ".join(
+                x
+                for x in (
+                    f"--max-tokens {ts.max_tokens}" if ts.max_tokens else "",
+                    f"--batch-size {ts.batch_size}" if ts.batch_size else "",
+                )
+                if x
+            )
+            tag = (
+                f" [{self.args.preset.upper()}: _tiny archs, not the paper's sizes]"
+                if cpu_sized(self.args)
+                else " [sizes: transformer_iwslt_de_en as the R-Dangle paper; optimiser: fairseq's iwslt recipe, "
+                "max_update our choice (the paper gives none)]"
+            )
+            say(
+                f"== {', '.join(self.transformer_models)}: Adam {ts.adam_betas}, lr {ts.lr:g} (inverse sqrt, "
                 f"{ts.warmup} warm-up), weight decay {ts.weight_decay:g}, label smoothing {ts.label_smoothing:g}, "
-                f"clip {ts.clip_norm:g}, {batch} x {ts.update_freq}, {ts.max_update} updates, {evaluation}{tag}")
+                f"clip {ts.clip_norm:g}, {batch} x {ts.update_freq}, {ts.max_update} updates, {evaluation}{tag}"
+            )
         if self.lla_models:
-            say(f"== {', '.join(self.lla_models)} (Thrush 2020, --arch {self.arch(MODELS['lla'])}): "
+            say(
+                f"== {', '.join(self.lla_models)} (Thrush 2020, --arch {self.arch(MODELS['lla'])}): "
                 f"{self.lla.describe()} (one fairseq-train call, --task lla_translation; evaluated: "
                 f"{self.lla_checkpoint_name()}); beam {hp.beam}; "
                 f"scored with exact match and Thrush's precision/recall/token accuracy"
-                + ("; --damage " + self.damage if self.damage is not None else ""))
+                + ("; --damage " + self.damage if self.damage is not None else "")
+            )
         say(f"== models: {', '.join(self.models)}; seeds: {', '.join(map(str, self.seeds))}")
         if self.args.dry_run:
-            say("== dry run: data files found (" + ", ".join(f"{k}: {v}" for k, v in self.files.items())
-                + "); the commands would be:")
+            say(
+                "== dry run: data files found ("
+                + ", ".join(f"{k}: {v}" for k, v in self.files.items())
+                + "); the commands would be:"
+            )
             say(f"   fairseq-preprocess: {show(self.preprocess_command(self.bin))}")
             if any(m in JOINED_DICT_MODELS for m in self.models):
-                say(f"   fairseq-preprocess (joined dictionary, for {', '.join(JOINED_DICT_MODELS)}): "
-                    f"{show(self.preprocess_command(self.bin_joined))}")
-            say("   lexicons: " + "; ".join(show(self.lexicon_command(m)) for m in dict.fromkeys(
-                MODELS[x].lexicon for x in self.models if MODELS[x].lexicon in LEXICON_METHODS)))
+                say(
+                    f"   fairseq-preprocess (joined dictionary, for {', '.join(JOINED_DICT_MODELS)}): "
+                    f"{show(self.preprocess_command(self.bin_joined))}"
+                )
+            say(
+                "   lexicons: "
+                + "; ".join(
+                    show(self.lexicon_command(m))
+                    for m in dict.fromkeys(
+                        MODELS[x].lexicon for x in self.models if MODELS[x].lexicon in LEXICON_METHODS
+                    )
+                )
+            )
             prep_args = self.task.prepare(self.args, self.files).score_args
             self.run_pairs(Prepared([], None, [], [], {}, score_args=prep_args))
             if self.args.jobs > 1:
                 total = len(self.pairs)
-                say(f"== --jobs {self.args.jobs}: up to {min(self.args.jobs, total)} of these {total} (model, seed) "
+                say(
+                    f"== --jobs {self.args.jobs}: up to {min(self.args.jobs, total)} of these {total} (model, seed) "
                     f"pairs would run at a time, each as its own recipe process (log: "
-                    f"{self.work}/jobs/<model>_seed<N>.log)")
+                    f"{self.work}/jobs/<model>_seed<N>.log)"
+                )
             return 0
         os.makedirs(self.work, exist_ok=True)
         if not self.args.as_job:  # --jobs children and campaign runs work under their parent's lock
@@ -676,8 +952,10 @@ class Recipe(LlaSteps):
         if not self.args.as_job:  # the parent reports over every pair
             self.report(time.time() - t0)
         if failed:
-            raise RecipeError(f"{len(failed)} of {len(self.pairs)} (model, seed) pairs failed "
-                              "(the table above is over the others):\n  " + "\n  ".join(failed))
+            raise RecipeError(
+                f"{len(failed)} of {len(self.pairs)} (model, seed) pairs failed "
+                "(the table above is over the others):\n  " + "\n  ".join(failed)
+            )
         return 0
 
     @property
@@ -702,8 +980,21 @@ class Recipe(LlaSteps):
 
     def job_command(self, model: str, seed: int) -> List[str]:
         """The recipe's own command line for one (model, seed): argparse keeps the last of a repeated option."""
-        return [sys.executable, "-m", "recipes", *self.args.recipe_argv, "--work", self.work, "--models", model,
-                "--seed-list", str(seed), "--jobs", "1", "--as-job"]
+        return [
+            sys.executable,
+            "-m",
+            "recipes",
+            *self.args.recipe_argv,
+            "--work",
+            self.work,
+            "--models",
+            model,
+            "--seed-list",
+            str(seed),
+            "--jobs",
+            "1",
+            "--as-job",
+        ]
 
     def run_jobs(self) -> List[str]:
         """Every (model, seed) as a child recipe process, --jobs at once (process.run_concurrently); finished pairs
@@ -730,15 +1021,26 @@ class Recipe(LlaSteps):
             status = f"exit {code}" if code >= 0 else f"killed by signal {-code}"
             if code != 0:
                 failed.append(f"{label[i]} ({status}): {logs[i]}")
-            say(f"{name[i]}: {'ended' if code == 0 else 'FAILED'} ({status}, {hms(time.time() - started[i])}): "
-                f"{job_outcome(logs[i])}")
+            say(
+                f"{name[i]}: {'ended' if code == 0 else 'FAILED'} ({status}, {hms(time.time() - started[i])}): "
+                f"{job_outcome(logs[i])}"
+            )
 
         def on_progress(running: List[int], done: List[int], waiting: List[int]) -> None:
-            say(f"== jobs: {len(running)} running ({', '.join(label[i] for i in running)}), "
-                f"{len(done)} done ({len(failed)} failed), {len(waiting)} waiting")
+            say(
+                f"== jobs: {len(running)} running ({', '.join(label[i] for i in running)}), "
+                f"{len(done)} done ({len(failed)} failed), {len(waiting)} waiting"
+            )
 
-        run_concurrently([self.job_command(m, s) for m, s in pairs], logs, self.args.jobs, env=env,
-                         on_start=on_start, on_end=on_end, on_progress=on_progress)
+        run_concurrently(
+            [self.job_command(m, s) for m, s in pairs],
+            logs,
+            self.args.jobs,
+            env=env,
+            on_start=on_start,
+            on_end=on_end,
+            on_progress=on_progress,
+        )
         return failed
 
     def report(self, seconds: float) -> None:

@@ -1,5 +1,6 @@
 """Training settings: the LSTM rows' hyper-parameters (HParams), the Transformer rows' (TransformerSettings) and
 Thrush (2020)'s LLA schedule (LlaSettings), with their presets, and the command line's overrides of them."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -11,32 +12,31 @@ from recipes.console import RecipeError
 def noam_peak_lr(d_model: int, warmup: int, factor: float = 1.0) -> float:
     """Peak of the Noam schedule factor * d^-0.5 * min(step^-0.5, step * warmup^-1.5), reached at step = warmup;
     fairseq's inverse_sqrt with --lr = this peak and --warmup-updates = warmup is the same schedule."""
-    return factor * d_model ** -0.5 * warmup ** -0.5
+    return factor * d_model**-0.5 * warmup**-0.5
 
 
 @dataclass
 class HParams:
-    hidden: int                      # LSTM hidden size = embedding size; on a CPU preset it picks the arch
-    lr: float                        # peak learning rate of inverse_sqrt (= the Noam peak)
+    hidden: int  # LSTM hidden size = embedding size; on a CPU preset it picks the arch
+    lr: float  # peak learning rate of inverse_sqrt (= the Noam peak)
     warmup: int
     clip_norm: float
     batch_size: int
     update_freq: int
     max_update: int
-    validate_every: Optional[int]    # None: no validation (Colors)
-    patience: Optional[int]          # early stopping on validation loss, in validations (None: off)
+    validate_every: Optional[int]  # None: no validation (Colors)
+    patience: Optional[int]  # early stopping on validation loss, in validations (None: off)
     write_dropout: float
-    write_dropout_models: str        # "lexical" or "all": which models get --write-dropout
-    sentence_avg: bool               # loss summed per sentence, averaged over sentences (the authors' code)
-    adam_betas: Optional[str]        # None: fairseq's default (0.9, 0.999)
+    write_dropout_models: str  # "lexical" or "all": which models get --write-dropout
+    sentence_avg: bool  # loss summed per sentence, averaged over sentences (the authors' code)
+    adam_betas: Optional[str]  # None: fairseq's default (0.9, 0.999)
     beam: int
-    checkpoint: str                  # "last" or "best"
-    max_len_b: int                   # fairseq-generate --max-len-b (output length limit)
+    checkpoint: str  # "last" or "best"
+    max_len_b: int  # fairseq-generate --max-len-b (output length limit)
     gen_batch_size: int = 128
     log_interval: int = 100
     lexicon_top_k: Optional[int] = None
-    decoder: str = "authors"         # LSTM rows: "authors" (their released decoder) or "fairseq" (fairseq's LSTM)
-
+    decoder: str = "authors"  # LSTM rows: "authors" (their released decoder) or "fairseq" (fairseq's LSTM)
 
 
 # Appendix C.1 (COGS, SCAN, English-Chinese share these) + the authors' scripts (exp/*/*.sh of
@@ -44,14 +44,34 @@ class HParams:
 # (0.9, 0.998), validation every 500 updates with early stopping on validation loss (tolerance 10), the loss summed
 # over tokens and averaged over sentences, the final model evaluated.
 PAPER_COMMON = HParams(
-    hidden=512, lr=noam_peak_lr(512, 4000), warmup=4000, clip_norm=5.0, batch_size=128, update_freq=4,
-    max_update=8000, validate_every=500, patience=10, write_dropout=0.0, write_dropout_models="lexical",
-    sentence_avg=True, adam_betas="(0.9, 0.998)", beam=5, checkpoint="last", max_len_b=200,
+    hidden=512,
+    lr=noam_peak_lr(512, 4000),
+    warmup=4000,
+    clip_norm=5.0,
+    batch_size=128,
+    update_freq=4,
+    max_update=8000,
+    validate_every=500,
+    patience=10,
+    write_dropout=0.0,
+    write_dropout_models="lexical",
+    sentence_avg=True,
+    adam_betas="(0.9, 0.998)",
+    beam=5,
+    checkpoint="last",
+    max_len_b=200,
 )
 # CPU-sized (not the paper's): 2 x 128 LSTM, batch 64, 2000 updates, Noam schedule for d = 128 with 400 warm-up.
 CPU_SMALL_COMMON = replace(
-    PAPER_COMMON, hidden=128, lr=noam_peak_lr(128, 400), warmup=400, batch_size=64, update_freq=1,
-    max_update=2000, validate_every=250, log_interval=50,
+    PAPER_COMMON,
+    hidden=128,
+    lr=noam_peak_lr(128, 400),
+    warmup=400,
+    batch_size=64,
+    update_freq=1,
+    max_update=2000,
+    validate_every=250,
+    log_interval=50,
 )
 
 # SCAN and COGS decode greedily (beam 1) by default, as the authors' main.py tests ("test evaluation (greedy)"; its
@@ -90,6 +110,7 @@ class TransformerSettings:
     `transformer_iwslt_de_en` (fairseq examples/translation/README.md: Adam (0.9, 0.98), lr 5e-4, inverse_sqrt with
     4000 warm-up updates, no clipping, weight decay 1e-4, label smoothing 0.1, --max-tokens 4096), with
     max_update our choice (assumption). Validation interval, patience, beam, checkpoint and max_len_b are the task's."""
+
     lr: float = 5e-4
     warmup: int = 4000
     adam_betas: str = "(0.9, 0.98)"
@@ -97,7 +118,7 @@ class TransformerSettings:
     weight_decay: float = 0.0001
     label_smoothing: float = 0.1
     max_tokens: Optional[int] = 4096
-    batch_size: Optional[int] = None     # sentences per batch (None: --max-tokens alone)
+    batch_size: Optional[int] = None  # sentences per batch (None: --max-tokens alone)
     update_freq: int = 1
     max_update: int = 30000
     sentence_avg: bool = False
@@ -106,11 +127,13 @@ class TransformerSettings:
 # --cpu-small (not the paper's, not fairseq's): the _tiny archs, batch 64 sentences, 2000 updates, 400 warm-up,
 # lr 1e-3 (a d = 64 model tolerates more than 5e-4).
 TRANSFORMER_PAPER = TransformerSettings()
-TRANSFORMER_CPU_SMALL = replace(TRANSFORMER_PAPER, lr=1e-3, warmup=400, max_tokens=None, batch_size=64,
-                                max_update=2000)
+TRANSFORMER_CPU_SMALL = replace(TRANSFORMER_PAPER, lr=1e-3, warmup=400, max_tokens=None, batch_size=64, max_update=2000)
 # --cpu-medium: the same trained as long as the LSTM rows
-TRANSFORMER_PRESETS = {"paper": TRANSFORMER_PAPER, "cpu-small": TRANSFORMER_CPU_SMALL,
-                       "cpu-medium": replace(TRANSFORMER_CPU_SMALL, max_update=CPU_MEDIUM_COMMON.max_update)}
+TRANSFORMER_PRESETS = {
+    "paper": TRANSFORMER_PAPER,
+    "cpu-small": TRANSFORMER_CPU_SMALL,
+    "cpu-medium": replace(TRANSFORMER_CPU_SMALL, max_update=CPU_MEDIUM_COMMON.max_update),
+}
 
 
 @dataclass
@@ -120,6 +143,7 @@ class LlaSettings:
     other modules with batch 30 until epoch 1000, Adam lr 0.001 (torch defaults: constant, betas (0.9, 0.999)),
     no clipping. Run as two fairseq-train calls (docs/lla.md): epochs 1..lexicon_epochs with lexicon_batch_size,
     then epochs lexicon_epochs+1..max_epoch with batch_size, resuming checkpoint_last.pt."""
+
     lr: float = 0.001
     batch_size: int = 30
     lexicon_batch_size: int = 1
@@ -135,21 +159,33 @@ class LlaSettings:
         return self == LlaSettings()
 
     def describe(self, tag: bool = True) -> str:
-        text = (f"Lexicon Unit alone for epochs 1-{self.lexicon_epochs} (batch {self.lexicon_batch_size}), then the "
-                f"rest to epoch {self.max_epoch} (batch {self.batch_size}); Adam lr {self.lr:g} constant, no clipping; "
-                + ("the first epoch with the best validation score is evaluated" if self.checkpoint == "best"
-                   else "the last epoch is evaluated"))
+        text = (
+            f"Lexicon Unit alone for epochs 1-{self.lexicon_epochs} (batch {self.lexicon_batch_size}), then the "
+            f"rest to epoch {self.max_epoch} (batch {self.batch_size}); Adam lr {self.lr:g} constant, no clipping; "
+            + (
+                "the first epoch with the best validation score is evaluated"
+                if self.checkpoint == "best"
+                else "the last epoch is evaluated"
+            )
+        )
         if not tag:
             return text
-        return text + (" [Thrush 2020's schedule]" if self.is_paper() else " [REDUCED/CHANGED: not Thrush 2020's "
-                                                                             "schedule (30 / 1000 epochs, batch 1 / 30, "
-                                                                             "best epoch)]")
+        return text + (
+            " [Thrush 2020's schedule]"
+            if self.is_paper()
+            else " [REDUCED/CHANGED: not Thrush 2020's schedule (30 / 1000 epochs, batch 1 / 30, best epoch)]"
+        )
 
 
 def lla_settings(args) -> LlaSettings:
-    lla = LlaSettings(lr=args.lla_lr, batch_size=args.lla_batch_size, lexicon_batch_size=args.lla_lexicon_batch_size,
-                      lexicon_epochs=args.lla_lexicon_epochs, max_epoch=args.lla_max_epoch,
-                      checkpoint=args.lla_checkpoint)
+    lla = LlaSettings(
+        lr=args.lla_lr,
+        batch_size=args.lla_batch_size,
+        lexicon_batch_size=args.lla_lexicon_batch_size,
+        lexicon_epochs=args.lla_lexicon_epochs,
+        max_epoch=args.lla_max_epoch,
+        checkpoint=args.lla_checkpoint,
+    )
     if min(lla.batch_size, lla.lexicon_batch_size, lla.lexicon_epochs) < 1:
         raise RecipeError("--lla-batch-size, --lla-lexicon-batch-size and --lla-lexicon-epochs must be >= 1")
     if lla.max_epoch <= lla.lexicon_epochs:
@@ -160,9 +196,15 @@ def lla_settings(args) -> LlaSettings:
 def transformer_settings(args) -> TransformerSettings:
     """TransformerSettings (or the CPU-small ones) with the command line's explicit overrides."""
     ts = TRANSFORMER_PRESETS[args.preset]
-    overrides = {"max_update": args.max_update, "lr": args.lr, "warmup": args.warmup_updates,
-                 "batch_size": args.batch_size, "update_freq": args.update_freq, "sentence_avg": args.sentence_avg,
-                 "adam_betas": args.adam_betas}
+    overrides = {
+        "max_update": args.max_update,
+        "lr": args.lr,
+        "warmup": args.warmup_updates,
+        "batch_size": args.batch_size,
+        "update_freq": args.update_freq,
+        "sentence_avg": args.sentence_avg,
+        "adam_betas": args.adam_betas,
+    }
     ts = replace(ts, **{k: v for k, v in overrides.items() if v is not None})
     if args.max_tokens is not None:
         ts = replace(ts, max_tokens=args.max_tokens or None)
@@ -175,9 +217,16 @@ def effective_hparams(task, args) -> HParams:
     """The task's HParams with the command line's explicit overrides (task: a recipes.tasks Task)."""
     hp = task.hparams(args)
     overrides = {
-        "max_update": args.max_update, "lr": args.lr, "warmup": args.warmup_updates, "batch_size": args.batch_size,
-        "update_freq": args.update_freq, "beam": args.beam, "checkpoint": args.checkpoint,
-        "sentence_avg": args.sentence_avg, "adam_betas": args.adam_betas, "decoder": args.decoder,
+        "max_update": args.max_update,
+        "lr": args.lr,
+        "warmup": args.warmup_updates,
+        "batch_size": args.batch_size,
+        "update_freq": args.update_freq,
+        "beam": args.beam,
+        "checkpoint": args.checkpoint,
+        "sentence_avg": args.sentence_avg,
+        "adam_betas": args.adam_betas,
+        "decoder": args.decoder,
     }
     hp = replace(hp, **{k: v for k, v in overrides.items() if v is not None})
     if args.patience is not None:
@@ -186,8 +235,10 @@ def effective_hparams(task, args) -> HParams:
         hp = replace(hp, lexicon_top_k=args.lexicon_top_k or None)
     if args.hidden is not None:
         if not cpu_sized(args):
-            raise RecipeError("--hidden picks a CPU-sized LSTM arch (with --cpu-small or --cpu-medium); the paper's "
-                              "has 512 units (other sizes: --train-args)")
+            raise RecipeError(
+                "--hidden picks a CPU-sized LSTM arch (with --cpu-small or --cpu-medium); the paper's "
+                "has 512 units (other sizes: --train-args)"
+            )
         # the lr follows the size as in the Noam schedule (d^-0.5) unless given
         lr = args.lr if args.lr is not None else hp.lr * (args.hidden / hp.hidden) ** -0.5
         hp = replace(hp, hidden=args.hidden, lr=lr)
@@ -195,14 +246,15 @@ def effective_hparams(task, args) -> HParams:
         if getattr(hp, name) < 1:
             raise RecipeError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(hp, name)}")
     if cpu_sized(args) and hp.hidden not in CPU_LSTM_ARCH_SIZES:
-        raise RecipeError(f"{task.name}: no CPU-sized LSTM arch has {hp.hidden} units (there are "
-                          f"{', '.join(map(str, CPU_LSTM_ARCH_SIZES))})")
+        raise RecipeError(
+            f"{task.name}: no CPU-sized LSTM arch has {hp.hidden} units (there are "
+            f"{', '.join(map(str, CPU_LSTM_ARCH_SIZES))})"
+        )
     if hp.checkpoint == "best" and hp.validate_every is None:
         raise RecipeError(f"--checkpoint best needs a validation set; {task.name} has none")
     if args.decode_jobs < 1:
         raise RecipeError(f"--decode-jobs must be >= 1, got {args.decode_jobs}")
     return hp
-
 
 
 def parse_seeds(args) -> List[int]:
@@ -219,4 +271,3 @@ def parse_seeds(args) -> List[int]:
     if not seeds:
         raise RecipeError("no seed to run")
     return list(dict.fromkeys(seeds))
-

@@ -1,6 +1,7 @@
 """The recipes' file helpers over lexical_offline.textio (the project's one set of text, TSV and JSON readers):
 a file problem becomes a RecipeError naming the file (and line); JSON is written indented by 2 and atomically (a
 killed run leaves no half-written stamp); plus lexicon entry counts and the input hashes of the stamps."""
+
 from __future__ import annotations
 
 import hashlib

@@ -1,13 +1,20 @@
 """Loading fairseq checkpoints and binarised splits for the analysis tools (plot_gates, damage, output_growth,
 select_compositional's uncertainty)."""
+
 from __future__ import annotations
 
 import os
 from typing import Optional, Sequence, Type
 
 
-def load_checkpoints(paths: Sequence[str], data: str, error: Type[Exception], source_lang: Optional[str] = None,
-                     target_lang: Optional[str] = None, device: str = "cpu"):
+def load_checkpoints(
+    paths: Sequence[str],
+    data: str,
+    error: Type[Exception],
+    source_lang: Optional[str] = None,
+    target_lang: Optional[str] = None,
+    device: str = "cpu",
+):
     """(models in eval mode, fp32, on ``device``; model config; task) from fairseq checkpoints sharing the data-bin
     directory ``data`` (their dictionaries). Problems a user can fix are raised as ``error`` naming the file."""
     if not paths:

@@ -11,6 +11,7 @@ every fairseq model can be damaged.
 
 Needs fairseq and torch (imported on use, like ``analysis.gates``).
 """
+
 from __future__ import annotations
 
 import copy
@@ -66,8 +67,13 @@ class DamageReport:
 # -- loading ---------------------------------------------------------------------------------------------------
 
 
-def load_checkpoint(checkpoint: str, data: str, source_lang: Optional[str] = None,
-                    target_lang: Optional[str] = None, device: str = "cpu"):
+def load_checkpoint(
+    checkpoint: str,
+    data: str,
+    source_lang: Optional[str] = None,
+    target_lang: Optional[str] = None,
+    device: str = "cpu",
+):
     """(model in eval mode, model config (argparse.Namespace or DictConfig), task) from a fairseq checkpoint and the
     data-bin directory (dictionaries, test data)."""
     if ":" in checkpoint and not os.path.exists(checkpoint):
@@ -99,8 +105,7 @@ def resolve_modules(model, groups: Sequence[str]) -> List[str]:
             have = ", ".join(sorted(declared)) or "(none declared)"
             raise DamageError(
                 f"unknown module group {name!r}: this model ({type(model).__name__}) has the groups {have}, "
-                "or give a submodule path such as "
-                + ", ".join(repr(n) for n, _ in list(model.named_children())[:3])
+                "or give a submodule path such as " + ", ".join(repr(n) for n, _ in list(model.named_children())[:3])
             )
         for path in found:
             if path not in paths:
@@ -162,8 +167,10 @@ def damage(model, task, model_cfg, groups: Sequence[str], seed: int) -> DamageRe
     with torch.no_grad():
         for n in names:
             if fresh_params[n].shape != params[n].shape:
-                raise DamageError(f"{n}: the rebuilt model's shape {tuple(fresh_params[n].shape)} differs from the "
-                                  f"checkpoint's {tuple(params[n].shape)}")
+                raise DamageError(
+                    f"{n}: the rebuilt model's shape {tuple(fresh_params[n].shape)} differs from the "
+                    f"checkpoint's {tuple(params[n].shape)}"
+                )
             params[n].copy_(fresh_params[n].to(params[n]))
     for n, p in model.named_parameters():
         if not torch.equal(p.detach(), before[n]):
@@ -175,8 +182,16 @@ def damage(model, task, model_cfg, groups: Sequence[str], seed: int) -> DamageRe
 # -- decoding and scoring --------------------------------------------------------------------------------------
 
 
-def generate(model, task, subset: str, beam: int = 5, max_len_a: float = 0.0, max_len_b: int = 200,
-             batch_size: int = 32, search: str = "keep-best") -> Tuple[List[str], List[str], List[str]]:
+def generate(
+    model,
+    task,
+    subset: str,
+    beam: int = 5,
+    max_len_a: float = 0.0,
+    max_len_b: int = 200,
+    batch_size: int = 32,
+    search: str = "keep-best",
+) -> Tuple[List[str], List[str], List[str]]:
     """(hypotheses, references, sources) of every sentence of ``subset``, in sample id order, by a beam search
     (the best hypothesis; ``search``: 'keep-best' or 'fairseq', docs/search.md). References are printed as
     fairseq-generate prints T lines (unknown words as <<unk>>, so that an <unk> hypothesis never matches)."""
@@ -187,12 +202,15 @@ def generate(model, task, subset: str, beam: int = 5, max_len_a: float = 0.0, ma
 
     dataset = load_subset(task, subset, DamageError)
     itr = task.get_batch_iterator(
-        dataset=dataset, max_sentences=batch_size,
+        dataset=dataset,
+        max_sentences=batch_size,
         max_positions=utils.resolve_max_positions(task.max_positions(), model.max_positions()),
-        ignore_invalid_inputs=False, seed=1,
+        ignore_invalid_inputs=False,
+        seed=1,
     ).next_epoch_itr(shuffle=False)
-    generator = beam_search_generator([model], task.target_dictionary, beam, search, max_len_a=max_len_a,
-                                      max_len_b=max_len_b)
+    generator = beam_search_generator(
+        [model], task.target_dictionary, beam, search, max_len_a=max_len_a, max_len_b=max_len_b
+    )
     src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
     device = model_device(model)
     out: Dict[int, Tuple[str, str, str]] = {}
@@ -202,8 +220,7 @@ def generate(model, task, subset: str, beam: int = 5, max_len_a: float = 0.0, ma
             hypos = generator.forward(sample)
             for i, sample_id in enumerate(sample["id"].tolist()):
                 hyp = tgt_dict.string(hypos[i][0]["tokens"].int().cpu())
-                ref = tgt_dict.string(utils.strip_pad(sample["target"][i], tgt_dict.pad()).int().cpu(),
-                                      escape_unk=True)
+                ref = tgt_dict.string(utils.strip_pad(sample["target"][i], tgt_dict.pad()).int().cpu(), escape_unk=True)
                 src = src_dict.string(utils.strip_pad(sample["net_input"]["src_tokens"][i], src_dict.pad()).int().cpu())
                 out[sample_id] = (hyp, ref, src)
     if len(out) != len(dataset):
@@ -212,8 +229,9 @@ def generate(model, task, subset: str, beam: int = 5, max_len_a: float = 0.0, ma
     return [out[i][0] for i in ids], [out[i][1] for i in ids], [out[i][2] for i in ids]
 
 
-def translate(model, task, sentence: str, beam: int = 5, max_len_a: float = 0.0, max_len_b: int = 200,
-              search: str = "keep-best") -> str:
+def translate(
+    model, task, sentence: str, beam: int = 5, max_len_a: float = 0.0, max_len_b: int = 200, search: str = "keep-best"
+) -> str:
     """The best beam hypothesis for one tokenised source sentence (Table 2's example inputs)."""
     src_dict = task.source_dictionary
     words = sentence.split()
@@ -251,10 +269,22 @@ def save_damaged(checkpoint: str, model, path: str, report: DamageReport) -> Non
     torch.save(state, path)
 
 
-def run_conditions(model, task, model_cfg, conditions: Sequence[Sequence[str]], seed: int, subset: Optional[str],
-                   examples: Sequence[str] = (), beam: int = 5, max_len_a: float = 0.0, max_len_b: int = 200,
-                   batch_size: int = 32, checkpoint: Optional[str] = None,
-                   save_damaged_path: Optional[str] = None, search: str = "keep-best") -> List[dict]:
+def run_conditions(
+    model,
+    task,
+    model_cfg,
+    conditions: Sequence[Sequence[str]],
+    seed: int,
+    subset: Optional[str],
+    examples: Sequence[str] = (),
+    beam: int = 5,
+    max_len_a: float = 0.0,
+    max_len_b: int = 200,
+    batch_size: int = 32,
+    checkpoint: Optional[str] = None,
+    save_damaged_path: Optional[str] = None,
+    search: str = "keep-best",
+) -> List[dict]:
     """One result per condition, each starting from the undamaged weights: the report, the scores on ``subset``
     (if given) and the hypotheses for ``examples``. With ``save_damaged_path`` (``{}`` = the condition's name when
     there are several damaged conditions) each damaged model is also written as a checkpoint."""
@@ -262,8 +292,10 @@ def run_conditions(model, task, model_cfg, conditions: Sequence[Sequence[str]], 
     results = []
     damaged = [c for c in conditions if c]
     if save_damaged_path and len(damaged) > 1 and "{}" not in save_damaged_path:
-        raise DamageError("--save-damaged with several damaged conditions needs '{}' in the path (replaced by the "
-                          "condition's name, e.g. damaged_{}.pt)")
+        raise DamageError(
+            "--save-damaged with several damaged conditions needs '{}' in the path (replaced by the "
+            "condition's name, e.g. damaged_{}.pt)"
+        )
     for groups in conditions:
         model.load_state_dict(original)
         report = damage(model, task, model_cfg, groups, seed)
@@ -304,8 +336,13 @@ def format_results(results: Sequence[dict], show_parameters: bool = True) -> str
     for r in results:
         s = r.get("scores")
         if s:
-            rows.append((r["condition"], str(s["n"]), *(f"{100 * s[k]:.2f}" for k in
-                                                        ("exact_match", "precision", "recall", "token_accuracy"))))
+            rows.append(
+                (
+                    r["condition"],
+                    str(s["n"]),
+                    *(f"{100 * s[k]:.2f}" for k in ("exact_match", "precision", "recall", "token_accuracy")),
+                )
+            )
     if rows:
         widths = [max(len(row[k]) for row in [header, *rows]) for k in range(len(header))]
         for row in [header, *rows]:
@@ -323,8 +360,10 @@ def format_results(results: Sequence[dict], show_parameters: bool = True) -> str
             if not d["groups"]:
                 continue
             lines.append("")
-            lines.append(f"{r['condition']}: re-initialised {len(d['reinitialised'])} parameters "
-                         f"(modules {', '.join(d['modules'])}; seed {d['seed']}), {len(d['changed'])} changed")
+            lines.append(
+                f"{r['condition']}: re-initialised {len(d['reinitialised'])} parameters "
+                f"(modules {', '.join(d['modules'])}; seed {d['seed']}), {len(d['changed'])} changed"
+            )
             for n in d["reinitialised"]:
                 mark = "changed" if n in d["max_abs_change"] else "unchanged (same values as initialised)"
                 delta = f", max |change| {d['max_abs_change'][n]:.4g}" if n in d["max_abs_change"] else ""

@@ -22,6 +22,7 @@ Entry points: ``explain_pair`` (a model and token ids), ``explain`` (a fairseq h
 e.g. ``explain(LexLSTMModel.from_pretrained(...), "dax lug")``), ``render_html`` (the page of
 ``tools/explain.py``).
 """
+
 from __future__ import annotations
 
 import html
@@ -101,9 +102,18 @@ def lexical_head_of(model):
     return head
 
 
-def explain_pair(model, task, src_ids, tgt_ids, *, sample_id: Optional[int] = None,
-                 reference: Optional[str] = None, score: Optional[float] = None,
-                 translation: Optional[str] = None, warnings: Sequence[str] = ()) -> SentenceExplanation:
+def explain_pair(
+    model,
+    task,
+    src_ids,
+    tgt_ids,
+    *,
+    sample_id: Optional[int] = None,
+    reference: Optional[str] = None,
+    score: Optional[float] = None,
+    translation: Optional[str] = None,
+    warnings: Sequence[str] = (),
+) -> SentenceExplanation:
     """Teacher-force ``tgt_ids`` (a hypothesis ending in </s>) on ``src_ids`` (ending in </s>) and explain every
     output token. The model must be in eval mode (fairseq's hub and ``gates.load_model`` give it so)."""
     import torch
@@ -125,8 +135,9 @@ def explain_pair(model, task, src_ids, tgt_ids, *, sample_id: Optional[int] = No
     handle = head.register_forward_hook(hook)
     try:
         with torch.no_grad():
-            net_output = model(src_tokens=src, src_lengths=torch.tensor([src.size(1)], device=device),
-                               prev_output_tokens=prev)
+            net_output = model(
+                src_tokens=src, src_lengths=torch.tensor([src.size(1)], device=device), prev_output_tokens=prev
+            )
             lprobs = model.get_normalized_probs(net_output, log_probs=True).float()
             if len(seen) != 1:
                 raise ExplainError(f"the lexical head ran {len(seen)} times in one forward pass (expected once)")
@@ -175,25 +186,47 @@ def explain_pair(model, task, src_ids, tgt_ids, *, sample_id: Optional[int] = No
         j = int(torch.argmax(mass))
         has_entry = float(mass[j]) > 0.0
         share = lexicon / (write + lexicon) if write + lexicon > 0 else 0.0
-        tokens.append(TokenExplanation(
-            position=t, token=out_tokens[t], p=p, log_p=log_p, p_gate=g, write=write, lexicon=lexicon,
-            origin="lexicon" if lexicon > write else "written", lexicon_share=share, renormalization=scale,
-            source_position=j if has_entry else None, source_word=src_tokens[j] if has_entry else None,
-            attention=float(alpha[t, j]) if has_entry else None,
-            lexical_mass=float(mass[j]) if has_entry else None,
-            entry=LexiconEntry(src_tokens[j], out_tokens[t], float(rows[j, y])) if has_entry else None,
-        ))
+        tokens.append(
+            TokenExplanation(
+                position=t,
+                token=out_tokens[t],
+                p=p,
+                log_p=log_p,
+                p_gate=g,
+                write=write,
+                lexicon=lexicon,
+                origin="lexicon" if lexicon > write else "written",
+                lexicon_share=share,
+                renormalization=scale,
+                source_position=j if has_entry else None,
+                source_word=src_tokens[j] if has_entry else None,
+                attention=float(alpha[t, j]) if has_entry else None,
+                lexical_mass=float(mass[j]) if has_entry else None,
+                entry=LexiconEntry(src_tokens[j], out_tokens[t], float(rows[j, y])) if has_entry else None,
+            )
+        )
     hyp_text = " ".join(out_tokens[:-1] if out_tokens[-1:] == [tgt_dict.eos_word] else out_tokens)
     correct = None if reference is None else hyp_text.split() == reference.split()
     return SentenceExplanation(
-        source_tokens=src_tokens, output_tokens=out_tokens, tokens=tokens, sample_id=sample_id,
-        translation=translation if translation is not None else hyp_text, reference=reference, correct=correct,
-        score=score, warnings=list(warnings),
+        source_tokens=src_tokens,
+        output_tokens=out_tokens,
+        tokens=tokens,
+        sample_id=sample_id,
+        translation=translation if translation is not None else hyp_text,
+        reference=reference,
+        correct=correct,
+        score=score,
+        warnings=list(warnings),
     )
 
 
-def explain(hub, sentences: Union[str, Sequence[str]], beam: int = 5, references: Optional[Sequence[str]] = None,
-            **generate_kwargs) -> Union[SentenceExplanation, List[SentenceExplanation]]:
+def explain(
+    hub,
+    sentences: Union[str, Sequence[str]],
+    beam: int = 5,
+    references: Optional[Sequence[str]] = None,
+    **generate_kwargs,
+) -> Union[SentenceExplanation, List[SentenceExplanation]]:
     """Translate with a fairseq hub interface (``Model.from_pretrained(...)``) and explain each best hypothesis:
     the hub's ``translate`` plus, per output token, p_gate, both branches, the source word and lexicon entry.
 
@@ -210,9 +243,18 @@ def explain(hub, sentences: Union[str, Sequence[str]], beam: int = 5, references
     out = []
     for i, (s, h) in enumerate(zip(src, hypos)):
         best = h[0]
-        out.append(explain_pair(hub.models[0], hub.task, s.cpu(), best["tokens"].cpu(), sample_id=i,
-                                reference=None if references is None else references[i],
-                                score=float(best["score"]), translation=hub.decode(best["tokens"])))
+        out.append(
+            explain_pair(
+                hub.models[0],
+                hub.task,
+                s.cpu(),
+                best["tokens"].cpu(),
+                sample_id=i,
+                reference=None if references is None else references[i],
+                score=float(best["score"]),
+                translation=hub.decode(best["tokens"]),
+            )
+        )
     return out[0] if single else out
 
 
@@ -245,17 +287,23 @@ def _rgba(rgb, alpha: float) -> str:
 def token_title(tok: TokenExplanation) -> str:
     """Hover text of an output token: where it came from, the entry, and the numbers."""
     if tok.origin == "lexicon" and tok.entry is not None:
-        head = (f"{tok.token}: translated from '{tok.source_word}' (source position {tok.source_position}) by the "
-                f"lexicon entry {tok.entry.source} -> {tok.entry.target} (L = {tok.entry.weight:.3g})")
+        head = (
+            f"{tok.token}: translated from '{tok.source_word}' (source position {tok.source_position}) by the "
+            f"lexicon entry {tok.entry.source} -> {tok.entry.target} (L = {tok.entry.weight:.3g})"
+        )
     elif tok.origin == "lexicon":
         head = f"{tok.token}: from the lexicon"
     else:
         head = f"{tok.token}: written by the decoder"
         if tok.entry is not None:
-            head += (f"; most lexical mass from '{tok.source_word}' (position {tok.source_position}, entry "
-                     f"{tok.entry.source} -> {tok.entry.target}, L = {tok.entry.weight:.3g})")
-    return (f"{head}\np(y) = {tok.p:.4f} = written {tok.write:.4f} [p_gate p_write] + lexicon {tok.lexicon:.4f} "
-            f"[(1 - p_gate) p_lex]\np_gate = {tok.p_gate:.3f}")
+            head += (
+                f"; most lexical mass from '{tok.source_word}' (position {tok.source_position}, entry "
+                f"{tok.entry.source} -> {tok.entry.target}, L = {tok.entry.weight:.3g})"
+            )
+    return (
+        f"{head}\np(y) = {tok.p:.4f} = written {tok.write:.4f} [p_gate p_write] + lexicon {tok.lexicon:.4f} "
+        f"[(1 - p_gate) p_lex]\np_gate = {tok.p_gate:.3f}"
+    )
 
 
 def _sentence_html(s: SentenceExplanation, index: int) -> str:
@@ -270,8 +318,9 @@ def _sentence_html(s: SentenceExplanation, index: int) -> str:
             continue
         used = lex_from.get(j)
         title = f"source position {j}" + (f"; output translated from it: {', '.join(used)}" if used else "")
-        src_spans.append(f'<span class="src{" used" if used else ""}" data-pos="{j}" title="{esc(title)}">'
-                         f"{esc(w)}</span>")
+        src_spans.append(
+            f'<span class="src{" used" if used else ""}" data-pos="{j}" title="{esc(title)}">{esc(w)}</span>'
+        )
     out_spans = []
     for tok in s.tokens:
         if tok.token == "</s>" and tok.position == len(s.tokens) - 1:
@@ -282,17 +331,21 @@ def _sentence_html(s: SentenceExplanation, index: int) -> str:
         src = "" if tok.source_position is None else f' data-source="{tok.source_position}"'
         out_spans.append(
             f'<span class="tok {tok.origin}" style="background: {_rgba(rgb, 0.2 + 0.8 * strength)}"{src} '
-            f'title="{esc(token_title(tok))}">{esc(tok.token)}</span>')
+            f'title="{esc(token_title(tok))}">{esc(tok.token)}</span>'
+        )
     status = ""
     if s.correct is not None:
         status = '<span class="badge ok">correct</span>' if s.correct else '<span class="badge">error</span>'
     sid = s.sample_id if s.sample_id is not None else index
-    rows = [f'<div class="row"><span class="id">#{sid}</span> {status}</div>',
-            f'<div class="row"><span class="label">source</span>{" ".join(src_spans)}</div>',
-            f'<div class="row"><span class="label">output</span>{" ".join(out_spans) or "(empty)"}</div>']
+    rows = [
+        f'<div class="row"><span class="id">#{sid}</span> {status}</div>',
+        f'<div class="row"><span class="label">source</span>{" ".join(src_spans)}</div>',
+        f'<div class="row"><span class="label">output</span>{" ".join(out_spans) or "(empty)"}</div>',
+    ]
     if s.reference is not None and not s.correct:
-        rows.append(f'<div class="row"><span class="label">reference</span><span class="ref">{esc(s.reference)}'
-                    f"</span></div>")
+        rows.append(
+            f'<div class="row"><span class="label">reference</span><span class="ref">{esc(s.reference)}</span></div>'
+        )
     for w in s.warnings:
         rows.append(f'<div class="row meta">{esc(w)}</div>')
     kind = "" if s.correct is None else (" correct" if s.correct else " error")
@@ -305,8 +358,9 @@ def sort_errors_first(sentences: Sequence[SentenceExplanation]) -> List[Sentence
     return sorted(sentences, key=lambda s: rank[s.correct])
 
 
-def render_html(sentences: Sequence[SentenceExplanation], title: str = "Why each output word was chosen",
-                subtitle: str = "") -> str:
+def render_html(
+    sentences: Sequence[SentenceExplanation], title: str = "Why each output word was chosen", subtitle: str = ""
+) -> str:
     """A self-contained page: every output token coloured by its larger branch (orange: from the lexicon, blue:
     written), hover text (title attribute) naming the source word, the lexicon entry and the numbers; errors first
     when references are known."""
@@ -316,20 +370,26 @@ def render_html(sentences: Sequence[SentenceExplanation], title: str = "Why each
     n_ref = sum(s.correct is not None for s in sentences)
     toks = [t for s in sentences for t in s.tokens if not (t.token == "</s>" and t.position == len(s.tokens) - 1)]
     n_lex = sum(t.origin == "lexicon" for t in toks)
-    stats = (f"{len(sentences)} sentences"
-             + (f", {n_err} wrong of {n_ref} with a reference (listed first)" if n_ref else "")
-             + f"; {n_lex} of {len(toks)} output tokens ({100.0 * n_lex / max(1, len(toks)):.1f}%) taken from the "
-               "lexicon")
-    legend = (f'<span class="tok lexicon" style="background: {_rgba(LEXICON_RGB, 1.0)}">from the lexicon</span>'
-              f'<span class="tok written" style="background: {_rgba(WRITTEN_RGB, 1.0)}">written by the decoder</span>'
-              " pale = the two branches about equal, strong = one branch holds almost all of p(y); hover a word "
-              "for its source word, lexicon entry and numbers; an underlined source word was translated by the "
-              "lexicon.")
+    stats = (
+        f"{len(sentences)} sentences"
+        + (f", {n_err} wrong of {n_ref} with a reference (listed first)" if n_ref else "")
+        + f"; {n_lex} of {len(toks)} output tokens ({100.0 * n_lex / max(1, len(toks)):.1f}%) taken from the "
+        "lexicon"
+    )
+    legend = (
+        f'<span class="tok lexicon" style="background: {_rgba(LEXICON_RGB, 1.0)}">from the lexicon</span>'
+        f'<span class="tok written" style="background: {_rgba(WRITTEN_RGB, 1.0)}">written by the decoder</span>'
+        " pale = the two branches about equal, strong = one branch holds almost all of p(y); hover a word "
+        "for its source word, lexicon entry and numbers; an underlined source word was translated by the "
+        "lexicon."
+    )
     body = "\n".join(_sentence_html(s, i) for i, s in enumerate(ordered))
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
-            f"<style>{_CSS}</style></head><body>\n<h1>{esc(title)}</h1>\n"
-            + (f'<p class="meta">{esc(subtitle)}</p>\n' if subtitle else "")
-            + f'<p class="meta" id="stats">{esc(stats)}</p>\n'
-            "<p class=\"meta\">p(y) = p_gate p_write(y) + (1 - p_gate) &Sigma;<sub>j</sub> &alpha;<sub>j</sub> "
-            "L[x<sub>j</sub>, y]: a word is <b>from the lexicon</b> when the second term is the larger.</p>\n"
-            f'<p class="legend meta">{legend}</p>\n{body}\n</body></html>\n')
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
+        f"<style>{_CSS}</style></head><body>\n<h1>{esc(title)}</h1>\n"
+        + (f'<p class="meta">{esc(subtitle)}</p>\n' if subtitle else "")
+        + f'<p class="meta" id="stats">{esc(stats)}</p>\n'
+        '<p class="meta">p(y) = p_gate p_write(y) + (1 - p_gate) &Sigma;<sub>j</sub> &alpha;<sub>j</sub> '
+        "L[x<sub>j</sub>, y]: a word is <b>from the lexicon</b> when the second term is the larger.</p>\n"
+        f'<p class="legend meta">{legend}</p>\n{body}\n</body></html>\n'
+    )

@@ -13,6 +13,7 @@ The arrays come from the decoder's extra output, read by key and not by model cl
 Beam-search output is analysed by teacher forcing the model on its best hypothesis: the model tests check that
 incremental (beam) decoding and teacher forcing give the same scores, so the arrays are the ones the search saw.
 """
+
 from __future__ import annotations
 
 import logging
@@ -127,19 +128,23 @@ def dataset_sample(task, subset: str, sample_id: int):
 # -- the arrays ------------------------------------------------------------------------------------------------
 
 
-def beam_decode(model, task, src_ids, beam: int = 5, max_len_a: float = 0.0, max_len_b: int = 200,
-                search: str = "keep-best"):
+def beam_decode(
+    model, task, src_ids, beam: int = 5, max_len_a: float = 0.0, max_len_b: int = 200, search: str = "keep-best"
+):
     """(tokens of the best hypothesis, ending in </s>; its score) by a beam search (``search``: 'keep-best' or
     'fairseq', docs/search.md)."""
     import torch
 
     from ..sequence_generator import beam_search_generator
 
-    gen = beam_search_generator([model], task.target_dictionary, beam, search, max_len_a=max_len_a,
-                                max_len_b=max_len_b)
+    gen = beam_search_generator([model], task.target_dictionary, beam, search, max_len_a=max_len_a, max_len_b=max_len_b)
     device = model_device(model)
-    sample = {"net_input": {"src_tokens": src_ids.long().unsqueeze(0).to(device),
-                            "src_lengths": torch.tensor([src_ids.numel()], device=device)}}
+    sample = {
+        "net_input": {
+            "src_tokens": src_ids.long().unsqueeze(0).to(device),
+            "src_lengths": torch.tensor([src_ids.numel()], device=device),
+        }
+    }
     with torch.no_grad():
         hypos = gen.forward(sample)
     best = hypos[0][0]
@@ -245,8 +250,9 @@ def hub_gates(hub, sentence: str, beam: int = 5, **generate_args) -> GateRecord:
         raise GateAnalysisError(f"the hub holds an ensemble of {len(hub.models)} models: gates are read from one")
     src_ids = hub.encode(sentence)  # tokenizer, BPE and source dictionary, as hub.translate does
     best = hub.generate([src_ids], beam=beam, **generate_args)[0][0]
-    record = analyse(hub.models[0], hub.task, src_ids.to(hub.device), best["tokens"],
-                     target_origin=f"best of beam {beam} (hub)")
+    record = analyse(
+        hub.models[0], hub.task, src_ids.to(hub.device), best["tokens"], target_origin=f"best of beam {beam} (hub)"
+    )
     record.mode, record.score = "beam", float(best["score"])
     return record
 
@@ -294,8 +300,14 @@ def plot_record(record: GateRecord, output: str, title: Optional[str] = None, dp
         gate = np.asarray(record.p_gate, dtype=float)
         rows = np.arange(n_out)
         gax.barh(rows, gate, height=0.7, color="#3b75af", label="p_gate = weight of p_write")
-        gax.barh(rows, 1.0 - gate, left=gate, height=0.7, color="#ef8636",
-                 label="1 - p_gate = weight of lexicon/copy (p_lex)")
+        gax.barh(
+            rows,
+            1.0 - gate,
+            left=gate,
+            height=0.7,
+            color="#ef8636",
+            label="1 - p_gate = weight of lexicon/copy (p_lex)",
+        )
         for r, g in zip(rows, gate):
             gax.text(1.03, r, f"{g:.2f}", va="center", fontsize=7)
         gax.set_xlim(0.0, 1.0)

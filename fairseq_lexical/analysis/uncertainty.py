@@ -24,6 +24,7 @@ rounding residue of about -1e-16 where members agree). Where p_bar(y) = 0 the te
 
 torch and fairseq are imported by the functions that need them, so that importing this module is cheap.
 """
+
 from __future__ import annotations
 
 import logging
@@ -99,8 +100,13 @@ def token_rmi(stacked_log_probs):
 # -- loading ---------------------------------------------------------------------------------------------------
 
 
-def load_ensemble(paths: Sequence[str], data: str, device: str = "cpu", source_lang: Optional[str] = None,
-                  target_lang: Optional[str] = None):
+def load_ensemble(
+    paths: Sequence[str],
+    data: str,
+    device: str = "cpu",
+    source_lang: Optional[str] = None,
+    target_lang: Optional[str] = None,
+):
     """(list of models in eval mode on ``device``, task) from fairseq checkpoints sharing one data-bin directory
     (whose dictionaries they were trained with)."""
     models, _cfg, task = load_checkpoints(paths, data, UncertaintyError, source_lang, target_lang, device)
@@ -132,11 +138,18 @@ class UncertaintyResult:
         reasons: Dict[str, int] = {}
         for r in self.skipped.values():
             reasons[r] = reasons.get(r, 0) + 1
-        return {"mode": self.mode, "members": self.members, "candidates": len(self.rmi), "scored": len(vals),
-                "skipped": reasons, "candidates_with_unk": self.unknown_words,
-                "rmi_mean": (sum(vals) / len(vals)) if vals else None,
-                "rmi_min": min(vals) if vals else None, "rmi_max": max(vals) if vals else None,
-                "settings": self.settings}
+        return {
+            "mode": self.mode,
+            "members": self.members,
+            "candidates": len(self.rmi),
+            "scored": len(vals),
+            "skipped": reasons,
+            "candidates_with_unk": self.unknown_words,
+            "rmi_mean": (sum(vals) / len(vals)) if vals else None,
+            "rmi_min": min(vals) if vals else None,
+            "rmi_max": max(vals) if vals else None,
+            "settings": self.settings,
+        }
 
 
 def _move(obj, device):
@@ -155,9 +168,13 @@ def _collate(task, samples):
     from fairseq.data.language_pair_dataset import collate
 
     d = task.source_dictionary
-    return collate(samples, pad_idx=d.pad(), eos_idx=d.eos(),
-                   left_pad_source=getattr(task.cfg, "left_pad_source", True),
-                   left_pad_target=getattr(task.cfg, "left_pad_target", False))
+    return collate(
+        samples,
+        pad_idx=d.pad(),
+        eos_idx=d.eos(),
+        left_pad_source=getattr(task.cfg, "left_pad_source", True),
+        left_pad_target=getattr(task.cfg, "left_pad_target", False),
+    )
 
 
 def _batches(lengths: Sequence[int], order: Sequence[int], batch_size: int, max_tokens: Optional[int]):
@@ -176,8 +193,15 @@ def _batches(lengths: Sequence[int], order: Sequence[int], batch_size: int, max_
         yield batch
 
 
-def teacher_forced_rmi(models, task, pairs: Sequence[Tuple[object, object]], batch_size: int = 64,
-                       max_tokens: Optional[int] = 2048, device: str = "cpu", progress=None) -> List[np.ndarray]:
+def teacher_forced_rmi(
+    models,
+    task,
+    pairs: Sequence[Tuple[object, object]],
+    batch_size: int = 64,
+    max_tokens: Optional[int] = 2048,
+    device: str = "cpu",
+    progress=None,
+) -> List[np.ndarray]:
     """Token-level RMI (one float64 array per pair, one value per target position, </s> included) of
     (source ids, target ids ending in </s>) pairs, each member teacher-forced on the same targets."""
     import torch
@@ -255,13 +279,25 @@ def ensemble_uncertainty(
     limits = fairseq_utils.resolve_max_positions(task.max_positions(), *[m.max_positions() for m in models])
     max_src, max_tgt = (limits if isinstance(limits, tuple) else (limits, limits)) if limits else (None, None)
     n = len(sources)
-    result = UncertaintyResult(mode=mode, members=len(models), rmi=[None] * n, tokens=[None] * n,
-                               token_rmi=[None] * n, hypotheses=[None] * n if mode == "decode" else None)
-    result.settings = {"mode": mode, "beam": beam if mode == "decode" else None,
-                       "beam_search": search if mode == "decode" else None,
-                       "nbest": nbest if mode == "decode" else None, "batch_size": batch_size,
-                       "max_tokens": max_tokens, "device": device, "max_positions": [max_src, max_tgt],
-                       "combination": "product of expectations (mean of members' probabilities per token)"}
+    result = UncertaintyResult(
+        mode=mode,
+        members=len(models),
+        rmi=[None] * n,
+        tokens=[None] * n,
+        token_rmi=[None] * n,
+        hypotheses=[None] * n if mode == "decode" else None,
+    )
+    result.settings = {
+        "mode": mode,
+        "beam": beam if mode == "decode" else None,
+        "beam_search": search if mode == "decode" else None,
+        "nbest": nbest if mode == "decode" else None,
+        "batch_size": batch_size,
+        "max_tokens": max_tokens,
+        "device": device,
+        "max_positions": [max_src, max_tgt],
+        "combination": "product of expectations (mean of members' probabilities per token)",
+    }
     unk = {"source": 0, "target": 0}
     encoded: Dict[int, Tuple[object, Optional[object]]] = {}
     for i, s in enumerate(sources):
@@ -291,20 +327,21 @@ def ensemble_uncertainty(
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(todo), desc=f"uncertainty ({mode}, {len(models)} members)", unit=" sent",
-                   mininterval=1.0)
+        bar = tqdm(total=len(todo), desc=f"uncertainty ({mode}, {len(models)} members)", unit=" sent", mininterval=1.0)
 
     if mode == "reference":
         pairs = [encoded[i] for i in todo]
-        per_token = teacher_forced_rmi(models, task, pairs, batch_size, max_tokens, device,
-                                       progress=bar.update if bar is not None else None)
+        per_token = teacher_forced_rmi(
+            models, task, pairs, batch_size, max_tokens, device, progress=bar.update if bar is not None else None
+        )
         for i, tok in zip(todo, per_token):
             result.token_rmi[i], result.tokens[i], result.rmi[i] = tok, int(tok.size), float(tok.mean())
     else:
         from ..sequence_generator import beam_search_generator
 
-        gen = beam_search_generator(models, tgt_dict, beam, search, max_len_a=max_len_a, max_len_b=max_len_b,
-                                    nbest=nbest)
+        gen = beam_search_generator(
+            models, tgt_dict, beam, search, max_len_a=max_len_a, max_len_b=max_len_b, nbest=nbest
+        )
         src_len = {i: int(encoded[i][0].numel()) for i in todo}
         order = sorted(todo, key=lambda i: (-src_len[i], i))
         for start in range(0, len(order), batch_size):

@@ -1,4 +1,5 @@
 """Command-line programs, installed as console entry points (setup.py)."""
+
 import os
 from typing import Optional
 

@@ -17,6 +17,7 @@ search, the best hypothesis against the reference), and the output for each --ex
 --save-damaged PATH writes the damaged checkpoint (with several damaged conditions, '{}' in PATH is replaced by the
 condition's name) for fairseq-generate; its optimiser state is dropped.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,17 +29,26 @@ from lexical_offline.cli import add_beam_search_argument
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="damage.py", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="damage.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("data", help="the data-bin directory of fairseq-preprocess (dictionaries and --gen-subset)")
     p.add_argument("--path", required=True, help="the checkpoint (one model)")
-    p.add_argument("--damage", default="none,lstm,lexicon",
-                   help="comma-separated conditions, groups joined by '+' (default: none,lstm,lexicon, Table 2)")
+    p.add_argument(
+        "--damage",
+        default="none,lstm,lexicon",
+        help="comma-separated conditions, groups joined by '+' (default: none,lstm,lexicon, Table 2)",
+    )
     p.add_argument("--seed", type=int, default=1, help="seed of the re-initialisation (default 1)")
     p.add_argument("--gen-subset", default="test", help="split to decode and score (default test)")
     p.add_argument("--no-score", action="store_true", help="do not decode --gen-subset (examples only)")
-    p.add_argument("--example", action="append", default=[], metavar="SENTENCE",
-                   help="a tokenised source sentence to translate under each condition (repeatable)")
+    p.add_argument(
+        "--example",
+        action="append",
+        default=[],
+        metavar="SENTENCE",
+        help="a tokenised source sentence to translate under each condition (repeatable)",
+    )
     p.add_argument("--beam", type=int, default=5)
     add_beam_search_argument(p)
     p.add_argument("--max-len-a", type=float, default=0.0)
@@ -71,18 +81,37 @@ def main(argv=None) -> int:
         if args.save_damaged and not any(conditions):
             raise dmg.DamageError("--save-damaged needs a damaged condition (not only 'none')")
         if args.save_damaged:  # the damaged model must never replace the trained one
-            paths = {args.save_damaged.replace("{}", dmg.condition_name(groups)): dmg.condition_name(groups)
-                     for groups in conditions if groups}  # one path without '{}': run_conditions says so
-            refuse_overwriting_inputs({f"--save-damaged ({name})" if len(paths) > 1 else "--save-damaged": path
-                                       for path, name in paths.items()},
-                                      [("--path", args.path), *directory_inputs("the data directory", args.data)])
-        model, model_cfg, task = dmg.load_checkpoint(args.path, args.data, args.source_lang, args.target_lang,
-                                                     args.device)
+            paths = {
+                args.save_damaged.replace("{}", dmg.condition_name(groups)): dmg.condition_name(groups)
+                for groups in conditions
+                if groups
+            }  # one path without '{}': run_conditions says so
+            refuse_overwriting_inputs(
+                {
+                    f"--save-damaged ({name})" if len(paths) > 1 else "--save-damaged": path
+                    for path, name in paths.items()
+                },
+                [("--path", args.path), *directory_inputs("the data directory", args.data)],
+            )
+        model, model_cfg, task = dmg.load_checkpoint(
+            args.path, args.data, args.source_lang, args.target_lang, args.device
+        )
         for groups in conditions:  # unknown groups are reported before any decoding
             dmg.resolve_modules(model, groups)
         results = dmg.run_conditions(
-            model, task, model_cfg, conditions, args.seed, None if args.no_score else args.gen_subset,
-            args.example, args.beam, args.max_len_a, args.max_len_b, args.batch_size, args.path, args.save_damaged,
+            model,
+            task,
+            model_cfg,
+            conditions,
+            args.seed,
+            None if args.no_score else args.gen_subset,
+            args.example,
+            args.beam,
+            args.max_len_a,
+            args.max_len_b,
+            args.batch_size,
+            args.path,
+            args.save_damaged,
             args.beam_search,
         )
     except (dmg.DamageError, OutputOverwritesInputError) as e:
@@ -93,12 +122,24 @@ def main(argv=None) -> int:
         if not args.hypotheses:
             for r in results:
                 r.pop("hypotheses", None)
-        print(json.dumps({"checkpoint": args.path, "gen_subset": None if args.no_score else args.gen_subset,
-                          "beam": args.beam, "beam_search": args.beam_search, "seed": args.seed,
-                          "results": results}, ensure_ascii=False))
+        print(
+            json.dumps(
+                {
+                    "checkpoint": args.path,
+                    "gen_subset": None if args.no_score else args.gen_subset,
+                    "beam": args.beam,
+                    "beam_search": args.beam_search,
+                    "seed": args.seed,
+                    "results": results,
+                },
+                ensure_ascii=False,
+            )
+        )
     else:
-        print(f"checkpoint {args.path}, {args.gen_subset if not args.no_score else 'no'} subset, beam {args.beam} "
-              f"({args.beam_search}), seed {args.seed}")
+        print(
+            f"checkpoint {args.path}, {args.gen_subset if not args.no_score else 'no'} subset, beam {args.beam} "
+            f"({args.beam_search}), seed {args.seed}"
+        )
         print(dmg.format_results(results))
     if bad:  # cannot happen unless a module shares parameters across groups; never pass it silently
         print(f"damage.py: error: parameters outside the groups changed under {', '.join(bad)}", file=sys.stderr)

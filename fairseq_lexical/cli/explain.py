@@ -30,6 +30,7 @@ Hypotheses from --generate-output must be in the model's token space (fairseq-ge
 the H lines). When the file has P lines (positional scores), they are compared with the teacher-forced scores: a
 difference means the file was not produced by this checkpoint, and is reported.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,10 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("data", help="the data-bin directory of fairseq-preprocess (the dictionaries)")
     p.add_argument("--path", required=True, help="the checkpoint (one model with a lexical head)")
     which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument("--generate-output", help="fairseq-generate output (S and H lines; T and P lines used when "
-                                                 "present)")
-    which.add_argument("--source", help="source sentences, one per line, tokenised as the training data: decoded "
-                                        "here with --beam")
+    which.add_argument(
+        "--generate-output", help="fairseq-generate output (S and H lines; T and P lines used when present)"
+    )
+    which.add_argument(
+        "--source", help="source sentences, one per line, tokenised as the training data: decoded here with --beam"
+    )
     p.add_argument("--reference", help="references, one per line in sample-id order (default: the T lines)")
     p.add_argument("-o", "--output", required=True, help="JSON lines file")
     p.add_argument("--html", help="also write the HTML page here")
@@ -90,8 +93,12 @@ def main(argv=None) -> int:
     if args.beam < 1:
         return fail("--beam must be >= 1")
     # Checked before the (slow) fairseq import, so that these mistakes are answered at once.
-    for what, path in (("checkpoint", args.path), ("--generate-output", args.generate_output),
-                       ("--source", args.source), ("--reference", args.reference)):
+    for what, path in (
+        ("checkpoint", args.path),
+        ("--generate-output", args.generate_output),
+        ("--source", args.source),
+        ("--reference", args.reference),
+    ):
         if path is not None and not os.path.isfile(path):
             return fail(f"{what} not found: {path}")
     if not os.path.isdir(args.data):
@@ -99,10 +106,16 @@ def main(argv=None) -> int:
     from lexical_offline.textio import directory_inputs, read_lines, refuse_overwriting_inputs, write_jsonl
 
     try:
-        refuse_overwriting_inputs({"-o": args.output, "--html": args.html},
-                                  [("--path", args.path), ("--generate-output", args.generate_output),
-                                   ("--source", args.source), ("--reference", args.reference),
-                                   *directory_inputs("the data directory", args.data)])
+        refuse_overwriting_inputs(
+            {"-o": args.output, "--html": args.html},
+            [
+                ("--path", args.path),
+                ("--generate-output", args.generate_output),
+                ("--source", args.source),
+                ("--reference", args.reference),
+                *directory_inputs("the data directory", args.data),
+            ],
+        )
         references = None if args.reference is None else [" ".join(r.split()) for r in read_lines(args.reference)]
         if args.source is not None:
             sources = [" ".join(s.split()) for s in read_lines(args.source)]
@@ -134,14 +147,16 @@ def main(argv=None) -> int:
             src, warnings = gates.encode_tokens(source, task.source_dictionary, "source", allow_unk=True)
             unknown += bool(warnings)
             if hypothesis is None:
-                tgt, score = gates.beam_decode(model, task, src, args.beam, args.max_len_a, args.max_len_b,
-                                               args.beam_search)
+                tgt, score = gates.beam_decode(
+                    model, task, src, args.beam, args.max_len_a, args.max_len_b, args.beam_search
+                )
             else:
                 # an empty hypothesis is </s> alone
                 tgt = task.target_dictionary.encode_line(hypothesis, add_if_not_exist=False, append_eos=True).long()
                 score = None
-            ex = E.explain_pair(model, task, src, tgt, sample_id=sample_id, reference=reference, score=score,
-                                warnings=warnings)
+            ex = E.explain_pair(
+                model, task, src, tgt, sample_id=sample_id, reference=reference, score=score, warnings=warnings
+            )
         except gates.GateAnalysisError as e:
             return fail(f"sentence {sample_id}: {e}")
         if p_scores is not None:
@@ -149,8 +164,10 @@ def main(argv=None) -> int:
             worst = max((abs(a - b) for a, b in zip(ours, p_scores)), default=0.0)
             if len(ours) != len(p_scores) or worst > P_TOLERANCE:
                 mismatched += 1
-                ex.warnings.append(f"the generate output's token scores (P line) differ from this checkpoint's "
-                                   f"(largest difference {worst:.3g} bits): it was not produced by this checkpoint")
+                ex.warnings.append(
+                    f"the generate output's token scores (P line) differ from this checkpoint's "
+                    f"(largest difference {worst:.3g} bits): it was not produced by this checkpoint"
+                )
         results.append(ex)
 
     out_dir = os.path.dirname(os.path.abspath(args.output))
@@ -158,18 +175,30 @@ def main(argv=None) -> int:
     write_jsonl(args.output, ({"checkpoint": args.path, **ex.to_dict()} for ex in results))
     n_tok = sum(len(ex.tokens) for ex in results)
     n_lex = sum(t.origin == "lexicon" for ex in results for t in ex.tokens)
-    print(f"wrote {args.output}: {len(results)} sentences, {n_tok} output tokens ({n_lex} from the lexicon, "
-          f"</s> included)", file=sys.stderr)
+    print(
+        f"wrote {args.output}: {len(results)} sentences, {n_tok} output tokens ({n_lex} from the lexicon, "
+        f"</s> included)",
+        file=sys.stderr,
+    )
     if unknown:
-        print(f"{PROG}: warning: {unknown} source sentence(s) have words outside the source dictionary, read as "
-              f"<unk> (see their warnings)", file=sys.stderr)
+        print(
+            f"{PROG}: warning: {unknown} source sentence(s) have words outside the source dictionary, read as "
+            f"<unk> (see their warnings)",
+            file=sys.stderr,
+        )
     if mismatched:
-        print(f"{PROG}: warning: {mismatched} hypotheses have token scores (P lines) that differ from this "
-              f"checkpoint's: was {args.generate_output} made with {args.path}?", file=sys.stderr)
+        print(
+            f"{PROG}: warning: {mismatched} hypotheses have token scores (P lines) that differ from this "
+            f"checkpoint's: was {args.generate_output} made with {args.path}?",
+            file=sys.stderr,
+        )
     if args.html:
         title = args.title or f"Why each output word was chosen: {args.path}"
-        origin = (f"hypotheses of {args.generate_output}" if args.generate_output
-                  else f"{args.source} decoded with beam {args.beam} ({args.beam_search})")
+        origin = (
+            f"hypotheses of {args.generate_output}"
+            if args.generate_output
+            else f"{args.source} decoded with beam {args.beam} ({args.beam_search})"
+        )
         page = E.render_html(results, title=title, subtitle=f"checkpoint {args.path}; {origin}")
         with open(args.html, "w", encoding="utf-8") as f:
             f.write(page)

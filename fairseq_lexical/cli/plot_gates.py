@@ -15,6 +15,7 @@ p_gate per output token, the weight of the write distribution in p = p_gate p_wr
 each bar, 1 - p_gate, is the weight of the lexicon/copy distribution. A model without a lexical head has no p_gate:
 the attention alone is plotted. --json also writes the numbers next to the PNG (OUTPUT with .json).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,7 +24,6 @@ import sys
 
 from fairseq_lexical.cli import missing_model_input
 from lexical_offline.cli import add_beam_search_argument
-
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,15 +37,18 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--sample-id", type=int, help="a sentence of the binarised --gen-subset (fairseq's sample id)")
     p.add_argument("--target", help="with --source: teacher-force on this tokenised target (default: beam search)")
     p.add_argument("--gen-subset", default="test", help="with --sample-id: the split (default: test)")
-    p.add_argument("--decode", action="store_true",
-                   help="with --sample-id: plot the best beam hypothesis instead of the reference")
+    p.add_argument(
+        "--decode", action="store_true", help="with --sample-id: plot the best beam hypothesis instead of the reference"
+    )
     p.add_argument("--beam", type=int, default=5, help="beam size when decoding (default: 5)")
     add_beam_search_argument(p)
     p.add_argument("--max-len-a", type=float, default=0.0, help="decoding: max length a*source length + b")
     p.add_argument("--max-len-b", type=int, default=200)
-    p.add_argument("--allow-unk", action="store_true",
-                   help="map words missing from the dictionaries to <unk> (with a warning naming them) "
-                        "instead of stopping")
+    p.add_argument(
+        "--allow-unk",
+        action="store_true",
+        help="map words missing from the dictionaries to <unk> (with a warning naming them) instead of stopping",
+    )
     p.add_argument("--source-lang", help="override the checkpoint's source language suffix")
     p.add_argument("--target-lang", help="override the checkpoint's target language suffix")
     p.add_argument("--title", help="figure title (default: checkpoint, sentence and mode)")
@@ -69,8 +72,10 @@ def main(argv=None) -> int:
 
     try:
         json_out = os.path.splitext(args.output)[0] + ".json" if args.json else None
-        refuse_overwriting_inputs({"-o": args.output, "--json (-o with .json)": json_out},
-                                  [("--path", args.path), *directory_inputs("the data directory", args.data)])
+        refuse_overwriting_inputs(
+            {"-o": args.output, "--json (-o with .json)": json_out},
+            [("--path", args.path), *directory_inputs("the data directory", args.data)],
+        )
     except ValueError as e:
         print(f"plot_gates.py: error: {e}", file=sys.stderr)
         return 2
@@ -98,17 +103,29 @@ def main(argv=None) -> int:
         for w in warnings:
             print(f"plot_gates.py: warning: {w}", file=sys.stderr)
         record = gates.analyse(
-            model, task, src, tgt, beam=args.beam, max_len_a=args.max_len_a, max_len_b=args.max_len_b,
+            model,
+            task,
+            src,
+            tgt,
+            beam=args.beam,
+            max_len_a=args.max_len_a,
+            max_len_b=args.max_len_b,
             search=args.beam_search,
-            target_origin=origin, checkpoint=args.path, sample_id=args.sample_id, warnings=warnings,
+            target_origin=origin,
+            checkpoint=args.path,
+            sample_id=args.sample_id,
+            warnings=warnings,
         )
     except gates.GateAnalysisError as e:
         print(f"plot_gates.py: error: {e}", file=sys.stderr)
         return 2
     gates.plot_record(record, args.output, title=args.title)
     note = "" if record.p_gate is not None else "; no p_gate in the model's output: attention only"
-    print(f"wrote {args.output} ({len(record.output_tokens)} output x {len(record.source_tokens)} source tokens, "
-          f"{record.mode}{note})", file=sys.stderr)
+    print(
+        f"wrote {args.output} ({len(record.output_tokens)} output x {len(record.source_tokens)} source tokens, "
+        f"{record.mode}{note})",
+        file=sys.stderr,
+    )
     if args.json:
         json_path = os.path.splitext(args.output)[0] + ".json"
         record.write_json(json_path)

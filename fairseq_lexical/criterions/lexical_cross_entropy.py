@@ -56,12 +56,19 @@ class LexicalCrossEntropyCriterion(FairseqCriterion):
         target = model.get_targets(sample, net_output)
         if self.eps > 0:
             loss, nll_loss = label_smoothed_nll_loss(
-                lprobs.view(-1, lprobs.size(-1)), target.view(-1), self.eps, ignore_index=self.padding_idx,
+                lprobs.view(-1, lprobs.size(-1)),
+                target.view(-1),
+                self.eps,
+                ignore_index=self.padding_idx,
                 reduce=reduce,
             )
         else:  # plain NLL: no |V|-sized smoothing sum in the forward, a one-hot (not dense) gradient in the backward
-            nll_loss = F.nll_loss(lprobs.view(-1, lprobs.size(-1)), target.view(-1), ignore_index=self.padding_idx,
-                                  reduction="sum" if reduce else "none")
+            nll_loss = F.nll_loss(
+                lprobs.view(-1, lprobs.size(-1)),
+                target.view(-1),
+                ignore_index=self.padding_idx,
+                reduction="sum" if reduce else "none",
+            )
             loss = nll_loss
         extra = net_output[1] if isinstance(net_output[1], dict) else {}
         ntokens = sample["ntokens"]
@@ -109,7 +116,7 @@ class LexicalCrossEntropyCriterion(FairseqCriterion):
             metrics.log_scalar("exact_match", total("exact_sum") / max(nsentences, 1), nsentences, round=4)
         aux_names = sorted({k for log in logging_outputs for k in log if k.startswith("aux_")})
         for name in aux_names:
-            size_key = "auxsize_" + name[len("aux_"):]
+            size_key = "auxsize_" + name[len("aux_") :]
             size = total(size_key) if any(size_key in log for log in logging_outputs) else sample_size
             metrics.log_scalar(name, total(name) / max(size, 1) / math.log(2), size, round=3)
 

@@ -6,6 +6,7 @@
 - ``prepare_for_inference_``, which fairseq-generate, fairseq-interactive and the hub call once per model, prints a
   one-line hint when a beam search runs with fairseq's ``translation`` task.
 """
+
 import logging
 
 from fairseq.tasks.translation import TranslationTask
@@ -27,9 +28,12 @@ def hint_if_fairseq_search(cfg) -> bool:
     if getattr(task, "_name", None) != "translation" or getattr(generation, "sampling", False):
         return False
     _hinted = True
-    logger.warning("fairseq's beam search (--task translation) ends a sentence once --beam hypotheses have ended and "
-                   "can return a worse one than greedy decoding with this model; --task %s keeps the best "
-                   "(docs/search.md)", TASK_NAME)
+    logger.warning(
+        "fairseq's beam search (--task translation) ends a sentence once --beam hypotheses have ended and "
+        "can return a worse one than greedy decoding with this model; --task %s keeps the best "
+        "(docs/search.md)",
+        TASK_NAME,
+    )
     return True
 
 
@@ -46,8 +50,10 @@ def missing_paths(model_dir: str, checkpoint_file: str, data: str) -> None:
             raise FileNotFoundError(f"from_pretrained: no checkpoint {name!r} in {model_dir!r}")
     data_dir = os.path.join(model_dir, data) if data.startswith(".") else data
     if not os.path.isdir(data_dir):
-        raise FileNotFoundError(f"from_pretrained: data directory {data_dir!r} (data_name_or_path) does not exist; "
-                                f"give the data-bin the model was trained on (its dictionaries)")
+        raise FileNotFoundError(
+            f"from_pretrained: data directory {data_dir!r} (data_name_or_path) does not exist; "
+            f"give the data-bin the model was trained on (its dictionaries)"
+        )
 
 
 class KeepBestHub:
@@ -61,8 +67,9 @@ class KeepBestHub:
 
         if model_name_or_path not in cls.hub_models():  # fairseq resolves neither path's absence by name
             missing_paths(model_name_or_path, checkpoint_file, data_name_or_path)
-        x = hub_utils.from_pretrained(model_name_or_path, checkpoint_file, data_name_or_path,
-                                      archive_map=cls.hub_models(), **kwargs)
+        x = hub_utils.from_pretrained(
+            model_name_or_path, checkpoint_file, data_name_or_path, archive_map=cls.hub_models(), **kwargs
+        )
         task, cfg = x["task"], x["args"]
         if type(task) is TranslationTask:
             task = LexicalTranslationTask.from_translation_task(task)

@@ -5,6 +5,7 @@ The encoder is fairseq's LSTMEncoder (its output also carries the source tokens)
 LSTMDecoder's parameters, names and initial weights and a step loop of its own: a `lex_lstm` checkpoint with
 `--lexicon none` loads as a stock `lstm` one, and a stock `lstm` checkpoint as `lstm_plain`.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -44,7 +45,11 @@ logger = logging.getLogger(__name__)
 _O_T_BOUND = torch.finfo(torch.float32).max ** 0.5
 
 LSTM_GATE_FEATURES = GateFeatures(
-    "hidden", hidden="h_t, eq. 6", context="c_t", input="embedding of y_t-1", output="the attentional output",
+    "hidden",
+    hidden="h_t, eq. 6",
+    context="c_t",
+    input="embedding of y_t-1",
+    output="the attentional output",
 )
 
 
@@ -111,8 +116,10 @@ def lstm_cell_from_gates(input_gates: Tensor, hidden_gates: Tensor, cell: Tensor
             return hy, cy
         except (RuntimeError, NotImplementedError) as err:  # a private kernel: fall back, once and for all
             _FUSED_CELL["usable"] = False
-            logger.warning("lex_lstm: torch's fused LSTM cell kernel refused the decoder's gates (%s); using "
-                           "separate operations", err)
+            logger.warning(
+                "lex_lstm: torch's fused LSTM cell kernel refused the decoder's gates (%s); using separate operations",
+                err,
+            )
     return _cell_pointwise(input_gates, hidden_gates, cell)
 
 
@@ -204,10 +211,21 @@ class LexLSTMDecoder(LexicalDecoder, FairseqIncrementalDecoder):
     GATE_FEATURES = LSTM_GATE_FEATURES
     LOG_PROBS_WITHOUT_HEAD = True
 
-    def __init__(self, dictionary, embed_dim: int, hidden_size: int, out_embed_dim: int, num_layers: int,
-                 dropout_in: float, dropout_out: float, encoder_output_units: int, pretrained_embed=None,
-                 share_input_output_embed: bool = False, max_target_positions: int = DEFAULT_MAX_TARGET_POSITIONS,
-                 write_dropout: float = 0.0):
+    def __init__(
+        self,
+        dictionary,
+        embed_dim: int,
+        hidden_size: int,
+        out_embed_dim: int,
+        num_layers: int,
+        dropout_in: float,
+        dropout_out: float,
+        encoder_output_units: int,
+        pretrained_embed=None,
+        share_input_output_embed: bool = False,
+        max_target_positions: int = DEFAULT_MAX_TARGET_POSITIONS,
+        write_dropout: float = 0.0,
+    ):
         super().__init__(dictionary)
         # Modules are made in the order of fairseq's LSTMDecoder constructor: a seed draws the weights it drew there.
         self.dropout_in_module = FairseqDropout(dropout_in, module_name="LSTMDecoder")
@@ -217,16 +235,18 @@ class LexLSTMDecoder(LexicalDecoder, FairseqIncrementalDecoder):
         self.need_attn = True
         self.max_target_positions = max_target_positions
         self.num_layers = num_layers
-        self.embed_tokens = (Embedding(len(dictionary), embed_dim, dictionary.pad()) if pretrained_embed is None
-                             else pretrained_embed)
+        self.embed_tokens = (
+            Embedding(len(dictionary), embed_dim, dictionary.pad()) if pretrained_embed is None else pretrained_embed
+        )
         self.encoder_output_units = encoder_output_units
         if encoder_output_units != hidden_size:
             self.encoder_hidden_proj = Linear(encoder_output_units, hidden_size)
             self.encoder_cell_proj = Linear(encoder_output_units, hidden_size)
         else:
             self.encoder_hidden_proj = self.encoder_cell_proj = None
-        self.layers = nn.ModuleList([LSTMCell(embed_dim + hidden_size if i == 0 else hidden_size, hidden_size)
-                                     for i in range(num_layers)])
+        self.layers = nn.ModuleList(
+            [LSTMCell(embed_dim + hidden_size if i == 0 else hidden_size, hidden_size) for i in range(num_layers)]
+        )
         self.attention = LSTMAttention(hidden_size, encoder_output_units)
         if hidden_size != out_embed_dim:
             self.additional_fc = Linear(hidden_size, out_embed_dim)
@@ -239,8 +259,11 @@ class LexLSTMDecoder(LexicalDecoder, FairseqIncrementalDecoder):
         """Replace fairseq's attentional output by the authors' (`--decoder-output combined`), with new weights
         drawn now: called by the model after the embeddings' initialisation, where earlier versions drew them."""
         embed_dim = self.embed_tokens.embedding_dim
-        self.attention = LSTMAttention(self.hidden_size, self.encoder_output_units,
-                                       combined_input_dim=embed_dim + 2 * self.hidden_size + self.encoder_output_units)
+        self.attention = LSTMAttention(
+            self.hidden_size,
+            self.encoder_output_units,
+            combined_input_dim=embed_dim + 2 * self.hidden_size + self.encoder_output_units,
+        )
         self.combined_output = True
 
     # -- the step loop -------------------------------------------------------------------------------------------
@@ -297,8 +320,9 @@ class LexLSTMDecoder(LexicalDecoder, FairseqIncrementalDecoder):
                 # o_t = W_e e_t + W_f o_t-1 + W_h h_t + W_c c_t + b in fp32; the first cell too, since it reads o_t-1
                 w_oe, w_of, w_oh, w_oc = w_out.split([E, H, H, C], dim=1)
                 # e_t and o_t-1 each feed the first cell's gates and o_t: one product each
-                pre = fp32_linear(embedded.transpose(0, 1), torch.cat([w_embed, w_oe]),
-                                  torch.cat([bias0, att.output_proj.bias]))  # T x B x 5H
+                pre = fp32_linear(
+                    embedded.transpose(0, 1), torch.cat([w_embed, w_oe]), torch.cat([bias0, att.output_proj.bias])
+                )  # T x B x 5H
                 w_shared = fp32_or_wider(torch.cat([w_feed, w_of])).t()
                 w_hh0 = fp32_or_wider(cell0.weight_hh).t()
                 enc_out = fp32_linear(enc, w_oc)  # B x S x H: W_c s_j, so that W_c c_t = sum_j alpha_j W_c s_j
@@ -315,9 +339,13 @@ class LexLSTMDecoder(LexicalDecoder, FairseqIncrementalDecoder):
             first_input = StepProduct(pre, w_shared, defer)
             gates_shape = (steps, bsz, 4 * H)
             first_hidden = StepProduct(pre.new_zeros(()).expand(gates_shape), w_hh0, defer)
-            upper = [(StepProduct((layer.bias_ih + layer.bias_hh).expand(gates_shape), layer.weight_ih.t(), defer),
-                      StepProduct(layer.bias_hh.new_zeros(()).expand(gates_shape), layer.weight_hh.t(), defer))
-                     for layer in self.layers[1:]]
+            upper = [
+                (
+                    StepProduct((layer.bias_ih + layer.bias_hh).expand(gates_shape), layer.weight_ih.t(), defer),
+                    StepProduct(layer.bias_hh.new_zeros(()).expand(gates_shape), layer.weight_hh.t(), defer),
+                )
+                for layer in self.layers[1:]
+            ]
             query_base = b_query if b_query is not None else w_query.new_zeros(())
             query = StepProduct(query_base.expand(steps, bsz, C + H), w_query, defer)
             if defer:
@@ -334,8 +362,9 @@ class LexLSTMDecoder(LexicalDecoder, FairseqIncrementalDecoder):
             with fp32_only:
                 if combined:
                     gates_in, out_partial = first_input(t, feed).split([4 * H, H], dim=1)
-                    h, c = lstm_cell_from_gates(gates_in, first_hidden(t, fp32_or_wider(hiddens[0])),
-                                                fp32_or_wider(cells[0]))
+                    h, c = lstm_cell_from_gates(
+                        gates_in, first_hidden(t, fp32_or_wider(hiddens[0])), fp32_or_wider(cells[0])
+                    )
                     h, c = h.to(state_dtype), c.to(state_dtype)
                 else:
                     h, c = lstm_cell_from_gates(first_input(t, feed), first_hidden(t, hiddens[0]), cells[0])
@@ -365,8 +394,12 @@ class LexLSTMDecoder(LexicalDecoder, FairseqIncrementalDecoder):
             outputs.append(out)
             tops.append(h)
             weights.append(attn)
-        return (torch.stack(outputs, dim=1), torch.stack(tops, dim=1), torch.stack(weights, dim=1),
-                (hiddens, cells, feed))
+        return (
+            torch.stack(outputs, dim=1),
+            torch.stack(tops, dim=1),
+            torch.stack(weights, dim=1),
+            (hiddens, cells, feed),
+        )
 
     def extract_features(self, prev_output_tokens, encoder_out, incremental_state=None):
         """(o_t: B x T x out_embed_dim, alpha: B x T x S fp32) and, kept in ``incremental_state``, the state."""
@@ -384,8 +417,11 @@ class LexLSTMDecoder(LexicalDecoder, FairseqIncrementalDecoder):
             state = self.initial_state(encoder_out, prev_output_tokens.size(0), embedded)
         x, tops, attn, (hiddens, cells, feed) = self.run_steps(embedded, encoder_out, state)
         if incremental_state is not None:
-            self.set_incremental_state(incremental_state, "cached_state", {
-                "prev_hiddens": torch.stack(hiddens), "prev_cells": torch.stack(cells), "input_feed": feed})
+            self.set_incremental_state(
+                incremental_state,
+                "cached_state",
+                {"prev_hiddens": torch.stack(hiddens), "prev_cells": torch.stack(cells), "input_feed": feed},
+            )
         if hasattr(self, "additional_fc"):  # with the combined output it reads o_t, fp32, in fp32
             fc = self.additional_fc
             x = fp32_linear(x, fc.weight, fc.bias) if self.combined_output else fc(x)
@@ -414,8 +450,11 @@ class LexLSTMDecoder(LexicalDecoder, FairseqIncrementalDecoder):
         if incremental_state is None or len(incremental_state) == 0:
             return
         cached = self.get_incremental_state(incremental_state, "cached_state")
-        self.set_incremental_state(incremental_state, "cached_state", {
-            key: value.index_select(1 if key != "input_feed" else 0, new_order) for key, value in cached.items()})
+        self.set_incremental_state(
+            incremental_state,
+            "cached_state",
+            {key: value.index_select(1 if key != "input_feed" else 0, new_order) for key, value in cached.items()},
+        )
 
     def max_positions(self):
         return self.max_target_positions
@@ -427,6 +466,7 @@ class LexLSTMDecoder(LexicalDecoder, FairseqIncrementalDecoder):
     def published_features(self, prev_output_tokens, incremental_state, encoder_out, hidden, attn, output):
         """The gate inputs, B x T x C each: h_t (eq. 6), c_t (eq. 4), the embedding of y_t-1 (as pointer-generator
         networks, See et al. 2017) and the attentional output (c_t and the embedding computed when asked for)."""
+
         def context():
             states = encoder_out[0].transpose(0, 1)
             return torch.bmm(attn.type_as(states), states)
@@ -441,8 +481,9 @@ class LexLSTMDecoder(LexicalDecoder, FairseqIncrementalDecoder):
 
     def gate_features(self, prev_output_tokens, incremental_state, encoder_out, hidden, attn, output):
         """The gate's input, per `--gate-features` (h_t alone, the default, is eq. 6)."""
-        return self.gate_input(self.published_features(prev_output_tokens, incremental_state, encoder_out, hidden,
-                                                        attn, output))
+        return self.gate_input(
+            self.published_features(prev_output_tokens, incremental_state, encoder_out, hidden, attn, output)
+        )
 
     def gate_input(self, features, transform=None):
         if self.combined_output:
@@ -451,8 +492,11 @@ class LexLSTMDecoder(LexicalDecoder, FairseqIncrementalDecoder):
         return self.write_dropout(super().gate_input(features))
 
     def output_layer(self, x):
-        weight, bias = (self.embed_tokens.weight, None) if self.share_input_output_embed else \
-            (self.fc_out.weight, self.fc_out.bias)
+        weight, bias = (
+            (self.embed_tokens.weight, None)
+            if self.share_input_output_embed
+            else (self.fc_out.weight, self.fc_out.bias)
+        )
         if self.combined_output:  # o_t is fp32, and so is p_write's projection of it
             return fp32_linear(x, weight, bias)
         return F.linear(x, weight, bias)
@@ -464,25 +508,40 @@ class LexLSTMModel(KeepBestHub, LSTMModel):
     def add_args(parser):
         LSTMModel.add_args(parser)
         add_lexical_decoder_args(parser, LSTM_GATE_FEATURES, alignment=False)
-        parser.add_argument("--write-dropout", type=float, metavar="D",
-                            help="dropout on the features of p_write's projection (the paper's extra 0.5 "
-                                 "for SCAN and Colors)")
-        parser.add_argument("--decoder-output", choices=["luong", "combined"],
-                            help="luong: tanh(W [c_t; h_t]), fairseq's LSTM (default); combined: "
-                                 "W [e(y_t-1); o_t-1; h_t; c_t] + b without tanh and a biased attention query, "
-                                 "the authors' released decoder (needed for their Colors result)")
-        parser.add_argument("--embedding-init", choices=["uniform", "normal"],
-                            help="uniform: fairseq's LSTM default, U(-0.1, 0.1); normal: N(0, 1), torch's "
-                                 "nn.Embedding default, which the authors' released code used (default uniform)")
+        parser.add_argument(
+            "--write-dropout",
+            type=float,
+            metavar="D",
+            help="dropout on the features of p_write's projection (the paper's extra 0.5 for SCAN and Colors)",
+        )
+        parser.add_argument(
+            "--decoder-output",
+            choices=["luong", "combined"],
+            help="luong: tanh(W [c_t; h_t]), fairseq's LSTM (default); combined: "
+            "W [e(y_t-1); o_t-1; h_t; c_t] + b without tanh and a biased attention query, "
+            "the authors' released decoder (needed for their Colors result)",
+        )
+        parser.add_argument(
+            "--embedding-init",
+            choices=["uniform", "normal"],
+            help="uniform: fairseq's LSTM default, U(-0.1, 0.1); normal: N(0, 1), torch's "
+            "nn.Embedding default, which the authors' released code used (default uniform)",
+        )
 
-        parser.add_argument("--weight-init", choices=["fairseq", "torch"],
-                            help="initial weights of the LSTMs and linear maps: fairseq's U(-0.1, 0.1) (default) or "
-                                 "torch's defaults (U(+-1/sqrt(hidden)), U(+-1/sqrt(fan_in))), which the authors' "
-                                 "released code used; the embeddings follow --embedding-init")
-        parser.add_argument("--tf32", action="store_true",
-                            help="TF32 matrix products on CUDA GPUs that have them (Ampere and newer): faster, with "
-                                 "10-bit mantissas in the products (torch.backends.cuda.matmul.allow_tf32); no effect "
-                                 "on CPUs. Applies to the whole process, from the model's construction on")
+        parser.add_argument(
+            "--weight-init",
+            choices=["fairseq", "torch"],
+            help="initial weights of the LSTMs and linear maps: fairseq's U(-0.1, 0.1) (default) or "
+            "torch's defaults (U(+-1/sqrt(hidden)), U(+-1/sqrt(fan_in))), which the authors' "
+            "released code used; the embeddings follow --embedding-init",
+        )
+        parser.add_argument(
+            "--tf32",
+            action="store_true",
+            help="TF32 matrix products on CUDA GPUs that have them (Ampere and newer): faster, with "
+            "10-bit mantissas in the products (torch.backends.cuda.matmul.allow_tf32); no effect "
+            "on CPUs. Applies to the whole process, from the model's construction on",
+        )
 
     @classmethod
     def build_model(cls, args, task):
@@ -493,8 +552,10 @@ class LexLSTMModel(KeepBestHub, LSTMModel):
         if not utils.eval_bool(args.decoder_attention):
             raise ValueError("lex_lstm needs decoder attention (the lexicon is read through alpha, eq. 9)")
         if args.criterion == "adaptive_loss":
-            raise ValueError("lex_lstm does not support --criterion adaptive_loss: the lexical head mixes the full "
-                             "write distribution (eq. 10); use --criterion lexical_cross_entropy")
+            raise ValueError(
+                "lex_lstm does not support --criterion adaptive_loss: the lexical head mixes the full "
+                "write distribution (eq. 10); use --criterion lexical_cross_entropy"
+            )
         model = cls(*cls.build_encoder_decoder(args, task))
         if args.embedding_init == "normal":
             # N(0, 1) rows are ~sqrt(d) long against ~0.06 sqrt(d) for U(-0.1, 0.1): word identity dominates the
@@ -512,8 +573,12 @@ class LexLSTMModel(KeepBestHub, LSTMModel):
             for module in model.modules():
                 if isinstance(module, (nn.LSTM, nn.LSTMCell, nn.Linear)):
                     module.reset_parameters()
-        sizes = {"hidden": args.decoder_hidden_size, "context": model.encoder.output_units,
-                 "input": args.decoder_embed_dim, "output": args.decoder_out_embed_dim}
+        sizes = {
+            "hidden": args.decoder_hidden_size,
+            "context": model.encoder.output_units,
+            "input": args.decoder_embed_dim,
+            "output": args.decoder_out_embed_dim,
+        }
         model.decoder.attach_lexical_head(args, task.source_dictionary, task.target_dictionary, sizes)
         return model
 
@@ -547,23 +612,34 @@ class LexLSTMModel(KeepBestHub, LSTMModel):
         elif args.decoder_embed_path:
             decoder_embed = embedding(args.decoder_embed_path, tgt_dict, args.decoder_embed_dim)
         if args.share_decoder_input_output_embed and args.decoder_embed_dim != args.decoder_out_embed_dim:
-            raise ValueError("--share-decoder-input-output-embeddings requires --decoder-embed-dim to match "
-                             "--decoder-out-embed-dim")
+            raise ValueError(
+                "--share-decoder-input-output-embeddings requires --decoder-embed-dim to match --decoder-out-embed-dim"
+            )
         if args.encoder_freeze_embed:
             encoder_embed.weight.requires_grad = False
         if args.decoder_freeze_embed:
             decoder_embed.weight.requires_grad = False
         encoder = LexLSTMEncoder(
-            dictionary=src_dict, embed_dim=args.encoder_embed_dim, hidden_size=args.encoder_hidden_size,
-            num_layers=args.encoder_layers, dropout_in=args.encoder_dropout_in, dropout_out=args.encoder_dropout_out,
-            bidirectional=args.encoder_bidirectional, pretrained_embed=encoder_embed,
+            dictionary=src_dict,
+            embed_dim=args.encoder_embed_dim,
+            hidden_size=args.encoder_hidden_size,
+            num_layers=args.encoder_layers,
+            dropout_in=args.encoder_dropout_in,
+            dropout_out=args.encoder_dropout_out,
+            bidirectional=args.encoder_bidirectional,
+            pretrained_embed=encoder_embed,
             max_source_positions=getattr(args, "max_source_positions", DEFAULT_MAX_SOURCE_POSITIONS),
         )
         decoder = LexLSTMDecoder(
-            tgt_dict, embed_dim=args.decoder_embed_dim, hidden_size=args.decoder_hidden_size,
-            out_embed_dim=args.decoder_out_embed_dim, num_layers=args.decoder_layers,
-            dropout_in=args.decoder_dropout_in, dropout_out=args.decoder_dropout_out,
-            encoder_output_units=encoder.output_units, pretrained_embed=decoder_embed,
+            tgt_dict,
+            embed_dim=args.decoder_embed_dim,
+            hidden_size=args.decoder_hidden_size,
+            out_embed_dim=args.decoder_out_embed_dim,
+            num_layers=args.decoder_layers,
+            dropout_in=args.decoder_dropout_in,
+            dropout_out=args.decoder_dropout_out,
+            encoder_output_units=encoder.output_units,
+            pretrained_embed=decoder_embed,
             share_input_output_embed=args.share_decoder_input_output_embed,
             max_target_positions=getattr(args, "max_target_positions", DEFAULT_MAX_TARGET_POSITIONS),
             write_dropout=args.write_dropout,
@@ -595,8 +671,13 @@ def lex_lstm_base(args):
 
 def _lex_lstm_sized(args, units: int):
     """Embeddings, both LSTMs and the output all of `units` (what the command line does not set)."""
-    for name in ("encoder_embed_dim", "decoder_embed_dim", "encoder_hidden_size", "decoder_hidden_size",
-                 "decoder_out_embed_dim"):
+    for name in (
+        "encoder_embed_dim",
+        "decoder_embed_dim",
+        "encoder_hidden_size",
+        "decoder_hidden_size",
+        "decoder_out_embed_dim",
+    ):
         setattr(args, name, getattr(args, name, units))
     lex_lstm_base(args)
 

@@ -24,6 +24,7 @@ The model is fairseq's `transformer` with two subclasses that add behaviour but 
 also returns its source tokens (fairseq's encoder keeps the source order, left padding included, so x_j is
 ``src_tokens[:, j]`` and padded positions have zero attention), and the decoder ends in the head.
 """
+
 from __future__ import annotations
 
 import logging
@@ -50,7 +51,9 @@ logger = logging.getLogger(__name__)
 
 # The gate inputs of the Transformer decoders (lex_transformer, rdangle_transformer): [c_t ; d_t ; x_t].
 TRANSFORMER_GATE_FEATURES = GateFeatures(
-    "context,hidden,input", context="c_t", hidden="d_t, the final decoder state",
+    "context,hidden,input",
+    context="c_t",
+    hidden="d_t, the final decoder state",
     input="x_t, the first decoder layer's input",
 )
 
@@ -144,12 +147,18 @@ class LexTransformerDecoder(LexicalDecoder, TransformerDecoderBase):
         if self.lexical_head is None:
             return self.plain_output(write_logits, extra)
         attn = self.head_attention()  # B x T x S, fp32 (fairseq's extra["attn"] has the activations' dtype)
-        return self.lexical_output(write_logits, self.published_features(encoder_out, attn, x, extra), attn,
-                                   encoder_out["src_tokens"][0], extra)
+        return self.lexical_output(
+            write_logits,
+            self.published_features(encoder_out, attn, x, extra),
+            attn,
+            encoder_out["src_tokens"][0],
+            extra,
+        )
 
     @staticmethod
     def published_features(encoder_out, attn: Tensor, hidden: Tensor, extra) -> dict:
         """The gate inputs [c_t ; d_t ; x_t], B x T x C each (c_t only computed when asked for)."""
+
         def context():  # c_t = sum_j a_tj e_j
             states = encoder_out["encoder_out"][0].transpose(0, 1)
             return torch.bmm(attn.type_as(states), states)
@@ -164,10 +173,13 @@ class LexTransformerModel(KeepBestHub, TransformerModel):
     def add_args(cls, parser):
         super().add_args(parser)
         add_lexical_decoder_args(parser, TRANSFORMER_GATE_FEATURES, alignment=True)
-        parser.add_argument("--copy-scatter-softmax", action="store_true",
-                            help="REPRODUCTION ONLY: the copy distribution of the published PGN code, a plain "
-                                 "scatter of the attention (repeated tokens overwrite each other) followed by a "
-                                 "softmax over the vocabulary (nearly uniform); see docs/transformer.md")
+        parser.add_argument(
+            "--copy-scatter-softmax",
+            action="store_true",
+            help="REPRODUCTION ONLY: the copy distribution of the published PGN code, a plain "
+            "scatter of the attention (repeated tokens overwrite each other) followed by a "
+            "softmax over the vocabulary (nearly uniform); see docs/transformer.md",
+        )
 
     @classmethod
     def build_model(cls, args, task):
@@ -175,12 +187,17 @@ class LexTransformerModel(KeepBestHub, TransformerModel):
         model = super().build_model(args, task)
         encoder, decoder = model.encoder, model.decoder
         layer, heads = alignment_of(args, decoder.num_layers, args.decoder_attention_heads)
-        sizes = {"context": encoder.embed_tokens.embedding_dim, "hidden": decoder.output_embed_dim,
-                 "input": decoder.embed_dim}
+        sizes = {
+            "context": encoder.embed_tokens.embedding_dim,
+            "hidden": decoder.output_embed_dim,
+            "input": decoder.embed_dim,
+        }
         head = decoder.attach_lexical_head(args, task.source_dictionary, task.target_dictionary, sizes)
         if head is not None:
             if decoder.adaptive_softmax is not None:
-                raise ValueError("lex_transformer's lexical head needs a full output layer, not --adaptive-softmax-cutoff")
+                raise ValueError(
+                    "lex_transformer's lexical head needs a full output layer, not --adaptive-softmax-cutoff"
+                )
             if args.no_cross_attention:
                 raise ValueError("lex_transformer needs cross-attention (the lexicon is read through it)")
         decoder.set_alignment(layer, heads)

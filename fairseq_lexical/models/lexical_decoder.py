@@ -8,6 +8,7 @@ validation (`--gate-features`, `--alignment-layer`, `--alignment-heads`, the lex
 assembled from the named tensors, the call of the head (eq. 10 of Akyurek & Andreas 2021) and the normalised
 probabilities. As in OpenNMT-py, where decoders publish ``attns["copy"]`` and one ``CopyGenerator`` does the rest.
 """
+
 from __future__ import annotations
 
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
@@ -32,8 +33,11 @@ class GateFeatures:
     def add_argument(self, parser):
         listed = ", ".join(f"{name} ({meaning})" for name, meaning in self.meanings.items())
         default = "all three" if self.default == ",".join(self.names) else self.default
-        parser.add_argument("--gate-features", metavar="LIST",
-                            help=f"comma-separated inputs of the gate p_gate: {listed}; default {default}")
+        parser.add_argument(
+            "--gate-features",
+            metavar="LIST",
+            help=f"comma-separated inputs of the gate p_gate: {listed}; default {default}",
+        )
 
     def parse(self, spec: str) -> List[str]:
         """The names of `--gate-features`, or a ValueError naming the option."""
@@ -47,17 +51,28 @@ def add_lexical_decoder_args(parser, gate_features: GateFeatures, alignment: boo
     """The lexicon options, `--gate-features`, `--exclude-special-outputs` and, for decoders with several attention
     layers and heads, `--alignment-layer` / `--alignment-heads`."""
     add_lexicon_args(parser)
-    parser.add_argument("--exclude-special-outputs", action="store_true",
-                        help="give <s>, <pad> and <unk> no probability in the output distribution, in training and "
-                             "decoding (-99999 on their scores, the rest renormalised), as the authors' released "
-                             "decoder does; default: they are output words like the others, as in fairseq")
+    parser.add_argument(
+        "--exclude-special-outputs",
+        action="store_true",
+        help="give <s>, <pad> and <unk> no probability in the output distribution, in training and "
+        "decoding (-99999 on their scores, the rest renormalised), as the authors' released "
+        "decoder does; default: they are output words like the others, as in fairseq",
+    )
     if alignment:
-        parser.add_argument("--alignment-layer", type=int, metavar="N",
-                            help="decoder layer whose cross-attention the lexicon reads (0-based; negative counts "
-                                 "from the top; default: the last layer)")
-        parser.add_argument("--alignment-heads", type=int, metavar="N",
-                            help="average the attention over the first N heads of that layer only (1: a single "
-                                 "head; default: all heads)")
+        parser.add_argument(
+            "--alignment-layer",
+            type=int,
+            metavar="N",
+            help="decoder layer whose cross-attention the lexicon reads (0-based; negative counts "
+            "from the top; default: the last layer)",
+        )
+        parser.add_argument(
+            "--alignment-heads",
+            type=int,
+            metavar="N",
+            help="average the attention over the first N heads of that layer only (1: a single "
+            "head; default: all heads)",
+        )
     gate_features.add_argument(parser)
 
 
@@ -111,8 +126,9 @@ class LexicalDecoder:
     def needs_gate_feature(self, name: str) -> bool:
         return self.lexical_head is not None and name in self.gate_feature_names
 
-    def gate_input(self, features: Mapping[str, Feature],
-                   transform: Optional[Callable[[str, Tensor], Tensor]] = None) -> Tensor:
+    def gate_input(
+        self, features: Mapping[str, Feature], transform: Optional[Callable[[str, Tensor], Tensor]] = None
+    ) -> Tensor:
         """The published tensors that `--gate-features` names, in its order, concatenated (B x T x sum of sizes)."""
         parts = []
         for name in self.gate_feature_names:
@@ -121,8 +137,9 @@ class LexicalDecoder:
             parts.append(value if transform is None else transform(name, value))
         return torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
 
-    def lexical_output(self, write_logits: Tensor, features: Mapping[str, Feature], attn: Tensor, src_tokens: Tensor,
-                       extra: dict):
+    def lexical_output(
+        self, write_logits: Tensor, features: Mapping[str, Feature], attn: Tensor, src_tokens: Tensor, extra: dict
+    ):
         """(log p(y_t) of eq. 10 in fp32, extra with ``attn`` and ``p_gate``); without a head (write logits, extra)."""
         extra["attn"] = [attn]
         if self.lexical_head is None:
@@ -147,8 +164,11 @@ class LexicalDecoder:
         -inf, as the authors' decoder: a reference <unk> (a word the training data lacks) costs about 1e5 instead of
         making the validation loss infinite."""
         penalty = getattr(self, "_special_penalty", None)  # built once, not at every decoder step
-        if penalty is None or (penalty.numel(), penalty.dtype, penalty.device) != (scores.size(-1), scores.dtype,
-                                                                                   scores.device):
+        if penalty is None or (penalty.numel(), penalty.dtype, penalty.device) != (
+            scores.size(-1),
+            scores.dtype,
+            scores.device,
+        ):
             penalty = torch.zeros(scores.size(-1), dtype=scores.dtype, device=scores.device)
             penalty[list(self.excluded_outputs)] = SPECIAL_PENALTY
             self._special_penalty = penalty

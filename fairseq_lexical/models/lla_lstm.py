@@ -13,6 +13,7 @@ of target words, the adversary from the BCE against l, both returned as ``extra[
 other modules) follows fairseq's epochs through ``set_epoch``, which the `lla_translation` task calls (with the
 paper's batch sizes and model selection, tasks/lla_translation.py). Details and deviations: docs/lla.md.
 """
+
 from __future__ import annotations
 
 import logging
@@ -52,11 +53,27 @@ class LLAEncoder(LSTMEncoder):
     (the first four are LSTMEncoder's), reordered together with the beam.
     """
 
-    def __init__(self, dictionary, num_target: int, embed_dim: int, hidden_size: int, num_layers: int,
-                 dropout: float, lexicon_unit: LexiconUnit, max_source_positions: int):
-        super().__init__(dictionary, embed_dim=embed_dim, hidden_size=hidden_size, num_layers=num_layers,
-                         dropout_in=dropout, dropout_out=dropout, bidirectional=False,
-                         max_source_positions=max_source_positions)
+    def __init__(
+        self,
+        dictionary,
+        num_target: int,
+        embed_dim: int,
+        hidden_size: int,
+        num_layers: int,
+        dropout: float,
+        lexicon_unit: LexiconUnit,
+        max_source_positions: int,
+    ):
+        super().__init__(
+            dictionary,
+            embed_dim=embed_dim,
+            hidden_size=hidden_size,
+            num_layers=num_layers,
+            dropout_in=dropout,
+            dropout_out=dropout,
+            bidirectional=False,
+            max_source_positions=max_source_positions,
+        )
         self.lexicon_unit = lexicon_unit
         self.lexicon_trains = True  # set by LLALSTMModel.set_epoch (the schedule)
         self.translation_trains = True
@@ -134,9 +151,19 @@ class LLADecoder(FairseqIncrementalDecoder):
     every layer. The extra output is ``{"attn": [B x T x S or None]}``.
     """
 
-    def __init__(self, dictionary, hidden_size: int, num_layers: int, dropout: float, token_input: bool,
-                 embed_dim: int, attention: bool, encoder_output_units: int, renormalize: bool,
-                 max_target_positions: int):
+    def __init__(
+        self,
+        dictionary,
+        hidden_size: int,
+        num_layers: int,
+        dropout: float,
+        token_input: bool,
+        embed_dim: int,
+        attention: bool,
+        encoder_output_units: int,
+        renormalize: bool,
+        max_target_positions: int,
+    ):
         super().__init__(dictionary)
         self.hidden_size = hidden_size
         self.num_layers = num_layers
@@ -152,8 +179,9 @@ class LLADecoder(FairseqIncrementalDecoder):
         else:
             self.embed_tokens = None
             self.inputless_layer = InputlessLSTM(hidden_size)
-            self.lstm = LSTM(hidden_size, hidden_size, num_layers=num_layers - 1, dropout=between) \
-                if num_layers > 1 else None
+            self.lstm = (
+                LSTM(hidden_size, hidden_size, num_layers=num_layers - 1, dropout=between) if num_layers > 1 else None
+            )
         self.attention = StepAttention(hidden_size, encoder_output_units) if attention else None
         self.fc_out = Linear(hidden_size, len(dictionary))  # W of o_t = softmax(W h_t)
         self.translation_trains = True  # set by LLALSTMModel.set_epoch (the schedule)
@@ -204,10 +232,14 @@ class LLADecoder(FairseqIncrementalDecoder):
         cached = self.get_incremental_state(incremental_state, "cached_state")
         if cached is None:
             return
-        self.set_incremental_state(incremental_state, "cached_state", {
-            "h": cached["h"].index_select(1, new_order),
-            "c": cached["c"].index_select(1, new_order),
-        })
+        self.set_incremental_state(
+            incremental_state,
+            "cached_state",
+            {
+                "h": cached["h"].index_select(1, new_order),
+                "c": cached["c"].index_select(1, new_order),
+            },
+        )
 
     def get_normalized_probs(self, net_output, log_probs: bool, sample=None):
         # forward already returns fp32 log o' (not a softmax of logits: the lexicon factor is applied)
@@ -234,36 +266,75 @@ class LLALSTMModel(KeepBestHub, FairseqEncoderDecoderModel):
     @staticmethod
     def add_args(parser):
         parser.add_argument("--encoder-embed-dim", type=int, metavar="N", help="source embedding size")
-        parser.add_argument("--hidden-size", type=int, metavar="N",
-                            help="LSTM size of encoder and decoder (one size: the decoder starts from the "
-                                 "encoder's final states); 300 in the paper")
+        parser.add_argument(
+            "--hidden-size",
+            type=int,
+            metavar="N",
+            help="LSTM size of encoder and decoder (one size: the decoder starts from the "
+            "encoder's final states); 300 in the paper",
+        )
         parser.add_argument("--num-layers", type=int, metavar="N", help="LSTM layers of encoder and decoder")
         parser.add_argument("--dropout", type=float, metavar="D", help="dropout on embeddings and LSTM outputs")
-        parser.add_argument("--decoder-token-input", action="store_true",
-                            help="feed the embedding of y_t-1 to the decoder (the paper's decoder reads no tokens)")
-        parser.add_argument("--decoder-embed-dim", type=int, metavar="N",
-                            help="target embedding size (with --decoder-token-input)")
-        parser.add_argument("--decoder-attention", action="store_true",
-                            help="attend over the encoder states (fairseq's LSTM attention); off in the paper")
-        parser.add_argument("--adversary-hidden-size", type=int, metavar="N",
-                            help="hidden size of the Lexicon-Adversary Unit (W_a1); 1000 in the paper")
-        parser.add_argument("--adversary-grad-scale", type=float, metavar="S",
-                            help="the reversed gradient into the encoder is multiplied by -S (1e-4 in the paper)")
-        parser.add_argument("--no-adversary", action="store_true",
-                            help="no Lexicon-Adversary Unit (the paper's 'No Adversary' ablation)")
-        parser.add_argument("--lexicon-unit-epochs", type=int, metavar="N",
-                            help="train the Lexicon Unit alone for the first N epochs, then the other modules "
-                                 "(30 in the paper); 0 with --lexicon-unit-joint: all modules from epoch 1")
-        parser.add_argument("--lexicon-unit-joint", action="store_true",
-                            help="keep training the Lexicon Unit after the first N epochs, with the other "
-                                 "modules (the paper freezes it)")
-        parser.add_argument("--lexicon-unit-lr-scale", type=float, metavar="S",
-                            help="w = S * u with u the stored parameter: under Adam the Lexicon Unit moves about "
-                                 "S * lr per step (100 with --lr 0.001 gives the paper's 0.1)")
-        parser.add_argument("--lexicon-unit-pool-eos", action="store_true",
-                            help="let the source </s> take part in the Lexicon Unit's max-pool (default: words only)")
-        parser.add_argument("--renormalize-output", action="store_true",
-                            help="normalise o' = l * o_t to a distribution (the paper does not)")
+        parser.add_argument(
+            "--decoder-token-input",
+            action="store_true",
+            help="feed the embedding of y_t-1 to the decoder (the paper's decoder reads no tokens)",
+        )
+        parser.add_argument(
+            "--decoder-embed-dim", type=int, metavar="N", help="target embedding size (with --decoder-token-input)"
+        )
+        parser.add_argument(
+            "--decoder-attention",
+            action="store_true",
+            help="attend over the encoder states (fairseq's LSTM attention); off in the paper",
+        )
+        parser.add_argument(
+            "--adversary-hidden-size",
+            type=int,
+            metavar="N",
+            help="hidden size of the Lexicon-Adversary Unit (W_a1); 1000 in the paper",
+        )
+        parser.add_argument(
+            "--adversary-grad-scale",
+            type=float,
+            metavar="S",
+            help="the reversed gradient into the encoder is multiplied by -S (1e-4 in the paper)",
+        )
+        parser.add_argument(
+            "--no-adversary",
+            action="store_true",
+            help="no Lexicon-Adversary Unit (the paper's 'No Adversary' ablation)",
+        )
+        parser.add_argument(
+            "--lexicon-unit-epochs",
+            type=int,
+            metavar="N",
+            help="train the Lexicon Unit alone for the first N epochs, then the other modules "
+            "(30 in the paper); 0 with --lexicon-unit-joint: all modules from epoch 1",
+        )
+        parser.add_argument(
+            "--lexicon-unit-joint",
+            action="store_true",
+            help="keep training the Lexicon Unit after the first N epochs, with the other "
+            "modules (the paper freezes it)",
+        )
+        parser.add_argument(
+            "--lexicon-unit-lr-scale",
+            type=float,
+            metavar="S",
+            help="w = S * u with u the stored parameter: under Adam the Lexicon Unit moves about "
+            "S * lr per step (100 with --lr 0.001 gives the paper's 0.1)",
+        )
+        parser.add_argument(
+            "--lexicon-unit-pool-eos",
+            action="store_true",
+            help="let the source </s> take part in the Lexicon Unit's max-pool (default: words only)",
+        )
+        parser.add_argument(
+            "--renormalize-output",
+            action="store_true",
+            help="normalise o' = l * o_t to a distribution (the paper does not)",
+        )
 
     @classmethod
     def build_model(cls, args, task):
@@ -274,26 +345,48 @@ class LLALSTMModel(KeepBestHub, FairseqEncoderDecoderModel):
         if args.lexicon_unit_epochs < 0:
             raise ValueError(f"--lexicon-unit-epochs must be >= 0, got {args.lexicon_unit_epochs}")
         if args.lexicon_unit_epochs == 0 and not args.lexicon_unit_joint:
-            raise ValueError("--lexicon-unit-epochs 0 would never train the Lexicon Unit: give N > 0 (the paper's "
-                             "schedule) or --lexicon-unit-joint (joint training from the first epoch)")
+            raise ValueError(
+                "--lexicon-unit-epochs 0 would never train the Lexicon Unit: give N > 0 (the paper's "
+                "schedule) or --lexicon-unit-joint (joint training from the first epoch)"
+            )
         if args.adversary_grad_scale < 0:
             raise ValueError(f"--adversary-grad-scale must be >= 0, got {args.adversary_grad_scale}")
         src, tgt = task.source_dictionary, task.target_dictionary
-        lexicon_unit = LexiconUnit(len(src), len(tgt), src.pad(), src.eos(), lr_scale=args.lexicon_unit_lr_scale,
-                                   pool_eos=args.lexicon_unit_pool_eos)
+        lexicon_unit = LexiconUnit(
+            len(src),
+            len(tgt),
+            src.pad(),
+            src.eos(),
+            lr_scale=args.lexicon_unit_lr_scale,
+            pool_eos=args.lexicon_unit_pool_eos,
+        )
         encoder = LLAEncoder(
-            src, len(tgt), args.encoder_embed_dim, args.hidden_size, args.num_layers, args.dropout, lexicon_unit,
+            src,
+            len(tgt),
+            args.encoder_embed_dim,
+            args.hidden_size,
+            args.num_layers,
+            args.dropout,
+            lexicon_unit,
             getattr(args, "max_source_positions", DEFAULT_MAX_POSITIONS),
         )
         decoder = LLADecoder(
-            tgt, args.hidden_size, args.num_layers, args.dropout, args.decoder_token_input, args.decoder_embed_dim,
-            args.decoder_attention, encoder.output_units, args.renormalize_output,
+            tgt,
+            args.hidden_size,
+            args.num_layers,
+            args.dropout,
+            args.decoder_token_input,
+            args.decoder_embed_dim,
+            args.decoder_attention,
+            encoder.output_units,
+            args.renormalize_output,
             getattr(args, "max_target_positions", DEFAULT_MAX_POSITIONS),
         )
         adversary = None
         if not args.no_adversary:
-            adversary = LexiconAdversary(2 * args.num_layers * args.hidden_size, args.adversary_hidden_size,
-                                         len(tgt), args.adversary_grad_scale)
+            adversary = LexiconAdversary(
+                2 * args.num_layers * args.hidden_size, args.adversary_hidden_size, len(tgt), args.adversary_grad_scale
+            )
         from ..tasks.lla_translation import LLATranslationTask  # (that module imports this one)
 
         if not isinstance(task, LLATranslationTask):  # which calls set_epoch itself

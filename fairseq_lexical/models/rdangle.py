@@ -15,6 +15,7 @@ fairseq's view: the *encoder* embeds the source and, in ``sep`` mode, runs the v
 depends on the target); the adaptive encoder's layers are registered under the encoder (``encoder.adaptive``) but
 run from the *decoder*, at the re-encoding points, because they read the target prefix.
 """
+
 from __future__ import annotations
 
 import logging
@@ -50,7 +51,7 @@ _CACHE = "rdangle"
 
 def Embedding(num_embeddings, embedding_dim, padding_idx):
     m = nn.Embedding(num_embeddings, embedding_dim, padding_idx=padding_idx)
-    nn.init.normal_(m.weight, mean=0, std=embedding_dim ** -0.5)
+    nn.init.normal_(m.weight, mean=0, std=embedding_dim**-0.5)
     nn.init.constant_(m.weight[padding_idx], 0)
     return m
 
@@ -58,8 +59,16 @@ def Embedding(num_embeddings, embedding_dim, padding_idx):
 class _Embedder(nn.Module):
     """Token embedding x sqrt(C) (fairseq's scaling) + absolute positions (none with relative positions) + dropout."""
 
-    def __init__(self, embed_tokens: nn.Embedding, padding_idx: int, max_positions: int, relative: bool,
-                 dropout: float, scale: bool, learned_pos: bool):
+    def __init__(
+        self,
+        embed_tokens: nn.Embedding,
+        padding_idx: int,
+        max_positions: int,
+        relative: bool,
+        dropout: float,
+        scale: bool,
+        learned_pos: bool,
+    ):
         super().__init__()
         self.embed_tokens = embed_tokens
         dim = embed_tokens.embedding_dim
@@ -84,8 +93,15 @@ class RDangleEncoder(FairseqEncoder):
         super().__init__(dictionary)
         self.padding_idx = dictionary.pad()
         self.max_source_positions = args.max_source_positions
-        self.embed = _Embedder(embed_tokens, self.padding_idx, args.max_source_positions, args.relative_positions > 0,
-                               args.dropout, not args.no_scale_embedding, args.encoder_learned_pos)
+        self.embed = _Embedder(
+            embed_tokens,
+            self.padding_idx,
+            args.max_source_positions,
+            args.relative_positions > 0,
+            args.dropout,
+            not args.no_scale_embedding,
+            args.encoder_learned_pos,
+        )
         self.adaptive = adaptive
         self.kv_mode = args.kv_mode
 
@@ -131,8 +147,15 @@ class RDangleDecoder(LexicalDecoder, FairseqIncrementalDecoder):
         self._adaptive = (adaptive,)
         self.padding_idx = dictionary.pad()
         self.max_target_positions = args.max_target_positions
-        self.embed = _Embedder(embed_tokens, self.padding_idx, args.max_target_positions, args.relative_positions > 0,
-                               args.dropout, not args.no_scale_embedding, args.decoder_learned_pos)
+        self.embed = _Embedder(
+            embed_tokens,
+            self.padding_idx,
+            args.max_target_positions,
+            args.relative_positions > 0,
+            args.dropout,
+            not args.no_scale_embedding,
+            args.decoder_learned_pos,
+        )
         self.stack = KVDecoderStack(sizes, args.decoder_layers)
         self.kv_mode = args.kv_mode
         self.interval = args.reencode_interval
@@ -144,10 +167,11 @@ class RDangleDecoder(LexicalDecoder, FairseqIncrementalDecoder):
             self.output_projection.weight = embed_tokens.weight
         else:
             self.output_projection = nn.Linear(sizes.dim, len(dictionary), bias=False)
-            nn.init.normal_(self.output_projection.weight, mean=0, std=sizes.dim ** -0.5)
+            nn.init.normal_(self.output_projection.weight, mean=0, std=sizes.dim**-0.5)
         self.lexical_head = None  # attach_lexical_head
-        self.alignment_layer, self.alignment_heads = alignment_of(args, args.decoder_layers,
-                                                                  args.decoder_attention_heads)
+        self.alignment_layer, self.alignment_heads = alignment_of(
+            args, args.decoder_layers, args.decoder_attention_heads
+        )
 
     @property
     def adaptive(self) -> AdaptiveEncoder:
@@ -176,8 +200,9 @@ class RDangleDecoder(LexicalDecoder, FairseqIncrementalDecoder):
         value_states = key_states if self.kv_mode == "shared" else encoder_out["value_states"][0]
         values = self.stack.project_values(value_states)
         outputs = x_in.new_full((x_in.size(0), 1), x_in.size(1) - 1, dtype=torch.long) if last_only else None
-        x, align, _ = self.stack(x_in, keys, values, encoder_out["encoder_padding_mask"][0], self.alignment_layer,
-                                 outputs=outputs)
+        x, align, _ = self.stack(
+            x_in, keys, values, encoder_out["encoder_padding_mask"][0], self.alignment_layer, outputs=outputs
+        )
         return x, self.average_heads(align)
 
     @staticmethod
@@ -191,8 +216,13 @@ class RDangleDecoder(LexicalDecoder, FairseqIncrementalDecoder):
 
     def output(self, features: Tensor, attn: Tensor, context: Optional[Tensor], x_in: Tensor, src_tokens: Tensor):
         """Output layer and, when present, the lexical head. ``context`` (B, T, C) is c_t = sum_j a_tj v_j."""
-        return self.lexical_output(self.output_projection(features),
-                                   {"context": context, "hidden": features, "input": x_in}, attn, src_tokens, {})
+        return self.lexical_output(
+            self.output_projection(features),
+            {"context": context, "hidden": features, "input": x_in},
+            attn,
+            src_tokens,
+            {},
+        )
 
     @property
     def needs_context(self) -> bool:
@@ -224,8 +254,10 @@ class RDangleDecoder(LexicalDecoder, FairseqIncrementalDecoder):
         segment's row. Positions past a target's end get zero features (they are padding)."""
         bsz, tgt_len = prev.shape
         if bool(prev[:, 0].eq(self.padding_idx).any()):
-            raise ValueError("rdangle_transformer needs right-padded targets (fairseq's default, "
-                             "--left-pad-target False): a target's real tokens must start at position 0")
+            raise ValueError(
+                "rdangle_transformer needs right-padded targets (fairseq's default, "
+                "--left-pad-target False): a target's real tokens must start at position 0"
+            )
         src_embed = encoder_out["src_embed"][0]
         x_in = self.embed(prev)  # decoder inputs; also the target part of C_t
         lengths = prev.ne(self.padding_idx).sum(dim=1)
@@ -236,8 +268,18 @@ class RDangleDecoder(LexicalDecoder, FairseqIncrementalDecoder):
         feats, attns, contexts, dests = [], [], [], []
         for (lo, hi), (enc_len, dec_len) in zip(plan.chunks, plan.lengths_of_chunks):
             row, pos, dest = plan.selection(lo, hi)
-            args = (x_in, src_embed, encoder_out["encoder_padding_mask"][0], plan.sentence[lo:hi],
-                    plan.start[lo:hi], row, pos, enc_len, dec_len, *values_sent)
+            args = (
+                x_in,
+                src_embed,
+                encoder_out["encoder_padding_mask"][0],
+                plan.sentence[lo:hi],
+                plan.start[lo:hi],
+                row,
+                pos,
+                enc_len,
+                dec_len,
+                *values_sent,
+            )
             if checkpointed:  # bounded memory: a chunk's activations are rebuilt in the backward pass
                 out = checkpoint(self._chunk, *args, use_reentrant=False)
             else:
@@ -281,8 +323,9 @@ class RDangleDecoder(LexicalDecoder, FairseqIncrementalDecoder):
         if self.interval < dec_len:
             offsets = torch.arange(self.interval, device=x_in.device)
             outputs = (start.unsqueeze(1) + offsets.unsqueeze(0)).clamp(max=dec_len - 1)
-        x, align, _ = self.stack(x_in[:, :dec_len].index_select(0, sentence), keys, values, src_pad,
-                                 self.alignment_layer, outputs=outputs)
+        x, align, _ = self.stack(
+            x_in[:, :dec_len].index_select(0, sentence), keys, values, src_pad, self.alignment_layer, outputs=outputs
+        )
         col = pos if outputs is None else pos - start[row]
         attn = self.average_heads(align)[row, col]
         context = None
@@ -320,8 +363,9 @@ class RDangleDecoder(LexicalDecoder, FairseqIncrementalDecoder):
         values = [cache[f"value.{i}"] for i in range(num_layers)]
         # at a re-encoding point only the last position's output is wanted: the last layer queries it alone
         outputs = prev.new_full((prev.size(0), 1), x_in.size(1) - 1) if past is None and x_in.size(1) > 1 else None
-        x, align, layer_caches = self.stack(x_in, keys, values, src_pad, self.alignment_layer, past=past, start=start,
-                                            outputs=outputs)
+        x, align, layer_caches = self.stack(
+            x_in, keys, values, src_pad, self.alignment_layer, past=past, start=start, outputs=outputs
+        )
         for i, (k, v) in enumerate(layer_caches):
             cache[f"self_k.{i}"], cache[f"self_v.{i}"] = k, v
         self.set_incremental_state(incremental_state, _CACHE, cache)
@@ -356,12 +400,18 @@ class RDangleModel(KeepBestHub, FairseqEncoderDecoderModel):
         parser.add_argument("--activation-fn", choices=utils.get_available_activation_fns())
         parser.add_argument("--dropout", type=float, metavar="D", help="dropout after embeddings and sub-layers")
         parser.add_argument("--attention-dropout", type=float, metavar="D", help="dropout on attention weights")
-        parser.add_argument("--activation-dropout", type=float, metavar="D",
-                            help="dropout after the feed-forward activation")
-        parser.add_argument("--encoder-embed-dim", type=int, metavar="N",
-                            help="model size (source and target embeddings, every layer)")
-        parser.add_argument("--encoder-ffn-embed-dim", type=int, metavar="N",
-                            help="feed-forward size of the adaptive and value encoders")
+        parser.add_argument(
+            "--activation-dropout", type=float, metavar="D", help="dropout after the feed-forward activation"
+        )
+        parser.add_argument(
+            "--encoder-embed-dim", type=int, metavar="N", help="model size (source and target embeddings, every layer)"
+        )
+        parser.add_argument(
+            "--encoder-ffn-embed-dim",
+            type=int,
+            metavar="N",
+            help="feed-forward size of the adaptive and value encoders",
+        )
         parser.add_argument("--encoder-attention-heads", type=int, metavar="N")
         parser.add_argument("--encoder-normalize-before", action="store_true", help="pre-norm encoder layers")
         parser.add_argument("--encoder-learned-pos", action="store_true", help="learned absolute source positions")
@@ -372,36 +422,78 @@ class RDangleModel(KeepBestHub, FairseqEncoderDecoderModel):
         parser.add_argument("--decoder-normalize-before", action="store_true", help="pre-norm decoder layers")
         parser.add_argument("--decoder-learned-pos", action="store_true", help="learned absolute target positions")
         parser.add_argument("--share-decoder-input-output-embed", action="store_true")
-        parser.add_argument("--share-all-embeddings", action="store_true",
-                            help="one embedding table for source, target and output (joined dictionary)")
+        parser.add_argument(
+            "--share-all-embeddings",
+            action="store_true",
+            help="one embedding table for source, target and output (joined dictionary)",
+        )
         parser.add_argument("--no-scale-embedding", action="store_true", help="do not scale embeddings by sqrt(C)")
-        parser.add_argument("--adaptive-concat-layers", type=int, metavar="K1",
-                            help="k1: adaptive encoder layers over [x ; y_<=t] (eq. 5)")
-        parser.add_argument("--adaptive-source-layers", type=int, metavar="K2",
-                            help="k2: adaptive encoder layers over the source slice (eq. 6)")
-        parser.add_argument("--kv-mode", choices=["shared", "sep"],
-                            help="shared: keys and values from the adaptive encodings (Dangle, R-Dangle_shr); "
-                                 "sep: values from a value encoder run once, keys re-encoded (R-Dangle_sep)")
-        parser.add_argument("--value-encoder-layers", type=int, metavar="N",
-                            help="sep: layers of the value encoder (eq. 14), the shared ones included")
-        parser.add_argument("--shared-kv-layers", type=int, metavar="N",
-                            help="sep: top layers shared by the value encoder and the adaptive (key) encoder")
-        parser.add_argument("--reencode-interval", type=int, metavar="O",
-                            help="re-encode at decoder steps t = 1, 1+O, 1+2O, ... (1: every step, Dangle; "
-                                 ">= the target length: once, at the first step)")
-        parser.add_argument("--reencode-chunk-size", type=int, metavar="N",
-                            help="training: stack at most N (segment, sentence) rows per pass and recompute each "
-                                 "chunk in the backward pass (activation checkpointing: bounded memory, about a "
-                                 "third more compute); 0 (default): no limit, nothing recomputed")
-        parser.add_argument("--reencode-buckets", type=int, metavar="G",
-                            help="training: run the stacked rows as G passes of growing prefix length, so that "
-                                 "short prefixes are not padded to the longest (default 4; 1: one pass)")
-        parser.add_argument("--relative-positions", type=int, metavar="K",
-                            help="relative positions clipped at distance K, no absolute ones (default 15, the "
-                                 "authors' --max-relative-position 16); 0: fairseq's absolute positions")
-        parser.add_argument("--relative-form", choices=RELATIVE_FORMS, default="dangle",
-                            help="dangle (default): the authors' score terms q.a + k.a, no value term; shaw: Shaw "
-                                 "et al.'s q.(k + a^K) and value vectors a^V")
+        parser.add_argument(
+            "--adaptive-concat-layers",
+            type=int,
+            metavar="K1",
+            help="k1: adaptive encoder layers over [x ; y_<=t] (eq. 5)",
+        )
+        parser.add_argument(
+            "--adaptive-source-layers",
+            type=int,
+            metavar="K2",
+            help="k2: adaptive encoder layers over the source slice (eq. 6)",
+        )
+        parser.add_argument(
+            "--kv-mode",
+            choices=["shared", "sep"],
+            help="shared: keys and values from the adaptive encodings (Dangle, R-Dangle_shr); "
+            "sep: values from a value encoder run once, keys re-encoded (R-Dangle_sep)",
+        )
+        parser.add_argument(
+            "--value-encoder-layers",
+            type=int,
+            metavar="N",
+            help="sep: layers of the value encoder (eq. 14), the shared ones included",
+        )
+        parser.add_argument(
+            "--shared-kv-layers",
+            type=int,
+            metavar="N",
+            help="sep: top layers shared by the value encoder and the adaptive (key) encoder",
+        )
+        parser.add_argument(
+            "--reencode-interval",
+            type=int,
+            metavar="O",
+            help="re-encode at decoder steps t = 1, 1+O, 1+2O, ... (1: every step, Dangle; "
+            ">= the target length: once, at the first step)",
+        )
+        parser.add_argument(
+            "--reencode-chunk-size",
+            type=int,
+            metavar="N",
+            help="training: stack at most N (segment, sentence) rows per pass and recompute each "
+            "chunk in the backward pass (activation checkpointing: bounded memory, about a "
+            "third more compute); 0 (default): no limit, nothing recomputed",
+        )
+        parser.add_argument(
+            "--reencode-buckets",
+            type=int,
+            metavar="G",
+            help="training: run the stacked rows as G passes of growing prefix length, so that "
+            "short prefixes are not padded to the longest (default 4; 1: one pass)",
+        )
+        parser.add_argument(
+            "--relative-positions",
+            type=int,
+            metavar="K",
+            help="relative positions clipped at distance K, no absolute ones (default 15, the "
+            "authors' --max-relative-position 16); 0: fairseq's absolute positions",
+        )
+        parser.add_argument(
+            "--relative-form",
+            choices=RELATIVE_FORMS,
+            default="dangle",
+            help="dangle (default): the authors' score terms q.a + k.a, no value term; shaw: Shaw "
+            "et al.'s q.(k + a^K) and value vectors a^V",
+        )
         add_lexical_decoder_args(parser, TRANSFORMER_GATE_FEATURES, alignment=True)
 
     @classmethod
@@ -423,15 +515,35 @@ class RDangleModel(KeepBestHub, FairseqEncoderDecoderModel):
             src_embed = Embedding(len(src_dict), dim, src_dict.pad())
             tgt_embed = Embedding(len(tgt_dict), dim, tgt_dict.pad())
         activation = utils.get_activation_fn(args.activation_fn)
-        common = dict(dim=dim, dropout=args.dropout, attention_dropout=args.attention_dropout,
-                      activation_dropout=args.activation_dropout, activation_fn=activation,
-                      relative_positions=args.relative_positions, relative_form=args.relative_form)
-        enc_sizes = LayerSizes(heads=args.encoder_attention_heads, ffn_dim=args.encoder_ffn_embed_dim,
-                               normalize_before=args.encoder_normalize_before, **common)
-        dec_sizes = LayerSizes(heads=args.decoder_attention_heads, ffn_dim=args.decoder_ffn_embed_dim,
-                               normalize_before=args.decoder_normalize_before, **common)
-        adaptive = AdaptiveEncoder(enc_sizes, args.adaptive_concat_layers, args.adaptive_source_layers, args.kv_mode,
-                                   args.value_encoder_layers, args.shared_kv_layers)
+        common = dict(
+            dim=dim,
+            dropout=args.dropout,
+            attention_dropout=args.attention_dropout,
+            activation_dropout=args.activation_dropout,
+            activation_fn=activation,
+            relative_positions=args.relative_positions,
+            relative_form=args.relative_form,
+        )
+        enc_sizes = LayerSizes(
+            heads=args.encoder_attention_heads,
+            ffn_dim=args.encoder_ffn_embed_dim,
+            normalize_before=args.encoder_normalize_before,
+            **common,
+        )
+        dec_sizes = LayerSizes(
+            heads=args.decoder_attention_heads,
+            ffn_dim=args.decoder_ffn_embed_dim,
+            normalize_before=args.decoder_normalize_before,
+            **common,
+        )
+        adaptive = AdaptiveEncoder(
+            enc_sizes,
+            args.adaptive_concat_layers,
+            args.adaptive_source_layers,
+            args.kv_mode,
+            args.value_encoder_layers,
+            args.shared_kv_layers,
+        )
         encoder = RDangleEncoder(args, src_dict, src_embed, adaptive)
         decoder = RDangleDecoder(args, tgt_dict, tgt_embed, adaptive, dec_sizes)
         decoder.attach_lexical_head(args, src_dict, tgt_dict, {"context": dim, "hidden": dim, "input": dim})
@@ -452,8 +564,10 @@ def validate_args(args):
     _positive(args, "adaptive_source_layers", 0, "layers over the source slice")
     _positive(args, "decoder_layers", 1, "decoder layers")
     if args.decoder_embed_dim != args.encoder_embed_dim:
-        raise ValueError(f"--decoder-embed-dim {args.decoder_embed_dim} must equal --encoder-embed-dim "
-                         f"{args.encoder_embed_dim} (source and target tokens share the adaptive encoder)")
+        raise ValueError(
+            f"--decoder-embed-dim {args.decoder_embed_dim} must equal --encoder-embed-dim "
+            f"{args.encoder_embed_dim} (source and target tokens share the adaptive encoder)"
+        )
     if args.kv_mode == "sep":
         _positive(args, "value_encoder_layers", 1, "the value encoder of eq. 14")
         _positive(args, "shared_kv_layers", 0, "top layers shared by the key and value encoders")

@@ -15,6 +15,7 @@ Sequence-to-Sequence Learning"):
 
 All tensors are batch first (B x L x C). Masks are boolean, True = blocked.
 """
+
 from __future__ import annotations
 
 import math
@@ -61,9 +62,19 @@ class LayerSizes:
     """What every layer of the model shares: sizes, dropouts, activation, pre/post norm, relative clipping K and
     the relative form (``"dangle"`` or ``"shaw"``, see ``relative_attention``)."""
 
-    def __init__(self, dim: int, heads: int, ffn_dim: int, dropout: float, attention_dropout: float,
-                 activation_dropout: float, activation_fn: Callable, normalize_before: bool, relative_positions: int,
-                 relative_form: str = "shaw"):
+    def __init__(
+        self,
+        dim: int,
+        heads: int,
+        ffn_dim: int,
+        dropout: float,
+        attention_dropout: float,
+        activation_dropout: float,
+        activation_fn: Callable,
+        normalize_before: bool,
+        relative_positions: int,
+        relative_form: str = "shaw",
+    ):
         self.dim, self.heads, self.ffn_dim = dim, heads, ffn_dim
         self.dropout, self.attention_dropout, self.activation_dropout = dropout, attention_dropout, activation_dropout
         self.activation_fn, self.normalize_before = activation_fn, normalize_before
@@ -75,8 +86,9 @@ class EncoderLayer(nn.Module):
 
     def __init__(self, sizes: LayerSizes, num_relative: int = 0):
         super().__init__()
-        self.self_attn = RelativeMultiheadAttention(sizes.dim, sizes.heads, sizes.attention_dropout, num_relative,
-                                                    sizes.relative_form)
+        self.self_attn = RelativeMultiheadAttention(
+            sizes.dim, sizes.heads, sizes.attention_dropout, num_relative, sizes.relative_form
+        )
         self.self_attn_layer_norm = nn.LayerNorm(sizes.dim)
         self.ffn = _FeedForward(sizes.dim, sizes.ffn_dim, sizes.activation_fn, sizes.activation_dropout)
         self.final_layer_norm = nn.LayerNorm(sizes.dim)
@@ -90,8 +102,13 @@ class EncoderLayer(nn.Module):
         x = F.dropout(fn(x), p=self.dropout, training=self.training) + residual
         return x if self.normalize_before else norm(x)
 
-    def forward(self, x: Tensor, key_padding_mask: Optional[Tensor] = None, rel_index: Optional[Tensor] = None,
-                query_len: Optional[int] = None):
+    def forward(
+        self,
+        x: Tensor,
+        key_padding_mask: Optional[Tensor] = None,
+        rel_index: Optional[Tensor] = None,
+        query_len: Optional[int] = None,
+    ):
         """``query_len``: compute the outputs of the first ``query_len`` positions only (every position still
         serves as a key and a value), for a last layer whose other outputs nobody reads."""
         q = x.size(1) if query_len is None else query_len
@@ -113,8 +130,9 @@ class KVDecoderLayer(nn.Module):
 
     def __init__(self, sizes: LayerSizes, num_relative: int = 0):
         super().__init__()
-        self.self_attn = RelativeMultiheadAttention(sizes.dim, sizes.heads, sizes.attention_dropout, num_relative,
-                                                    sizes.relative_form)
+        self.self_attn = RelativeMultiheadAttention(
+            sizes.dim, sizes.heads, sizes.attention_dropout, num_relative, sizes.relative_form
+        )
         self.self_attn_layer_norm = nn.LayerNorm(sizes.dim)
         self.encoder_attn = RelativeMultiheadAttention(sizes.dim, sizes.heads, sizes.attention_dropout)
         self.encoder_attn_layer_norm = nn.LayerNorm(sizes.dim)
@@ -154,8 +172,13 @@ class KVDecoderLayer(nn.Module):
 
         residual = x
         h = self.encoder_attn_layer_norm(x) if self.normalize_before else x
-        h, probs = self.encoder_attn.attend(self.encoder_attn.project_query(h), cross_key, cross_value,
-                                            key_padding_mask=cross_padding_mask, need_weights=need_weights)
+        h, probs = self.encoder_attn.attend(
+            self.encoder_attn.project_query(h),
+            cross_key,
+            cross_value,
+            key_padding_mask=cross_padding_mask,
+            need_weights=need_weights,
+        )
         x = F.dropout(h, p=self.dropout, training=self.training) + residual
         if not self.normalize_before:
             x = self.encoder_attn_layer_norm(x)
@@ -177,8 +200,15 @@ class AdaptiveEncoder(nn.Module):
     layers are the last ``shared_layers`` of ``source_layers``, the same modules).
     """
 
-    def __init__(self, sizes: LayerSizes, concat_layers: int, source_layers: int, kv_mode: str = "shared",
-                 value_layers: int = 0, shared_layers: int = 0):
+    def __init__(
+        self,
+        sizes: LayerSizes,
+        concat_layers: int,
+        source_layers: int,
+        kv_mode: str = "shared",
+        value_layers: int = 0,
+        shared_layers: int = 0,
+    ):
         super().__init__()
         if kv_mode not in ("shared", "sep"):
             raise ValueError(f"--kv-mode must be 'shared' or 'sep', got {kv_mode!r}")
@@ -190,7 +220,7 @@ class AdaptiveEncoder(nn.Module):
         self.concat_layers = nn.ModuleList(EncoderLayer(sizes, joint_rows) for _ in range(concat_layers))
         self.source_layers = nn.ModuleList(EncoderLayer(sizes, single_rows) for _ in range(source_layers))
         # Segment (type) embeddings of C_t: row 0 source, row 1 target.
-        self.segment_embed = nn.Parameter(torch.empty(2, sizes.dim).normal_(0, sizes.dim ** -0.5))
+        self.segment_embed = nn.Parameter(torch.empty(2, sizes.dim).normal_(0, sizes.dim**-0.5))
         self.key_layer_norm = nn.LayerNorm(sizes.dim) if sizes.normalize_before else None
         self.shared_layers = shared_layers if kv_mode == "sep" else 0
         if kv_mode == "sep":
@@ -224,7 +254,7 @@ class AdaptiveEncoder(nn.Module):
     def values(self, src: Tensor, src_padding_mask: Tensor) -> Tensor:
         """H^v (B, S, C) of eq. 14 (``sep`` mode only)."""
         rel = self._source_rel(src.size(1), src.device)
-        shared = list(self.source_layers)[len(self.source_layers) - self.shared_layers:]
+        shared = list(self.source_layers)[len(self.source_layers) - self.shared_layers :]
         h = src
         for layer in list(self.value_layers) + shared:
             h = layer(h, src_padding_mask, rel)
@@ -286,9 +316,17 @@ class KVDecoderStack(nn.Module):
         caches, align = [], None
         for i, layer in enumerate(self.layers):
             select = outputs is not None and i == last
-            x, probs, kv = layer(x, keys[i], values[i], src_padding_mask, last_mask if select else mask,
-                                 last_rel if select else rel, None if past is None else past[i],
-                                 need_weights=i == alignment_layer, query_positions=outputs if select else None)
+            x, probs, kv = layer(
+                x,
+                keys[i],
+                values[i],
+                src_padding_mask,
+                last_mask if select else mask,
+                last_rel if select else rel,
+                None if past is None else past[i],
+                need_weights=i == alignment_layer,
+                query_positions=outputs if select else None,
+            )
             caches.append(kv)
             if i == alignment_layer:
                 align = probs

@@ -9,6 +9,7 @@ source id, plus a mass per row spread uniformly over the target vocabulary), so 
 batch's source positions and no |V_x| x |V_y| tensor is built per batch. The mixture and its log are computed in fp32,
 in log space, so that a token with no lexical mass still gets a finite log-probability.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -52,7 +53,7 @@ def lexicon_fingerprint(*tensors: Tensor) -> Tensor:
         digest.update(repr(tuple(values.shape)).encode())
         digest.update(values.numpy().tobytes())
     raw = digest.digest()[:16]
-    return torch.tensor([int.from_bytes(raw[i:i + 4], "big") for i in range(0, 16, 4)], dtype=torch.int64)
+    return torch.tensor([int.from_bytes(raw[i : i + 4], "big") for i in range(0, 16, 4)], dtype=torch.int64)
 
 
 def fingerprint_hex(fingerprint: Tensor) -> str:
@@ -260,10 +261,15 @@ class LexicalTranslationHead(nn.Module):
         support = torch.from_numpy(table.uniform_support.astype("float64"))
         self.register_buffer("uniform_target_dist", support / support.sum())
         # The lexicon as built (a trainable one's training does not change it): loading a checkpoint compares it.
-        self.register_buffer("lexicon_fingerprint", lexicon_fingerprint(
-            torch.from_numpy(table.targets), torch.from_numpy(table.weights), torch.from_numpy(table.uniform_mass),
-            self.uniform_target_dist,
-        ))
+        self.register_buffer(
+            "lexicon_fingerprint",
+            lexicon_fingerprint(
+                torch.from_numpy(table.targets),
+                torch.from_numpy(table.weights),
+                torch.from_numpy(table.uniform_mass),
+                self.uniform_target_dist,
+            ),
+        )
         if source is not None:
             logger.info("lexicon %s: fingerprint %s", source, fingerprint_hex(self.lexicon_fingerprint))
         if dense:
@@ -280,11 +286,15 @@ class LexicalTranslationHead(nn.Module):
         # Decided once (not per batch, which would synchronise with the GPU): uniform rows need the dense path.
         self.has_uniform_rows = bool(table.uniform_rows.any())
         if trainable and ((table.uniform_mass > 0) & (table.uniform_mass < 1)).any():
-            raise ValueError("a trainable sparse lexicon cannot hold full-row softmax rows (their uniform remainder "
-                             "is not trained): store it densely (--lexicon-dense)")
+            raise ValueError(
+                "a trainable sparse lexicon cannot hold full-row softmax rows (their uniform remainder "
+                "is not trained): store it densely (--lexicon-dense)"
+            )
         if trainable:
             filled = weights > 0
-            logits = torch.where(filled, torch.log(weights.clamp_min(_TINY)), torch.full_like(weights, _EMPTY_SLOT_LOGIT))
+            logits = torch.where(
+                filled, torch.log(weights.clamp_min(_TINY)), torch.full_like(weights, _EMPTY_SLOT_LOGIT)
+            )
             self.register_buffer("lexicon_slot_mask", filled.to(torch.uint8))
             self._set_tensor("lexicon_logits", logits, parameter=True)
             if targets.shape[1] == 1:
@@ -336,15 +346,19 @@ class LexicalTranslationHead(nn.Module):
         ``reset_lexicon`` the head keeps its own lexicon and takes everything else from the checkpoint."""
         key = prefix + "lexicon_fingerprint"
         if key not in state_dict:  # saved before fingerprints: a frozen sparse table can still be fingerprinted
-            tables = [state_dict.get(prefix + n) for n in
-                      ("lexicon_targets", "lexicon_weights", "lexicon_uniform_rows", "uniform_target_dist")]
+            tables = [
+                state_dict.get(prefix + n)
+                for n in ("lexicon_targets", "lexicon_weights", "lexicon_uniform_rows", "uniform_target_dist")
+            ]
             if all(t is not None for t in tables):
                 state_dict[key] = lexicon_fingerprint(*tables)
             else:
                 if self.source is not None:
-                    logger.warning("lexicon %s: the checkpoint predates lexicon fingerprints and its lexicon is "
-                                   "trainable or dense: it is loaded without checking it against the file",
-                                   self.source)
+                    logger.warning(
+                        "lexicon %s: the checkpoint predates lexicon fingerprints and its lexicon is "
+                        "trainable or dense: it is loaded without checking it against the file",
+                        self.source,
+                    )
                 state_dict[key] = self.lexicon_fingerprint
         theirs = state_dict[key]
         if self.source is None or torch.equal(theirs.cpu(), self.lexicon_fingerprint.cpu()):
@@ -356,8 +370,12 @@ class LexicalTranslationHead(nn.Module):
                 f"silently keep. Give the --lexicon the checkpoint was trained with (its training log names the "
                 f"file next to that fingerprint), or add --reset-lexicon to continue with {self.source}'s lexicon"
             )
-        logger.warning("--reset-lexicon: the checkpoint's lexicon (fingerprint %s) is replaced by %s's (%s)",
-                       fingerprint_hex(theirs), self.source, fingerprint_hex(self.lexicon_fingerprint))
+        logger.warning(
+            "--reset-lexicon: the checkpoint's lexicon (fingerprint %s) is replaced by %s's (%s)",
+            fingerprint_hex(theirs),
+            self.source,
+            fingerprint_hex(self.lexicon_fingerprint),
+        )
         for name, tensor in list(self._buffers.items()) + list(self._parameters.items()):
             if tensor is not None:
                 state_dict[prefix + name] = tensor.detach()

@@ -8,6 +8,7 @@ The units are trained only by binary cross-entropy: the Lexicon Unit against the
 (``target_bag``), the adversary against l (detached). Nothing here registers with fairseq; ``models/lla_lstm.py``
 wires them into an encoder-decoder. Equations, options and deviations: docs/lla.md.
 """
+
 from __future__ import annotations
 
 import torch
@@ -70,8 +71,15 @@ class LexiconUnit(nn.Module):
     (Adam, 1e-3) S = 100 gives the Lexicon Unit the paper's 0.1. ``table()`` is w.
     """
 
-    def __init__(self, num_source: int, num_target: int, padding_idx: int, eos_idx: int,
-                 lr_scale: float = 1.0, pool_eos: bool = False):
+    def __init__(
+        self,
+        num_source: int,
+        num_target: int,
+        padding_idx: int,
+        eos_idx: int,
+        lr_scale: float = 1.0,
+        pool_eos: bool = False,
+    ):
         super().__init__()
         if lr_scale <= 0:
             raise ValueError(f"--lexicon-unit-lr-scale must be > 0, got {lr_scale}")

@@ -26,6 +26,7 @@ contract them with the queries, keys or probabilities (no (B, H, L, R) tensor is
 The returned attention probabilities are fp32 whatever the activations' dtype: a lexical head reads them, and the
 gradient it sends them is unbounded (issue 19, point 2).
 """
+
 from __future__ import annotations
 
 import math
@@ -48,8 +49,9 @@ def num_relative_joint(max_distance: int) -> int:
     return 2 * num_relative_single(max_distance) + 2
 
 
-def relative_index(q_len: int, k_len: int, max_distance: int, q_start: int = 0, k_start: int = 0,
-                   offset: int = 0, device=None) -> Tensor:
+def relative_index(
+    q_len: int, k_len: int, max_distance: int, q_start: int = 0, k_start: int = 0, offset: int = 0, device=None
+) -> Tensor:
     """(q_len, k_len) long tensor r(i, j) = clip((k_start + j) - (q_start + i), -K, K) + K + offset."""
     q = torch.arange(q_start, q_start + q_len, device=device).unsqueeze(1)
     k = torch.arange(k_start, k_start + k_len, device=device).unsqueeze(0)
@@ -82,8 +84,7 @@ class RelativeMultiheadAttention(nn.Module):
         form: ``"dangle"`` (the authors' q.a + k.a score terms) or ``"shaw"`` (Shaw et al.'s key and value terms).
     """
 
-    def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, num_relative: int = 0,
-                 form: str = "shaw"):
+    def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, num_relative: int = 0, form: str = "shaw"):
         super().__init__()
         if form not in RELATIVE_FORMS:
             raise ValueError(f"--relative-form must be one of {', '.join(RELATIVE_FORMS)}, got {form!r}")
@@ -91,7 +92,7 @@ class RelativeMultiheadAttention(nn.Module):
             raise ValueError(f"embedding size {embed_dim} is not divisible by {num_heads} attention heads")
         self.embed_dim, self.num_heads = embed_dim, num_heads
         self.head_dim = embed_dim // num_heads
-        self.scaling = self.head_dim ** -0.5
+        self.scaling = self.head_dim**-0.5
         self.dropout = dropout
         self.q_proj = nn.Linear(embed_dim, embed_dim)
         self.k_proj = nn.Linear(embed_dim, embed_dim)
@@ -115,8 +116,8 @@ class RelativeMultiheadAttention(nn.Module):
         if self.form == "dangle":
             nn.init.zeros_(self.relative_embeddings)  # as the authors' code (see the module docstring)
         elif self.form == "shaw":
-            nn.init.normal_(self.relative_keys, std=self.head_dim ** -0.5)
-            nn.init.normal_(self.relative_values, std=self.head_dim ** -0.5)
+            nn.init.normal_(self.relative_keys, std=self.head_dim**-0.5)
+            nn.init.normal_(self.relative_values, std=self.head_dim**-0.5)
 
     # -- projections (B x L x C -> B x H x L x d) ------------------------------------------------------------
     def _split(self, x: Tensor) -> Tensor:
@@ -159,8 +160,9 @@ class RelativeMultiheadAttention(nn.Module):
             if key_padding_mask is not None:
                 keep = ~key_padding_mask[:, None, None, :]
                 allowed = keep if allowed is None else allowed & keep
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, scale=1.0,
-                                                 dropout_p=self.dropout if self.training else 0.0)
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=allowed, scale=1.0, dropout_p=self.dropout if self.training else 0.0
+            )
             return self.out_proj(out.transpose(1, 2).reshape(bsz, q_len, self.embed_dim)), None
         scores = torch.matmul(q, k.transpose(-1, -2))
         if self.num_relative:
@@ -186,11 +188,25 @@ class RelativeMultiheadAttention(nn.Module):
         out = out.transpose(1, 2).reshape(bsz, q_len, self.embed_dim)
         return self.out_proj(out), probs
 
-    def forward(self, query: Tensor, key: Tensor, value: Tensor, key_padding_mask: Optional[Tensor] = None,
-                attn_mask: Optional[Tensor] = None, rel_index: Optional[Tensor] = None,
-                need_weights: bool = True) -> Tuple[Tensor, Optional[Tensor]]:
-        return self.attend(self.project_query(query), self.project_key(key), self.project_value(value),
-                           key_padding_mask, attn_mask, rel_index, need_weights)
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        key_padding_mask: Optional[Tensor] = None,
+        attn_mask: Optional[Tensor] = None,
+        rel_index: Optional[Tensor] = None,
+        need_weights: bool = True,
+    ) -> Tuple[Tensor, Optional[Tensor]]:
+        return self.attend(
+            self.project_query(query),
+            self.project_key(key),
+            self.project_value(value),
+            key_padding_mask,
+            attn_mask,
+            rel_index,
+            need_weights,
+        )
 
     def extra_repr(self) -> str:
         return f"heads={self.num_heads}, relative_rows={self.num_relative}, form={self.form}"

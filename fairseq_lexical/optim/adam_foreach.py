@@ -6,6 +6,7 @@ Python: a dozen small operations per parameter and update, which on a GPU is a d
 Parameters in half precision (`--memory-efficient-fp16` / `--memory-efficient-bf16`) and sparse gradients take
 fairseq's own loop, unchanged.
 """
+
 from __future__ import annotations
 
 import math
@@ -101,8 +102,10 @@ class FairseqAdamForeach(FairseqAdam):
     def __init__(self, cfg: FairseqAdamForeachConfig, params):
         super(FairseqAdam, self).__init__(cfg)
         if getattr(cfg, "fp16_adam_stats", False):
-            raise ValueError("--optimizer adam_foreach does not support --fp16-adam-stats (fairseq's FusedAdamV1 "
-                             "option); use --optimizer adam")
+            raise ValueError(
+                "--optimizer adam_foreach does not support --fp16-adam-stats (fairseq's FusedAdamV1 "
+                "option); use --optimizer adam"
+            )
         self._optimizer = ForeachAdam(params, **self.optimizer_config)
 
     def clip_grad_norm(self, max_norm, aggregate_norm_fn=None):

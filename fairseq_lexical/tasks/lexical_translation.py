@@ -8,6 +8,7 @@ touching fairseq for other models: ``--task lexical_translation`` gives ``KeepBe
 fairseq's own. The hub of the plugin's models (``from_pretrained``) uses this task whatever task the checkpoint
 was trained with; ``hub.generate(..., beam_search="fairseq")`` switches one call.
 """
+
 import logging
 from dataclasses import dataclass, field
 
@@ -26,11 +27,15 @@ TASK_NAME = "lexical_translation"
 
 @dataclass
 class LexicalTranslationConfig(TranslationConfig):
-    beam_search: ChoiceEnum(list(BEAM_SEARCHES)) = field(default="keep-best", metadata={
-        "help": "'keep-best': a sentence ends only when no hypothesis in the beam can beat the --beam best ended "
-                "ones, and greedy decoding's hypothesis is always among the candidates (never worse than greedy in "
-                "model score); 'fairseq': fairseq's search, which ends a sentence once --beam hypotheses have "
-                "ended. --beam 1 is greedy decoding either way (docs/search.md)"})
+    beam_search: ChoiceEnum(list(BEAM_SEARCHES)) = field(
+        default="keep-best",
+        metadata={
+            "help": "'keep-best': a sentence ends only when no hypothesis in the beam can beat the --beam best ended "
+            "ones, and greedy decoding's hypothesis is always among the candidates (never worse than greedy in "
+            "model score); 'fairseq': fairseq's search, which ends a sentence once --beam hypotheses have "
+            "ended. --beam 1 is greedy decoding either way (docs/search.md)"
+        },
+    )
 
 
 @register_task(TASK_NAME, dataclass=LexicalTranslationConfig)
@@ -50,8 +55,7 @@ class LexicalTranslationTask(TranslationTask):
         new.datasets = task.datasets
         return new
 
-    def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None,
-                        prefix_allowed_tokens_fn=None):
+    def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None, prefix_allowed_tokens_fn=None):
         search = getattr(args, "beam_search", None) or self.cfg.beam_search  # the hub's keyword, else the option
         if search not in BEAM_SEARCHES:
             raise ValueError(f"beam_search={search!r}: expected one of {', '.join(BEAM_SEARCHES)}")
@@ -61,6 +65,10 @@ class LexicalTranslationTask(TranslationTask):
             extra_gen_cls_kwargs = {**(extra_gen_cls_kwargs or {}), "nbest": getattr(args, "nbest", 1)}
         elif search == "keep-best" and seq_gen_cls is None and not why.startswith(("--beam 1", "--score-reference")):
             logger.info("fairseq's generator, not --beam-search keep-best, which does not implement %s", why)
-        return super().build_generator(models, args, seq_gen_cls=seq_gen_cls,
-                                       extra_gen_cls_kwargs=extra_gen_cls_kwargs,
-                                       prefix_allowed_tokens_fn=prefix_allowed_tokens_fn)
+        return super().build_generator(
+            models,
+            args,
+            seq_gen_cls=seq_gen_cls,
+            extra_gen_cls_kwargs=extra_gen_cls_kwargs,
+            prefix_allowed_tokens_fn=prefix_allowed_tokens_fn,
+        )

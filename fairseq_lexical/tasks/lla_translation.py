@@ -42,21 +42,37 @@ LEXICON_UNIT_SELECTION = ChoiceEnum(["valid_bce", "last"])
 
 @dataclass
 class LLATranslationConfig(LexicalTranslationConfig):
-    lexicon_unit_batch_size: Optional[int] = field(default=None, metadata={
-        "help": "sentences per batch, training and validation, in the Lexicon Unit epochs 1..N (the model's "
-                "--lexicon-unit-epochs; Thrush: 1); the later epochs use --batch-size. Each phase then gets its "
-                "own batch iterator, started at its first epoch, as two fairseq-train calls would. Default: "
-                "--batch-size throughout (one iterator)"})
-    lexicon_unit_selection: LEXICON_UNIT_SELECTION = field(default="valid_bce", metadata={
-        "help": "the Lexicon Unit the epochs after N use: 'valid_bce' the one with the lowest validation BCE "
-                f"({LEXICON_UNIT_METRIC}; among equal logged values the later epoch; Thrush's), 'last' that of epoch N"})
-    lla_selection_metric: str = field(default="exact_match", metadata={
-        "help": f"validation metric of the model selection in the epochs after N, logged as {SELECTION_METRIC} "
-                "where it beats every earlier such epoch: with --best-checkpoint-metric lla_selection "
-                "--maximize-best-checkpoint-metric, checkpoint_best.pt is the first epoch with the best score "
-                "(Thrush's model selection; 'bleu' needs --eval-bleu)"})
-    lla_selection_minimize: bool = field(default=False, metadata={
-        "help": f"lower --lla-selection-metric is better (e.g. loss); {SELECTION_METRIC} is then its negation"})
+    lexicon_unit_batch_size: Optional[int] = field(
+        default=None,
+        metadata={
+            "help": "sentences per batch, training and validation, in the Lexicon Unit epochs 1..N (the model's "
+            "--lexicon-unit-epochs; Thrush: 1); the later epochs use --batch-size. Each phase then gets its "
+            "own batch iterator, started at its first epoch, as two fairseq-train calls would. Default: "
+            "--batch-size throughout (one iterator)"
+        },
+    )
+    lexicon_unit_selection: LEXICON_UNIT_SELECTION = field(
+        default="valid_bce",
+        metadata={
+            "help": "the Lexicon Unit the epochs after N use: 'valid_bce' the one with the lowest validation BCE "
+            f"({LEXICON_UNIT_METRIC}; among equal logged values the later epoch; Thrush's), 'last' that of epoch N"
+        },
+    )
+    lla_selection_metric: str = field(
+        default="exact_match",
+        metadata={
+            "help": f"validation metric of the model selection in the epochs after N, logged as {SELECTION_METRIC} "
+            "where it beats every earlier such epoch: with --best-checkpoint-metric lla_selection "
+            "--maximize-best-checkpoint-metric, checkpoint_best.pt is the first epoch with the best score "
+            "(Thrush's model selection; 'bleu' needs --eval-bleu)"
+        },
+    )
+    lla_selection_minimize: bool = field(
+        default=False,
+        metadata={
+            "help": f"lower --lla-selection-metric is better (e.g. loss); {SELECTION_METRIC} is then its negation"
+        },
+    )
 
 
 @register_task("lla_translation", dataclass=LLATranslationConfig)
@@ -79,8 +95,10 @@ class LLATranslationTask(LexicalTranslationTask):
     def build_model(self, cfg, from_checkpoint=False):
         model = super().build_model(cfg, from_checkpoint)
         if not isinstance(model, LLALSTMModel):
-            raise ValueError(f"--task lla_translation trains the LLA-LSTM (--arch lla_lstm or lla_lstm_small), "
-                             f"got --arch {getattr(cfg, 'arch', type(model).__name__)}")
+            raise ValueError(
+                f"--task lla_translation trains the LLA-LSTM (--arch lla_lstm or lla_lstm_small), "
+                f"got --arch {getattr(cfg, 'arch', type(model).__name__)}"
+            )
         self.lexicon_unit_epochs = model.lexicon_unit_epochs
         return model
 
@@ -110,9 +128,11 @@ class LLATranslationTask(LexicalTranslationTask):
         n, select = self.lexicon_unit_epochs, self.cfg.lexicon_unit_selection == "valid_bce"
         if resumed and select and epoch <= n + 1:
             # fairseq restores no task state when it resumes a training run
-            raise RuntimeError(f"lla_translation: resumed at epoch {epoch}, but the Lexicon Unit selection of epochs "
-                               f"1-{n} (--lexicon-unit-selection valid_bce) is not in the checkpoint; train again from "
-                               f"epoch 1 (another --save-dir) or use --lexicon-unit-selection last")
+            raise RuntimeError(
+                f"lla_translation: resumed at epoch {epoch}, but the Lexicon Unit selection of epochs "
+                f"1-{n} (--lexicon-unit-selection valid_bce) is not in the checkpoint; train again from "
+                f"epoch 1 (another --save-dir) or use --lexicon-unit-selection last"
+            )
         if resumed and epoch > n + 1:
             # fairseq restored its best lla_selection, which is the best score so far (with it as the
             # --best-checkpoint-metric)
@@ -122,13 +142,17 @@ class LLATranslationTask(LexicalTranslationTask):
             self.best_score = best if best is not None and math.isfinite(best) else None
         if epoch == n + 1 and select and n > 0:
             if self.best_unit is None:
-                raise RuntimeError(f"lla_translation: no validation {LEXICON_UNIT_METRIC} in epochs 1-{n} to select the "
-                                   f"Lexicon Unit (--lexicon-unit-selection valid_bce needs validation every epoch; "
-                                   f"--validate-interval 1, no --disable-validation)")
+                raise RuntimeError(
+                    f"lla_translation: no validation {LEXICON_UNIT_METRIC} in epochs 1-{n} to select the "
+                    f"Lexicon Unit (--lexicon-unit-selection valid_bce needs validation every epoch; "
+                    f"--validate-interval 1, no --disable-validation)"
+                )
             unit_epoch, bce, state = self.best_unit
             model.encoder.lexicon_unit.load_state_dict(state)
-            logger.info(f"lla_translation: epoch {epoch}: the Lexicon Unit of epoch {unit_epoch} (lowest validation "
-                        f"{LEXICON_UNIT_METRIC}, {bce:g}) is used from now on")
+            logger.info(
+                f"lla_translation: epoch {epoch}: the Lexicon Unit of epoch {unit_epoch} (lowest validation "
+                f"{LEXICON_UNIT_METRIC}, {bce:g}) is used from now on"
+            )
             self.best_unit = None
         model.set_epoch(epoch)
 
@@ -163,13 +187,17 @@ class LLATranslationTask(LexicalTranslationTask):
         self.validated_epoch = self.epoch
         metric = self.cfg.lla_selection_metric
         if metric not in stats:
-            raise ValueError(f"--lla-selection-metric {metric} is not among the validation metrics "
-                             f"({', '.join(sorted(stats))}); 'bleu' needs --eval-bleu")
+            raise ValueError(
+                f"--lla-selection-metric {metric} is not among the validation metrics "
+                f"({', '.join(sorted(stats))}); 'bleu' needs --eval-bleu"
+            )
         if self.in_lexicon_unit_phase(self.epoch):
             if self.cfg.lexicon_unit_selection == "valid_bce":
                 if LEXICON_UNIT_METRIC not in stats:
-                    raise ValueError(f"no validation {LEXICON_UNIT_METRIC} to select the Lexicon Unit: "
-                                     f"use --criterion lexical_cross_entropy")
+                    raise ValueError(
+                        f"no validation {LEXICON_UNIT_METRIC} to select the Lexicon Unit: "
+                        f"use --criterion lexical_cross_entropy"
+                    )
                 bce = stats[LEXICON_UNIT_METRIC]
                 if self.best_unit is None or bce <= self.best_unit[1]:  # the later of equal values
                     state = {k: v.detach().clone() for k, v in model.encoder.lexicon_unit.state_dict().items()}

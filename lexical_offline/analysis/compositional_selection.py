@@ -17,6 +17,7 @@ The three steps of section 4, as implemented here (docs/compositional.md has the
 
 Words are whitespace-separated tokens compared as exact strings. Plain Python and numpy: no fairseq or torch import.
 """
+
 from __future__ import annotations
 
 import math
@@ -46,8 +47,17 @@ STATUS_UNTILEABLE = "untileable"  # unlisted="drop" and a word that no dictionar
 STATUS_DUPLICATE = "duplicate"  # same text as an earlier candidate that passed the filters
 STATUS_POOL = "pool"
 STATUS_BELOW = "below-pool"  # passed every filter, degree below the pool's cut
-STATUSES = (STATUS_EMPTY, STATUS_UNSEEN, STATUS_RARE, STATUS_SHORT, STATUS_LONG, STATUS_UNTILEABLE,
-            STATUS_DUPLICATE, STATUS_POOL, STATUS_BELOW)
+STATUSES = (
+    STATUS_EMPTY,
+    STATUS_UNSEEN,
+    STATUS_RARE,
+    STATUS_SHORT,
+    STATUS_LONG,
+    STATUS_UNTILEABLE,
+    STATUS_DUPLICATE,
+    STATUS_POOL,
+    STATUS_BELOW,
+)
 
 
 def _progress(iterable, enabled: bool, **kwargs):
@@ -56,7 +66,6 @@ def _progress(iterable, enabled: bool, **kwargs):
     from tqdm import tqdm
 
     return tqdm(iterable, mininterval=1.0, **kwargs)
-
 
 
 # -- step 1 and 2: OOV filter, degree, pool ---------------------------------------------------------------------
@@ -189,9 +198,15 @@ def score_candidates(
     ties = 0
     if pool and len(ranked) > len(pool):
         cut = ranked[len(pool) - 1].degree
-        ties = sum(1 for s in ranked[len(pool):] if s.degree == cut)
-    settings = {"min_word_count": min_word_count, "pool": pool_size, "unlisted": unlisted,
-                "min_length": min_length, "max_length": max_length, "dedup": dedup}
+        ties = sum(1 for s in ranked[len(pool) :] if s.degree == cut)
+    settings = {
+        "min_word_count": min_word_count,
+        "pool": pool_size,
+        "unlisted": unlisted,
+        "min_length": min_length,
+        "max_length": max_length,
+        "dedup": dedup,
+    }
     return PoolResult(scores, pool, ties, rare_counter, settings, dictionary.summary(), time.perf_counter() - t0)
 
 
@@ -206,15 +221,31 @@ def _tiling_str(t: Optional[Tiling]) -> Optional[str]:
 def candidate_rows(result: PoolResult) -> Iterator[List[object]]:
     for s in result.scores:
         t = s.tiling
-        yield [s.index, s.status, s.length, None if t is None else t.pieces, None if t is None else t.atoms,
-               s.degree, _tiling_str(t), " ".join(s.rare_words) or None]
+        yield [
+            s.index,
+            s.status,
+            s.length,
+            None if t is None else t.pieces,
+            None if t is None else t.atoms,
+            s.degree,
+            _tiling_str(t),
+            " ".join(s.rare_words) or None,
+        ]
 
 
 def pool_rows(result: PoolResult, sources: Sequence[str], targets: Optional[Sequence[str]]) -> Iterator[List[object]]:
     for i in result.pool:
         s = result.scores[i]
-        row = [s.rank, s.index, s.degree, s.tiling.pieces, s.length, s.tiling.atoms, _tiling_str(s.tiling),
-               " ".join(sources[i].split())]
+        row = [
+            s.rank,
+            s.index,
+            s.degree,
+            s.tiling.pieces,
+            s.length,
+            s.tiling.atoms,
+            _tiling_str(s.tiling),
+            " ".join(sources[i].split()),
+        ]
         if targets is not None:
             row.append(" ".join(targets[i].split()))
         yield row
@@ -241,10 +272,14 @@ class SampleResult:
 
     def summary(self) -> Dict[str, object]:
         c = Counter(self.stages)
-        return {"ranked": len(self.order), "stages": {k: c.get(k, 0) for k in
-                (STAGE_TOP, STAGE_SELECTED, STAGE_WINDOW, STAGE_REST, STAGE_UNSCORED)},
-                "window_ranks": [self.window[0] + 1, self.window[1]], "selected": len(self.selected),
-                "seed": self.seed, "warnings": self.warnings}
+        return {
+            "ranked": len(self.order),
+            "stages": {k: c.get(k, 0) for k in (STAGE_TOP, STAGE_SELECTED, STAGE_WINDOW, STAGE_REST, STAGE_UNSCORED)},
+            "window_ranks": [self.window[0] + 1, self.window[1]],
+            "selected": len(self.selected),
+            "seed": self.seed,
+            "warnings": self.warnings,
+        }
 
 
 def sample_by_uncertainty(
@@ -272,8 +307,10 @@ def sample_by_uncertainty(
     end = min(drop_top + window, len(order))
     warnings = []
     if end - start < window:
-        warnings.append(f"the window holds {end - start} candidates, not {window}: only {len(order)} are ranked "
-                        f"and the top {drop_top} are dropped")
+        warnings.append(
+            f"the window holds {end - start} candidates, not {window}: only {len(order)} are ranked "
+            f"and the top {drop_top} are dropped"
+        )
     if sample > end - start:
         raise CompositionalError(
             f"cannot sample {sample} from a window of {end - start} ({len(order)} ranked candidates, "
@@ -285,16 +322,18 @@ def sample_by_uncertainty(
     stages = [STAGE_UNSCORED] * len(uncertainty)
     for r, i in enumerate(order):
         ranks[i] = r + 1
-        stages[i] = STAGE_TOP if r < start else (STAGE_REST if r >= end else
-                                                 (STAGE_SELECTED if i in picked else STAGE_WINDOW))
+        stages[i] = (
+            STAGE_TOP if r < start else (STAGE_REST if r >= end else (STAGE_SELECTED if i in picked else STAGE_WINDOW))
+        )
     return SampleResult(order, ranks, stages, sorted(picked), (start, end), seed, warnings)
 
 
 # -- benchmark -------------------------------------------------------------------------------------------------
 
 
-def synthetic_corpus(n_sentences: int, seed: int, vocab_size: int = 30000, n_phrases: int = 50000,
-                     mean_length: int = 20) -> List[str]:
+def synthetic_corpus(
+    n_sentences: int, seed: int, vocab_size: int = 30000, n_phrases: int = 50000, mean_length: int = 20
+) -> List[str]:
     """Sentences made of Zipf-distributed phrases (1-5 words) over a Zipfian vocabulary, so that, as in real
     text, many n-grams longer than one word recur. Same ``vocab_size``/``n_phrases`` give the same inventory
     (drawn with a fixed seed); ``seed`` draws the sentences."""
@@ -304,7 +343,7 @@ def synthetic_corpus(n_sentences: int, seed: int, vocab_size: int = 30000, n_phr
     phrase_len = inv.integers(1, 6, size=n_phrases)
     words = inv.choice(vocab_size, size=int(phrase_len.sum()), p=word_p)
     starts = np.concatenate([[0], np.cumsum(phrase_len)])
-    phrases = [" ".join(f"w{w}" for w in words[starts[k]:starts[k + 1]]) for k in range(n_phrases)]
+    phrases = [" ".join(f"w{w}" for w in words[starts[k] : starts[k + 1]]) for k in range(n_phrases)]
     rng = np.random.default_rng(seed)
     phrase_p = 1.0 / np.arange(1, n_phrases + 1) ** 0.9
     phrase_p /= phrase_p.sum()
@@ -312,22 +351,33 @@ def synthetic_corpus(n_sentences: int, seed: int, vocab_size: int = 30000, n_phr
     picks = rng.choice(n_phrases, size=int(n_per.sum()), p=phrase_p)
     out, k = [], 0
     for m in n_per:
-        out.append(" ".join(phrases[p] for p in picks[k:k + m]))
+        out.append(" ".join(phrases[p] for p in picks[k : k + m]))
         k += m
     return out
 
 
-def benchmark_degree(train: Sequence[str], candidates: Sequence[str], min_ngram_count: int = DEFAULT_MIN_NGRAM_COUNT,
-                     max_n: Optional[int] = None, min_word_count: int = DEFAULT_MIN_WORD_COUNT,
-                     pool_size: int = DEFAULT_POOL, progress: bool = False) -> Dict[str, object]:
+def benchmark_degree(
+    train: Sequence[str],
+    candidates: Sequence[str],
+    min_ngram_count: int = DEFAULT_MIN_NGRAM_COUNT,
+    max_n: Optional[int] = None,
+    min_word_count: int = DEFAULT_MIN_WORD_COUNT,
+    pool_size: int = DEFAULT_POOL,
+    progress: bool = False,
+) -> Dict[str, object]:
     """Seconds to build the dictionary and to filter and score the candidates; candidates per minute."""
     t0 = time.perf_counter()
     d = NgramDictionary.from_corpus(train, min_ngram_count, max_n, progress=progress)
     t1 = time.perf_counter()
     res = score_candidates(d, candidates, min_word_count, pool_size, progress=progress)
     t2 = time.perf_counter()
-    return {"train_sentences": len(train), "train_tokens": sum(len(s.split()) for s in train),
-            "candidates": len(candidates), "dictionary": d.summary(), "dictionary_seconds": round(t1 - t0, 3),
-            "degree_seconds": round(t2 - t1, 3),
-            "candidates_per_minute": round(len(candidates) / max(t2 - t1, 1e-9) * 60.0),
-            "status_counts": res.counts()}
+    return {
+        "train_sentences": len(train),
+        "train_tokens": sum(len(s.split()) for s in train),
+        "candidates": len(candidates),
+        "dictionary": d.summary(),
+        "dictionary_seconds": round(t1 - t0, 3),
+        "degree_seconds": round(t2 - t1, 3),
+        "candidates_per_minute": round(len(candidates) / max(t2 - t1, 1e-9) * 60.0),
+        "status_counts": res.counts(),
+    }

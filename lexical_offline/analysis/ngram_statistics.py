@@ -7,6 +7,7 @@ The degree of a sentence of L words is the minimum number of dictionary n-grams 
 by dynamic programming over a trie of the dictionary. Words are whitespace-separated tokens compared as exact
 strings. Plain Python and numpy: no fairseq or torch import. docs/compositional.md has the decisions.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -23,8 +24,9 @@ class CompositionalError(ValueError):
     """Bad input: a missing or malformed file, inconsistent line counts, impossible sizes. Names the file/line."""
 
 
-def encode_corpus(sentences: Sequence[str], vocab: Optional[Dict[str, int]] = None, grow: bool = True,
-                  unknown: int = -1) -> Tuple[Dict[str, int], np.ndarray, np.ndarray]:
+def encode_corpus(
+    sentences: Sequence[str], vocab: Optional[Dict[str, int]] = None, grow: bool = True, unknown: int = -1
+) -> Tuple[Dict[str, int], np.ndarray, np.ndarray]:
     """(vocab word -> id, all token ids int64, sentence offsets int64 (n + 1,)).
 
     With ``grow`` new words get new ids; otherwise they get ``unknown``."""
@@ -82,9 +84,16 @@ class NgramDictionary:
     edge uses. ``word_counts[id]`` (training occurrences) is set by ``from_corpus``.
     """
 
-    def __init__(self, vocab: Dict[str, int], child: Dict[int, int], terminal: bytearray,
-                 lengths: Counter, word_counts: Optional[np.ndarray] = None, min_count: Optional[int] = None,
-                 max_n: Optional[int] = None):
+    def __init__(
+        self,
+        vocab: Dict[str, int],
+        child: Dict[int, int],
+        terminal: bytearray,
+        lengths: Counter,
+        word_counts: Optional[np.ndarray] = None,
+        min_count: Optional[int] = None,
+        max_n: Optional[int] = None,
+    ):
         self.vocab = vocab
         self.unknown_id = len(vocab)
         self.stride = len(vocab) + 1
@@ -129,8 +138,13 @@ class NgramDictionary:
         return cls(vocab, child, terminal, lengths)
 
     @classmethod
-    def from_corpus(cls, sentences: Sequence[str], min_count: int = DEFAULT_MIN_NGRAM_COUNT,
-                    max_n: Optional[int] = None, progress: bool = False) -> "NgramDictionary":
+    def from_corpus(
+        cls,
+        sentences: Sequence[str],
+        min_count: int = DEFAULT_MIN_NGRAM_COUNT,
+        max_n: Optional[int] = None,
+        progress: bool = False,
+    ) -> "NgramDictionary":
         """Every n-gram (n <= max_n, or any length with None) occurring more than ``min_count`` times in
         ``sentences`` (occurrences within a sentence, overlapping ones counted: "a a a" holds "a a" twice).
 
@@ -326,8 +340,12 @@ def novel_ngram_stats(train: Sequence[str], test: Sequence[str], orders: Sequenc
     n_train_tokens = len(tr_ids)
     # sentence of each test position
     te_sent = np.repeat(np.arange(len(test)), np.diff(te_off))
-    out: Dict[str, object] = {"train_sentences": len(train), "test_sentences": len(test),
-                              "test_empty": int(sum(1 for s in test if not s.split())), "orders": {}}
+    out: Dict[str, object] = {
+        "train_sentences": len(train),
+        "test_sentences": len(test),
+        "test_empty": int(sum(1 for s in test if not s.split())),
+        "orders": {},
+    }
     for n in orders:
         if n < 1:
             raise CompositionalError(f"n-gram orders must be >= 1, got {n}")
@@ -368,5 +386,8 @@ def mean_degree(dictionary: NgramDictionary, sentences: Sequence[str]) -> Dict[s
         if dictionary.unknown_id in ids:
             with_unseen += 1
         degs.append(dictionary.tiling_ids(ids, "atom").degree)
-    return {"mean_degree": (sum(degs) / len(degs)) if degs else None, "sentences": len(degs),
-            "sentences_with_unseen_words": with_unseen}
+    return {
+        "mean_degree": (sum(degs) / len(degs)) if degs else None,
+        "sentences": len(degs),
+        "sentences_with_unseen_words": with_unseen,
+    }

@@ -16,6 +16,7 @@ distinct subwords common to x and y divided by |y|. docs/analysis.md says why th
 
 Plain Python: no fairseq or torch import (sacrebleu only when scoring).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -95,10 +96,16 @@ class OverlapSplit:
             "empty_source_lines": self.empty_source,
             "empty_target_lines": self.empty_target,
             "mean_density": sum(self.densities[i] for i in ranked) / len(ranked) if ranked else None,
-            "high": {"count": len(self.high), "density_range": self.density_range(self.high),
-                     "ties_left_out_at_cut": self.ties_at_high_cut},
-            "low": {"count": len(self.low), "density_range": self.density_range(self.low),
-                    "ties_left_out_at_cut": self.ties_at_low_cut},
+            "high": {
+                "count": len(self.high),
+                "density_range": self.density_range(self.high),
+                "ties_left_out_at_cut": self.ties_at_high_cut,
+            },
+            "low": {
+                "count": len(self.low),
+                "density_range": self.density_range(self.low),
+                "ties_left_out_at_cut": self.ties_at_low_cut,
+            },
             "overlap": len(self.overlap),
         }
 
@@ -195,7 +202,7 @@ def score(hypotheses: Sequence[str], references: Sequence[str], detok: str) -> D
         "n": len(references),
         "bleu": BLEU().corpus_score(hyp_text, [ref_text]).score,
         "chrf": CHRF().corpus_score(hyp_text, [ref_text]).score,
-        "bleu_pieces": BLEU(tokenize="none").corpus_score(
-            [" ".join(h.split()) for h in hypotheses], [[" ".join(r.split()) for r in references]]
-        ).score,
+        "bleu_pieces": BLEU(tokenize="none")
+        .corpus_score([" ".join(h.split()) for h in hypotheses], [[" ".join(r.split()) for r in references]])
+        .score,
     }

@@ -9,6 +9,7 @@ is summarised (dotted names: exact_match, bleu, one_shot.bleu, cogs_table3.<row>
 shows --metrics (default: exact_match, plus bleu and one_shot.bleu when present). std is the population standard
 deviation (ddof=0); the JSON also has std_sample (ddof=1) and the per-seed values.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,7 +23,8 @@ from lexical_offline.metrics.aggregate import aggregate_dir, find_score_files, f
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("work", help="a recipe's work directory (holding <model>/seed<N>/score.json)")
@@ -40,8 +42,9 @@ def main(argv=None) -> int:
         parser.error(f"--seeds {args.seeds!r}: expected comma-separated integers")
     try:
         # the summary must not replace a run's score file
-        refuse_overwriting_inputs({"--json": args.json},
-                                  [("score file", path) for _, _, path in find_score_files(args.work)])
+        refuse_overwriting_inputs(
+            {"--json": args.json}, [("score file", path) for _, _, path in find_score_files(args.work)]
+        )
         summary = aggregate_dir(args.work, models=models, seeds=seeds)
     except (OSError, ValueError) as e:
         print(f"aggregate_results.py: error: {e}", file=sys.stderr)

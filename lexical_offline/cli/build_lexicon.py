@@ -9,6 +9,7 @@ Methods: simple (Akyurek & Andreas 2021, eqs. 15-20), pmi (eq. 13), ibm2 / ibm1 
 Model 1, both directions, symmetrised, eq. 12), bayes (Frank et al. 2007, eq. 14, Metropolis-Hastings), or
 --alignments FILE (any Pharaoh i-j alignment, eq. 12). See docs/lexicon_learning.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,32 +20,48 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     io = p.add_argument_group("corpus and output")
     io.add_argument("--tsv", help="one corpus file (see --format)")
-    io.add_argument("--format", default="tsv", choices=["tsv", "tsv-columns", "scan"],
-                    help="tsv: source<TAB>target; tsv-columns: pick --columns of a wider TSV (COGS); scan: 'IN: ... OUT: ...'")
+    io.add_argument(
+        "--format",
+        default="tsv",
+        choices=["tsv", "tsv-columns", "scan"],
+        help="tsv: source<TAB>target; tsv-columns: pick --columns of a wider TSV (COGS); scan: 'IN: ... OUT: ...'",
+    )
     io.add_argument("--columns", default="0,1", help="0-based source,target columns for --format tsv-columns")
     io.add_argument("--src", help="source token file (one sentence per line; with --tgt)")
     io.add_argument("--tgt", help="target token file, line-aligned with --src")
     io.add_argument("-o", "--output", required=True, help="lexicon file to write")
-    p.add_argument("--method", choices=["simple", "pmi", "ibm2", "ibm1", "bayes"],
-                   help="learner (not with --alignments)")
+    p.add_argument(
+        "--method", choices=["simple", "pmi", "ibm2", "ibm1", "bayes"], help="learner (not with --alignments)"
+    )
     p.add_argument("--alignments", help="build from this Pharaoh i-j alignment file instead of learning one")
     common = p.add_argument_group("common options")
-    common.add_argument("--temperature", type=float, default=None,
-                        help="write rows normalised at this temperature (0: argmax, ties share) instead of raw scores")
+    common.add_argument(
+        "--temperature",
+        type=float,
+        default=None,
+        help="write rows normalised at this temperature (0: argmax, ties share) instead of raw scores",
+    )
     common.add_argument("--top-k", type=int, default=None, help="keep each input word's k best entries")
-    common.add_argument("--min-count", type=int, default=1,
-                        help="drop entries whose count (co-occurrences, or links) is below this")
-    common.add_argument("--no-fallback", action="store_true",
-                        help="do not add the mutual-exclusivity fallback entries (section 4.1)")
+    common.add_argument(
+        "--min-count", type=int, default=1, help="drop entries whose count (co-occurrences, or links) is below this"
+    )
+    common.add_argument(
+        "--no-fallback", action="store_true", help="do not add the mutual-exclusivity fallback entries (section 4.1)"
+    )
     common.add_argument("--threads", type=int, default=2)
     common.add_argument("--no-progress", action="store_true", help="no progress bars")
     s = p.add_argument_group("simple")
     s.add_argument("--epsilon", type=int, default=3, help="C3 threshold on |{v': suff(v', w)}| (eq. 20)")
     i = p.add_argument_group("ibm1 / ibm2")
-    i.add_argument("--aligner", choices=["ours", "fast_align"], default="ours",
-                   help="our implementation, or fast_align itself through the systran-align wheel")
-    i.add_argument("--symmetrize", default="intersect",
-                   choices=["intersect", "grow-diag-final-and", "union", "forward", "reverse"])
+    i.add_argument(
+        "--aligner",
+        choices=["ours", "fast_align"],
+        default="ours",
+        help="our implementation, or fast_align itself through the systran-align wheel",
+    )
+    i.add_argument(
+        "--symmetrize", default="intersect", choices=["intersect", "grow-diag-final-and", "union", "forward", "reverse"]
+    )
     i.add_argument("--iterations", type=int, default=5)
     i.add_argument("--p0", type=float, default=0.08, help="NULL alignment probability (Model 2)")
     i.add_argument("--tension", type=float, default=4.0, help="initial diagonal tension (Model 2)")
@@ -81,9 +98,10 @@ def main(argv=None) -> int:
     from lexical_offline.textio import read_pairs, refuse_overwriting_inputs
 
     try:
-        refuse_overwriting_inputs({"-o": args.output, "--write-alignments": args.write_alignments},
-                                  {"--tsv": args.tsv, "--src": args.src, "--tgt": args.tgt,
-                                   "--alignments": args.alignments})
+        refuse_overwriting_inputs(
+            {"-o": args.output, "--write-alignments": args.write_alignments},
+            {"--tsv": args.tsv, "--src": args.src, "--tgt": args.tgt, "--alignments": args.alignments},
+        )
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -97,16 +115,27 @@ def main(argv=None) -> int:
     try:
         if args.tsv:
             pairs = read_pairs(args.tsv, fmt=args.format, columns=cols)
-            name = args.tsv + ("" if args.format == "tsv" else f" (format {args.format}"
-                               + (f", columns {args.columns})" if args.format == "tsv-columns" else ")"))
+            name = args.tsv + (
+                ""
+                if args.format == "tsv"
+                else f" (format {args.format}" + (f", columns {args.columns})" if args.format == "tsv-columns" else ")")
+            )
         else:
             pairs = read_pairs(args.src, args.tgt)
             name = f"{args.src} + {args.tgt}"
         method = "alignments" if args.alignments else args.method
         config = LEARNERS[method].Config.from_args(args)
         out = build_lexicon(
-            pairs, method, config=config, temperature=args.temperature, top_k=args.top_k, min_count=args.min_count,
-            fallback=not args.no_fallback, corpus_name=name, threads=args.threads, progress=not args.no_progress,
+            pairs,
+            method,
+            config=config,
+            temperature=args.temperature,
+            top_k=args.top_k,
+            min_count=args.min_count,
+            fallback=not args.no_fallback,
+            corpus_name=name,
+            threads=args.threads,
+            progress=not args.no_progress,
             return_details=bool(args.write_alignments),
         )
     except (ValueError, ImportError) as e:  # textio's TextFileError is a ValueError
@@ -128,8 +157,10 @@ def main(argv=None) -> int:
         bad = [e for e, f in zip(entries, flags) if f]
         kept = [e for e, f in zip(entries, flags) if not f]
         why = unwritable_token(bad[0][0], True) or unwritable_token(bad[0][1], False)
-        note = (f"skipped {len(bad)} entries whose tokens the lexicon file format cannot hold "
-                f"(e.g. {bad[0][0]!r} -> {bad[0][1]!r}: {why})")
+        note = (
+            f"skipped {len(bad)} entries whose tokens the lexicon file format cannot hold "
+            f"(e.g. {bad[0][0]!r} -> {bad[0][1]!r}: {why})"
+        )
         print(f"warning: {note}", file=sys.stderr)
         entries, provenance = kept, list(provenance) + [note]
     if not entries:

@@ -18,6 +18,7 @@ candidates.tsv, whose rows are the candidate lines, and for pool.tsv with output
 takes line `index` (the TSV's index column) instead, for outputs of the whole candidate file scored on a subset.
 Rows without a degree (candidates dropped by the OOV filter) are left out.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +35,12 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--degrees", help="TSV with index and degree columns (select_compositional.py output)")
     src.add_argument("--source", help="test sources (tokenised): compute the degrees here, with --train")
     p.add_argument("--train", help="with --source: the training text of the same side")
-    p.add_argument("--aligned", choices=("rows", "index"), default="rows",
-                   help="with --degrees: outputs aligned with the TSV's rows (default) or with its index column")
+    p.add_argument(
+        "--aligned",
+        choices=("rows", "index"),
+        default="rows",
+        help="with --degrees: outputs aligned with the TSV's rows (default) or with its index column",
+    )
     p.add_argument("--reference", required=True, help="references, one per line")
     p.add_argument("--hyp-a", required=True, help="outputs of system A")
     p.add_argument("--hyp-b", required=True, help="outputs of system B (the difference is A - B)")
@@ -43,11 +48,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name-b", default="B")
     nb = p.add_mutually_exclusive_group()
     nb.add_argument("--buckets", type=int, default=10, help="buckets of equal size (default: 10)")
-    nb.add_argument("--bucket-size", type=int,
-                    help="instead of --buckets: floor(N / SIZE) buckets, each of at least SIZE sentences (the paper: "
-                         "30000)")
-    p.add_argument("--tokenize", default="none", choices=("none", "13a", "zh", "char"),
-                   help="sacrebleu tokenizer (default: none, the text's own tokens)")
+    nb.add_argument(
+        "--bucket-size",
+        type=int,
+        help="instead of --buckets: floor(N / SIZE) buckets, each of at least SIZE sentences (the paper: 30000)",
+    )
+    p.add_argument(
+        "--tokenize",
+        default="none",
+        choices=("none", "13a", "zh", "char"),
+        help="sacrebleu tokenizer (default: none, the text's own tokens)",
+    )
     p.add_argument("-o", "--out-prefix", required=True, help="writes PREFIX.png, PREFIX.tsv, PREFIX.json")
     p.add_argument("--title")
     g = p.add_argument_group("degree options (with --source; defaults as select_compositional.py)")
@@ -71,8 +82,15 @@ def main(argv=None) -> int:
     try:
         refuse_overwriting_inputs(
             [("--out-prefix's output", args.out_prefix + suffix) for suffix in (".png", ".tsv", ".json")],
-            {"--degrees": args.degrees, "--source": args.source, "--train": args.train, "--reference": args.reference,
-             "--hyp-a": args.hyp_a, "--hyp-b": args.hyp_b})
+            {
+                "--degrees": args.degrees,
+                "--source": args.source,
+                "--train": args.train,
+                "--reference": args.reference,
+                "--hyp-a": args.hyp_a,
+                "--hyp-b": args.hyp_b,
+            },
+        )
         refs = read_lines(args.reference)
         hyp_a, hyp_b = read_lines(args.hyp_a), read_lines(args.hyp_b)
         for name, seq in (("--hyp-a", hyp_a), ("--hyp-b", hyp_b)):
@@ -83,14 +101,15 @@ def main(argv=None) -> int:
             if len(sources) != len(refs):
                 raise CompositionalError(f"--source has {len(sources)} lines, --reference has {len(refs)}")
             d = NgramDictionary.from_corpus(read_lines(args.train), args.min_ngram_count, args.max_n or None)
-            res = score_candidates(d, sources, args.min_word_count, pool_size=0, unlisted=args.unlisted,
-                                   dedup=False)
+            res = score_candidates(d, sources, args.min_word_count, pool_size=0, unlisted=args.unlisted, dedup=False)
             lines = [s.index for s in res.scores if s.tiling is not None]
             degrees = [res.scores[i].degree for i in lines]
             dropped = res.counts()
-            print(f"degrees of {len(lines)} of {len(sources)} sentences; left out: "
-                  + ", ".join(f"{n} {k}" for k, n in dropped.items() if n and k not in ("below-pool", "pool")),
-                  file=sys.stderr)
+            print(
+                f"degrees of {len(lines)} of {len(sources)} sentences; left out: "
+                + ", ".join(f"{n} {k}" for k, n in dropped.items() if n and k not in ("below-pool", "pool")),
+                file=sys.stderr,
+            )
         else:
             _, rows = read_tsv(args.degrees, required=("index", "degree"))
             lines, degrees = [], []
@@ -101,8 +120,11 @@ def main(argv=None) -> int:
                 if line >= len(refs):
                     raise CompositionalError(
                         f"{args.degrees}: row {k + 1} refers to line {line + 1} but --reference has {len(refs)} lines"
-                        + (" (outputs of the whole candidate file? try --aligned index)" if args.aligned == "rows"
-                           else "")
+                        + (
+                            " (outputs of the whole candidate file? try --aligned index)"
+                            if args.aligned == "rows"
+                            else ""
+                        )
                     )
                 lines.append(line)
                 degrees.append(float(r["degree"]))
@@ -112,22 +134,39 @@ def main(argv=None) -> int:
             if args.bucket_size < 1:
                 raise CompositionalError(f"--bucket-size must be >= 1, got {args.bucket_size}")
             buckets = max(1, len(lines) // args.bucket_size)
-        result = bleu_by_degree(degrees, [refs[i] for i in lines], [hyp_a[i] for i in lines],
-                                [hyp_b[i] for i in lines], buckets, args.tokenize)
+        result = bleu_by_degree(
+            degrees,
+            [refs[i] for i in lines],
+            [hyp_a[i] for i in lines],
+            [hyp_b[i] for i in lines],
+            buckets,
+            args.tokenize,
+        )
     except (CompositionalError, ValueError) as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 2
-    result.update(name_a=args.name_a, name_b=args.name_b, reference=args.reference, hyp_a=args.hyp_a,
-                  hyp_b=args.hyp_b, degrees=args.degrees, source=args.source)
+    result.update(
+        name_a=args.name_a,
+        name_b=args.name_b,
+        reference=args.reference,
+        hyp_a=args.hyp_a,
+        hyp_b=args.hyp_b,
+        degrees=args.degrees,
+        source=args.source,
+    )
     prefix = args.out_prefix
     if os.path.dirname(prefix):
         os.makedirs(os.path.dirname(prefix), exist_ok=True)
     table = format_degree_table(result, args.name_a, args.name_b)
     print(table)
-    write_tsv(prefix + ".tsv", ["bucket", "n", "degree_min", "degree_max", "degree_mean", "bleu_a", "bleu_b",
-                                "bleu_diff"],
-              ([r[k] for k in ("bucket", "n", "degree_min", "degree_max", "degree_mean", "bleu_a", "bleu_b",
-                               "bleu_diff")] for r in result["buckets"]))
+    write_tsv(
+        prefix + ".tsv",
+        ["bucket", "n", "degree_min", "degree_max", "degree_mean", "bleu_a", "bleu_b", "bleu_diff"],
+        (
+            [r[k] for k in ("bucket", "n", "degree_min", "degree_max", "degree_mean", "bleu_a", "bleu_b", "bleu_diff")]
+            for r in result["buckets"]
+        ),
+    )
     write_json(prefix + ".json", result)
     plot_degree_buckets(result, prefix + ".png", args.name_a, args.name_b, args.title)
     print(f"wrote {prefix}.png, {prefix}.tsv, {prefix}.json", file=sys.stderr)

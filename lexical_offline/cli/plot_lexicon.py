@@ -16,6 +16,7 @@ Columns are the output words with the largest weight in any shown row (at most -
 fairseq's madeupwordNNNN fillers, which no target contains, are left out); --min-weight 0.05 drops the columns
 that round to 0 at one decimal in every row, the paper's rule for its large vocabularies.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,14 +24,17 @@ import os
 import sys
 
 
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("lexicon", nargs="?", help="a lexicon file (or give --checkpoint)")
     p.add_argument("--checkpoint", help="an lla_lstm checkpoint: plot its Lexicon Unit sigmoid(w) (needs --data)")
     p.add_argument("--data", help="with --checkpoint: the data-bin directory (dictionaries)")
-    p.add_argument("--min-weight", type=float, default=0.0,
-                   help="with --checkpoint: leave out columns below this weight in every shown row")
+    p.add_argument(
+        "--min-weight",
+        type=float,
+        default=0.0,
+        help="with --checkpoint: leave out columns below this weight in every shown row",
+    )
     p.add_argument("-o", "--output", required=True, help="PNG file")
     p.add_argument("--words", help="comma-separated input words (default: the --max-words with most weight/entries)")
     p.add_argument("--max-words", type=int, default=20)
@@ -62,8 +66,9 @@ def main(argv=None) -> int:
 
     if args.checkpoint:
         try:
-            words, targets, mat = checkpoint_rows(args.checkpoint, args.data, args.words, args.max_words,
-                                                  args.max_targets, args.min_weight)
+            words, targets, mat = checkpoint_rows(
+                args.checkpoint, args.data, args.words, args.max_words, args.max_targets, args.min_weight
+            )
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
@@ -130,7 +135,7 @@ def _heatmap(plt, mat, words, targets, title, cmap, output):
 
 def _filler(symbol):
     """fairseq-preprocess pads dictionaries to a multiple of 8 with madeupword0000, ...: no data contains them."""
-    return symbol.startswith("madeupword") and symbol[len("madeupword"):].isdigit()
+    return symbol.startswith("madeupword") and symbol[len("madeupword") :].isdigit()
 
 
 def checkpoint_rows(checkpoint, data, words=None, max_words=20, max_targets=20, min_weight=0.0):
@@ -147,8 +152,9 @@ def checkpoint_rows(checkpoint, data, words=None, max_words=20, max_targets=20, 
     except DamageError as e:
         raise ValueError(str(e)) from None
     if not hasattr(model, "lexicon_unit_probabilities"):
-        raise ValueError(f"{checkpoint}: the model ({type(model).__name__}) has no Lexicon Unit (an lla_lstm "
-                         "checkpoint is needed)")
+        raise ValueError(
+            f"{checkpoint}: the model ({type(model).__name__}) has no Lexicon Unit (an lla_lstm checkpoint is needed)"
+        )
     src, tgt = task.source_dictionary, task.target_dictionary
     if words:
         wanted = [w for w in words.split(",") if w]

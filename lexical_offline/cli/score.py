@@ -28,6 +28,7 @@ the same metrics are reported on it, with its size. Test sources come from the S
 --cogs-table3 also groups the COGS categories into the rows of Akyurek & Andreas (2021), Table 3.
 --json prints one JSON object instead of the table.
 """
+
 import argparse
 import json
 import sys
@@ -54,29 +55,50 @@ def build_parser():
     )
     parser.add_argument("generate_output", help="fairseq-generate (or fairseq-interactive) output")
     parser.add_argument("--reference", help="reference targets, one per line (default: the T lines)")
-    parser.add_argument("--no-summary-check", action="store_true",
-                        help="without --reference: score a file that lacks fairseq-generate's closing summary line "
-                             "(one you know to be complete)")
-    parser.add_argument("--hypotheses", choices=("H", "D"), default="H",
-                        help="score the H lines (tokens, default) or the D lines (detokenised)")
+    parser.add_argument(
+        "--no-summary-check",
+        action="store_true",
+        help="without --reference: score a file that lacks fairseq-generate's closing summary line "
+        "(one you know to be complete)",
+    )
+    parser.add_argument(
+        "--hypotheses",
+        choices=("H", "D"),
+        default="H",
+        help="score the H lines (tokens, default) or the D lines (detokenised)",
+    )
     parser.add_argument("--metrics", default="em", help="comma-separated: em,bleu,chrf,thrush or all (default em)")
     parser.add_argument("--bleu", action="store_true", help="add BLEU (same as --metrics ...,bleu)")
     parser.add_argument("--chrf", action="store_true", help="add chrF")
     parser.add_argument("--thrush", action="store_true", help="add Thrush's precision, recall, token accuracy")
-    parser.add_argument("--thrush-overlap", choices=list(THRUSH_OVERLAPS), default="types",
-                        help="Thrush's precision and recall over the sets of token types (default) or over tokens "
-                             "with repeats (docs/metrics.md)")
-    parser.add_argument("--thrush-count-stop", action="store_true",
-                        help="count an end-of-sentence token on both sides in Thrush's three metrics")
-    parser.add_argument("--tokenize", choices=BLEU_TOKENIZERS, default="none",
-                        help="sacrebleu tokenizer for BLEU (default none: split on whitespace only)")
+    parser.add_argument(
+        "--thrush-overlap",
+        choices=list(THRUSH_OVERLAPS),
+        default="types",
+        help="Thrush's precision and recall over the sets of token types (default) or over tokens "
+        "with repeats (docs/metrics.md)",
+    )
+    parser.add_argument(
+        "--thrush-count-stop",
+        action="store_true",
+        help="count an end-of-sentence token on both sides in Thrush's three metrics",
+    )
+    parser.add_argument(
+        "--tokenize",
+        choices=BLEU_TOKENIZERS,
+        default="none",
+        help="sacrebleu tokenizer for BLEU (default none: split on whitespace only)",
+    )
     train = parser.add_mutually_exclusive_group()
     train.add_argument("--train-source", help="training sources, one tokenised sentence per line (1-shot subset)")
     train.add_argument("--train-tsv", help="training TSV whose first column is the source (1-shot subset)")
     parser.add_argument("--test-source", help="test sources, one per line (default: the S lines)")
     parser.add_argument("--categories", help="TSV whose third column is the category of sample i (COGS gen.tsv)")
-    parser.add_argument("--cogs-table3", action="store_true",
-                        help="with --categories: also the rows of Akyurek & Andreas (2021), Table 3")
+    parser.add_argument(
+        "--cogs-table3",
+        action="store_true",
+        help="with --categories: also the rows of Akyurek & Andreas (2021), Table 3",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return parser
 
@@ -99,8 +121,9 @@ def main(argv=None):
             out = parse_generate_output(args.generate_output, expected=len(refs), hypothesis_prefix=args.hypotheses)
         else:
             # no reference to count against: fairseq's closing summary shows that no tail was lost
-            out = parse_generate_output(args.generate_output, hypothesis_prefix=args.hypotheses,
-                                        require_summary=not args.no_summary_check)
+            out = parse_generate_output(
+                args.generate_output, hypothesis_prefix=args.hypotheses, require_summary=not args.no_summary_check
+            )
             refs = out.references
             if refs[0] is None:
                 raise GenerateOutputError(f"{args.generate_output}: no T lines; give --reference")
@@ -124,9 +147,16 @@ def main(argv=None):
                     )
         categories = read_categories(args.categories, expected=len(hyps)) if args.categories else None
         result = score(
-            hyps, refs, metrics=metrics, tokenize=args.tokenize, train_sources=train_sources,
-            test_sources=test_sources, categories=categories, table3=args.cogs_table3,
-            thrush_overlap=args.thrush_overlap, thrush_count_stop=args.thrush_count_stop,
+            hyps,
+            refs,
+            metrics=metrics,
+            tokenize=args.tokenize,
+            train_sources=train_sources,
+            test_sources=test_sources,
+            categories=categories,
+            table3=args.cogs_table3,
+            thrush_overlap=args.thrush_overlap,
+            thrush_count_stop=args.thrush_count_stop,
         )
     except (ValueError, OSError, ImportError) as e:
         print(f"score.py: error: {e}", file=sys.stderr)

@@ -21,6 +21,7 @@ docs/compositional.md.
 Inputs are tokenised text, one sentence per line, words separated by spaces. Outputs are TSV files with a header
 line (every score of every candidate) and a JSON summary; the counts of what was dropped and why are printed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -64,19 +65,38 @@ def add_pool_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--train-source", required=True, help="training sources, tokenised, one sentence per line")
     g.add_argument("--train-target", help="training targets (needed with --side target)")
     g.add_argument("--source", required=True, help="candidate sources, tokenised, one per line")
-    g.add_argument("--target", help="candidate targets, line-aligned with --source (carried along; needed with "
-                                     "--side target and for --targets reference)")
-    g.add_argument("--side", choices=("source", "target"), default="source",
-                   help="the side whose words are filtered and tiled (default: source; see docs on the paper)")
-    g.add_argument("--min-word-count", type=int, default=3,
-                   help="drop candidates with a word seen fewer than this many times in training (default: 3)")
-    g.add_argument("--min-ngram-count", type=int, default=3,
-                   help="the dictionary holds n-grams seen MORE than this many times (default: 3)")
+    g.add_argument(
+        "--target",
+        help="candidate targets, line-aligned with --source (carried along; needed with "
+        "--side target and for --targets reference)",
+    )
+    g.add_argument(
+        "--side",
+        choices=("source", "target"),
+        default="source",
+        help="the side whose words are filtered and tiled (default: source; see docs on the paper)",
+    )
+    g.add_argument(
+        "--min-word-count",
+        type=int,
+        default=3,
+        help="drop candidates with a word seen fewer than this many times in training (default: 3)",
+    )
+    g.add_argument(
+        "--min-ngram-count",
+        type=int,
+        default=3,
+        help="the dictionary holds n-grams seen MORE than this many times (default: 3)",
+    )
     g.add_argument("--max-n", type=int, default=0, help="longest dictionary n-gram (default: 0 = no limit)")
     g.add_argument("--pool", type=int, default=60000, help="candidates kept, highest degree first (default: 60000)")
-    g.add_argument("--unlisted", choices=("atom", "drop"), default="atom",
-                   help="a word that passed the OOV filter but is not a dictionary entry: a piece of its own "
-                        "(atom, default) or the candidate is untileable and dropped (drop)")
+    g.add_argument(
+        "--unlisted",
+        choices=("atom", "drop"),
+        default="atom",
+        help="a word that passed the OOV filter but is not a dictionary entry: a piece of its own "
+        "(atom, default) or the candidate is untileable and dropped (drop)",
+    )
     g.add_argument("--min-length", type=int, default=1, help="drop shorter candidates (words; default: 1)")
     g.add_argument("--max-length", type=int, default=0, help="drop longer candidates (default: 0 = no limit)")
     g.add_argument("--keep-duplicates", action="store_true", help="do not drop repeated candidate texts")
@@ -89,21 +109,36 @@ def add_uncertainty_options(p: argparse.ArgumentParser, standalone: bool) -> Non
         g.add_argument("-o", "--output", required=True, help="TSV written: the pool's columns + rmi")
     g.add_argument("--data", required=True, help="data-bin directory of the members (their dictionaries)")
     g.add_argument("--path", required=True, help="checkpoints of the ensemble members, separated by ':'")
-    g.add_argument("--targets", choices=("reference", "decode"), default="decode",
-                   help="score the ensemble's own beam output (decode, default: the paper's 'run inference') or "
-                        "the candidates' given targets teacher-forced (reference)")
-    g.add_argument("--model-source", help="candidate sources in the models' tokenisation (e.g. BPE), line-aligned "
-                                          "with --source (default: the pool's source text)")
+    g.add_argument(
+        "--targets",
+        choices=("reference", "decode"),
+        default="decode",
+        help="score the ensemble's own beam output (decode, default: the paper's 'run inference') or "
+        "the candidates' given targets teacher-forced (reference)",
+    )
+    g.add_argument(
+        "--model-source",
+        help="candidate sources in the models' tokenisation (e.g. BPE), line-aligned "
+        "with --source (default: the pool's source text)",
+    )
     g.add_argument("--model-target", help="the same for the targets (reference mode)")
     g.add_argument("--beam", type=int, default=5, help="beam size of decode mode (1 = greedy; default: 5)")
     add_beam_search_argument(g)
-    g.add_argument("--nbest", type=int, default=1,
-                   help="decode mode: average over the n best hypotheses weighted by their ensemble probability")
+    g.add_argument(
+        "--nbest",
+        type=int,
+        default=1,
+        help="decode mode: average over the n best hypotheses weighted by their ensemble probability",
+    )
     g.add_argument("--max-len-a", type=float, default=0.0)
     g.add_argument("--max-len-b", type=int, default=200)
     g.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default: 64)")
-    g.add_argument("--max-tokens", type=int, default=2048,
-                   help="padded target positions per teacher-forced batch (peak memory about 40 bytes x this x |V|)")
+    g.add_argument(
+        "--max-tokens",
+        type=int,
+        default=2048,
+        help="padded target positions per teacher-forced batch (peak memory about 40 bytes x this x |V|)",
+    )
     g.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
     g.add_argument("--source-lang")
     g.add_argument("--target-lang")
@@ -127,8 +162,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser("pool", help="OOV filter + compositional degree + pool", formatter_class=fmt)
     add_pool_options(sp)
-    sp.add_argument("--out-prefix", required=True, help="writes PREFIX.candidates.tsv, .pool.tsv, .pool.src/.tgt, "
-                                                        ".pool.json")
+    sp.add_argument(
+        "--out-prefix", required=True, help="writes PREFIX.candidates.tsv, .pool.tsv, .pool.src/.tgt, .pool.json"
+    )
     sp.add_argument("--no-progress", action="store_true")
 
     su = sub.add_parser("uncertainty", help="ensemble reverse mutual information of the pool", formatter_class=fmt)
@@ -171,8 +207,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run_pool(args) -> dict:
-    from lexical_offline.analysis.compositional_selection import (CANDIDATE_COLUMNS, POOL_COLUMNS, candidate_rows,
-                                                                   pool_rows, score_candidates)
+    from lexical_offline.analysis.compositional_selection import (
+        CANDIDATE_COLUMNS,
+        POOL_COLUMNS,
+        candidate_rows,
+        pool_rows,
+        score_candidates,
+    )
     from lexical_offline.analysis.ngram_statistics import CompositionalError, NgramDictionary
 
     sources = _read_text(args.source)
@@ -189,8 +230,14 @@ def run_pool(args) -> dict:
     print(f"building the n-gram dictionary of {len(train)} training sentences ({args.side} side)", file=sys.stderr)
     dictionary = NgramDictionary.from_corpus(train, args.min_ngram_count, args.max_n or None, progress=progress)
     result = score_candidates(
-        dictionary, side, min_word_count=args.min_word_count, pool_size=args.pool, unlisted=args.unlisted,
-        min_length=args.min_length, max_length=args.max_length or None, dedup=not args.keep_duplicates,
+        dictionary,
+        side,
+        min_word_count=args.min_word_count,
+        pool_size=args.pool,
+        unlisted=args.unlisted,
+        min_length=args.min_length,
+        max_length=args.max_length or None,
+        dedup=not args.keep_duplicates,
         progress=progress,
     )
     prefix = args.out_prefix
@@ -202,29 +249,49 @@ def run_pool(args) -> dict:
     if targets is not None:
         write_lines(prefix + ".pool.tgt", (" ".join(targets[i].split()) for i in result.pool))
     summary = result.summary()
-    summary.update(train=args.train_target if args.side == "target" else args.train_source, source=args.source,
-                   target=args.target, side=args.side, min_ngram_count=args.min_ngram_count)
+    summary.update(
+        train=args.train_target if args.side == "target" else args.train_source,
+        source=args.source,
+        target=args.target,
+        side=args.side,
+        min_ngram_count=args.min_ngram_count,
+    )
     write_json(prefix + ".pool.json", summary)
     d = summary["dropped"]
-    print(f"candidates: {summary['candidates']}; dropped: {d['empty']} empty, {d['oov_unseen_word']} with a word "
-          f"never seen in training, {d['oov_rare_word']} with a word seen < {args.min_word_count} times, "
-          f"{d['too_short']} too short, {d['too_long']} too long, {d['untileable']} untileable, "
-          f"{d['duplicate']} duplicates")
-    print(f"passed the OOV filter: {summary['passed_oov_filter']}; scored: {summary['scored']} "
-          f"({summary['scored_with_atoms']} with a word outside the n-gram dictionary counted as its own piece)")
+    print(
+        f"candidates: {summary['candidates']}; dropped: {d['empty']} empty, {d['oov_unseen_word']} with a word "
+        f"never seen in training, {d['oov_rare_word']} with a word seen < {args.min_word_count} times, "
+        f"{d['too_short']} too short, {d['too_long']} too long, {d['untileable']} untileable, "
+        f"{d['duplicate']} duplicates"
+    )
+    print(
+        f"passed the OOV filter: {summary['passed_oov_filter']}; scored: {summary['scored']} "
+        f"({summary['scored_with_atoms']} with a word outside the n-gram dictionary counted as its own piece)"
+    )
     dic = summary["dictionary"]
-    print(f"dictionary: {dic['entries']} n-grams seen > {args.min_ngram_count} times, longest {dic['longest']}; "
-          f"candidates scored in {summary['seconds']:.1f} s")
+    print(
+        f"dictionary: {dic['entries']} n-grams seen > {args.min_ngram_count} times, longest {dic['longest']}; "
+        f"candidates scored in {summary['seconds']:.1f} s"
+    )
     if summary["pool"]:
         lo, hi = summary["pool_degree_range"]
-        print(f"pool: {summary['pool']} candidates, degree {lo:.4f} .. {hi:.4f}, mean "
-              f"{summary['pool_mean_degree']:.4f}" + (f" ({summary['ties_left_out_at_cut']} more at the cut degree "
-                                                       "left out, ties broken by line index)"
-                                                       if summary["ties_left_out_at_cut"] else ""))
+        print(
+            f"pool: {summary['pool']} candidates, degree {lo:.4f} .. {hi:.4f}, mean "
+            f"{summary['pool_mean_degree']:.4f}"
+            + (
+                f" ({summary['ties_left_out_at_cut']} more at the cut degree left out, ties broken by line index)"
+                if summary["ties_left_out_at_cut"]
+                else ""
+            )
+        )
     if summary["pool"] < args.pool:
         print(f"warning: the pool holds {summary['pool']} candidates, fewer than --pool {args.pool}", file=sys.stderr)
-    print(f"wrote {prefix}.candidates.tsv, {prefix}.pool.tsv, {prefix}.pool.src"
-          + (f", {prefix}.pool.tgt" if targets is not None else "") + f", {prefix}.pool.json", file=sys.stderr)
+    print(
+        f"wrote {prefix}.candidates.tsv, {prefix}.pool.tsv, {prefix}.pool.src"
+        + (f", {prefix}.pool.tgt" if targets is not None else "")
+        + f", {prefix}.pool.json",
+        file=sys.stderr,
+    )
     return summary
 
 
@@ -233,8 +300,10 @@ def _aligned(path, indices, what):
 
     lines = _read_text(path)
     if indices and max(indices) >= len(lines):
-        raise CompositionalError(f"{path} ({what}) has {len(lines)} lines but the pool refers to line "
-                                   f"{max(indices) + 1} of the candidate file")
+        raise CompositionalError(
+            f"{path} ({what}) has {len(lines)} lines but the pool refers to line "
+            f"{max(indices) + 1} of the candidate file"
+        )
     return [lines[i] for i in indices]
 
 
@@ -243,8 +312,9 @@ def run_uncertainty(args, pool_tsv: str, output: str) -> dict:
 
     header, rows = read_tsv(pool_tsv, required=("index", "source"), error=CompositionalError)
     indices = [int(r["index"]) for r in rows]
-    sources = _aligned(args.model_source, indices, "--model-source") if args.model_source else \
-        [r["source"] for r in rows]
+    sources = (
+        _aligned(args.model_source, indices, "--model-source") if args.model_source else [r["source"] for r in rows]
+    )
     targets = None
     if args.model_target:
         targets = _aligned(args.model_target, indices, "--model-target")
@@ -258,9 +328,20 @@ def run_uncertainty(args, pool_tsv: str, output: str) -> dict:
     print(f"loading {len(paths)} ensemble members on {args.device}", file=sys.stderr)
     models, task = U.load_ensemble(paths, args.data, args.device, args.source_lang, args.target_lang)
     res = U.ensemble_uncertainty(
-        models, task, sources, targets, mode=args.targets, beam=args.beam, nbest=args.nbest,
-        batch_size=args.batch_size, max_tokens=args.max_tokens, max_len_a=args.max_len_a, max_len_b=args.max_len_b,
-        device=args.device, progress=not args.no_progress, search=args.beam_search,
+        models,
+        task,
+        sources,
+        targets,
+        mode=args.targets,
+        beam=args.beam,
+        nbest=args.nbest,
+        batch_size=args.batch_size,
+        max_tokens=args.max_tokens,
+        max_len_a=args.max_len_a,
+        max_len_b=args.max_len_b,
+        device=args.device,
+        progress=not args.no_progress,
+        search=args.beam_search,
     )
     added = ["rmi", "rmi_tokens", "rmi_status"] + (["hypothesis"] if args.targets == "decode" else [])
     base = [h for h in header if h not in ("rmi", "rmi_tokens", "rmi_status", "hypothesis")]
@@ -279,11 +360,16 @@ def run_uncertainty(args, pool_tsv: str, output: str) -> dict:
     summary.update(checkpoints=paths, data=args.data, pool=pool_tsv)
     write_json(os.path.splitext(output)[0] + ".json", summary)
     skipped = ", ".join(f"{n} {r}" for r, n in summary["skipped"].items()) or "none"
-    print(f"reverse mutual information ({args.targets}, {len(paths)} members): {summary['scored']} of "
-          f"{summary['candidates']} scored (skipped: {skipped}); mean {summary['rmi_mean']}")
+    print(
+        f"reverse mutual information ({args.targets}, {len(paths)} members): {summary['scored']} of "
+        f"{summary['candidates']} scored (skipped: {skipped}); mean {summary['rmi_mean']}"
+    )
     if any(summary["candidates_with_unk"].values()):
-        print(f"note: candidates with words outside the models' dictionaries (scored as <unk>): "
-              f"{summary['candidates_with_unk']}", file=sys.stderr)
+        print(
+            f"note: candidates with words outside the models' dictionaries (scored as <unk>): "
+            f"{summary['candidates_with_unk']}",
+            file=sys.stderr,
+        )
     print(f"wrote {output}, {os.path.splitext(output)[0]}.json", file=sys.stderr)
     return summary
 
@@ -303,8 +389,11 @@ def run_sample(args, scores_tsv: str, prefix: str) -> dict:
         print(f"warning: {w}", file=sys.stderr)
     _prefix_dir(prefix)
     base = [h for h in header if h not in ("rmi_rank", "stage")]
-    write_tsv(prefix + ".sample.tsv", base + ["rmi_rank", "stage"],
-                ([r[h] for h in base] + [res.ranks[k], res.stages[k]] for k, r in enumerate(rows)))
+    write_tsv(
+        prefix + ".sample.tsv",
+        base + ["rmi_rank", "stage"],
+        ([r[h] for h in base] + [res.ranks[k], res.stages[k]] for k, r in enumerate(rows)),
+    )
     sel = sorted(res.selected, key=lambda k: keys[k])  # file order of the candidates
     write_lines(prefix + ".selected.ids", (str(keys[k]) for k in sel))
     written = [prefix + ".sample.tsv", prefix + ".selected.ids"]
@@ -317,16 +406,22 @@ def run_sample(args, scores_tsv: str, prefix: str) -> dict:
     write_json(prefix + ".sample.json", summary)
     written.append(prefix + ".sample.json")
     st = summary["stages"]
-    print(f"ranked {summary['ranked']} by uncertainty ({st['unscored']} unscored); dropped the top "
-          f"{st['dropped-top']}; sampled {summary['selected']} of ranks {summary['window_ranks'][0]}.."
-          f"{summary['window_ranks'][1]} with seed {args.seed}")
+    print(
+        f"ranked {summary['ranked']} by uncertainty ({st['unscored']} unscored); dropped the top "
+        f"{st['dropped-top']}; sampled {summary['selected']} of ranks {summary['window_ranks'][0]}.."
+        f"{summary['window_ranks'][1]} with seed {args.seed}"
+    )
     print("wrote " + ", ".join(written), file=sys.stderr)
     return summary
 
 
 def run_novelty(args) -> dict:
-    from lexical_offline.analysis.ngram_statistics import (CompositionalError, NgramDictionary, mean_degree,
-                                                           novel_ngram_stats)
+    from lexical_offline.analysis.ngram_statistics import (
+        CompositionalError,
+        NgramDictionary,
+        mean_degree,
+        novel_ngram_stats,
+    )
 
     train = _read_text(args.train, args.column)
     test = _read_text(args.test, args.column)
@@ -364,11 +459,13 @@ def run_novelty(args) -> dict:
                 frac = o["unique_novel_fraction"]
                 occ = o["novel_occurrence_fraction"]
                 sent = o["sentences_with_novel_fraction"]
-                print(f"{kind} {n}-grams: {o['unique_novel']} of {o['unique_test']} distinct test n-grams novel "
-                      f"({100 * frac if frac is not None else float('nan'):.1f}%); {o['novel_occurrences']} of "
-                      f"{o['test_occurrences']} occurrences ({100 * occ if occ is not None else float('nan'):.1f}%); "
-                      f"{o['sentences_with_novel']} sentences with one "
-                      f"({100 * sent if sent is not None else float('nan'):.1f}%)")
+                print(
+                    f"{kind} {n}-grams: {o['unique_novel']} of {o['unique_test']} distinct test n-grams novel "
+                    f"({100 * frac if frac is not None else float('nan'):.1f}%); {o['novel_occurrences']} of "
+                    f"{o['test_occurrences']} occurrences ({100 * occ if occ is not None else float('nan'):.1f}%); "
+                    f"{o['sentences_with_novel']} sentences with one "
+                    f"({100 * sent if sent is not None else float('nan'):.1f}%)"
+                )
     if args.json:
         write_json(args.json, stats)
         print(f"wrote {args.json}", file=sys.stderr)
@@ -393,12 +490,18 @@ def run_bench(args) -> dict:
         kind = "synthetic"
     t_data = time.perf_counter() - t0
     res = benchmark_degree(train, cands, max_n=args.max_n or None, progress=args.progress)
-    res.update(data=kind, data_seconds=round(t_data, 3), machine=f"{platform.machine()}, {os.cpu_count()} cores",
-               python=platform.python_version())
+    res.update(
+        data=kind,
+        data_seconds=round(t_data, 3),
+        machine=f"{platform.machine()}, {os.cpu_count()} cores",
+        python=platform.python_version(),
+    )
     print(json.dumps(res, indent=1))
-    print(f"degree: {res['candidates']} candidates in {res['degree_seconds']:.2f} s = "
-          f"{res['candidates_per_minute']:,} candidates/minute (dictionary of {res['train_sentences']} sentences, "
-          f"{res['dictionary']['entries']} n-grams: {res['dictionary_seconds']:.2f} s)")
+    print(
+        f"degree: {res['candidates']} candidates in {res['degree_seconds']:.2f} s = "
+        f"{res['candidates_per_minute']:,} candidates/minute (dictionary of {res['train_sentences']} sentences, "
+        f"{res['dictionary']['entries']} n-grams: {res['dictionary_seconds']:.2f} s)"
+    )
     return res
 
 
@@ -408,8 +511,9 @@ def main(argv=None) -> int:
     from lexical_offline.textio import OutputOverwritesInputError, refuse_overwriting_inputs
 
     # Every file a command may write, checked against every input before anything is read or written.
-    pool = [".candidates.tsv", ".pool.tsv", ".pool.src", ".pool.json"] + ([".pool.tgt"] if getattr(args, "target", None)
-                                                                         else [])
+    pool = [".candidates.tsv", ".pool.tsv", ".pool.src", ".pool.json"] + (
+        [".pool.tgt"] if getattr(args, "target", None) else []
+    )
     sample = [".sample.tsv", ".selected.ids", ".selected.src", ".selected.tgt", ".sample.json"]
     suffixes = {"pool": pool, "sample": sample, "select": pool + [".uncertainty.tsv", ".uncertainty.json"] + sample}
     outputs = [("--out-prefix's output", args.out_prefix + suffix) for suffix in suffixes.get(args.command, [])]
@@ -417,9 +521,23 @@ def main(argv=None) -> int:
         outputs = [("-o", args.output), ("-o's .json", os.path.splitext(args.output)[0] + ".json")]
     elif args.command == "novelty":
         outputs = [("--json", args.json)]
-    inputs = [(option, getattr(args, option[2:].replace("-", "_"), None)) for option in (
-        "--train-source", "--train-target", "--source", "--target", "--model-source", "--model-target", "--scores",
-        "--train", "--test", "--train-pos", "--test-pos", "--candidates")]
+    inputs = [
+        (option, getattr(args, option[2:].replace("-", "_"), None))
+        for option in (
+            "--train-source",
+            "--train-target",
+            "--source",
+            "--target",
+            "--model-source",
+            "--model-target",
+            "--scores",
+            "--train",
+            "--test",
+            "--train-pos",
+            "--test-pos",
+            "--candidates",
+        )
+    ]
     inputs += [("--pool", getattr(args, "pool_tsv", None))]
     inputs += [("--path", path) for path in (getattr(args, "path", None) or "").split(":") if path]
     try:

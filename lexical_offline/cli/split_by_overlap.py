@@ -13,6 +13,7 @@ PREFIX.summary.json. Lines with an empty side are reported by line number and le
 --hyp (system outputs, line-aligned with TARGET, same tokenisation) adds corpus BLEU and chrF of the detokenised
 text and BLEU over the pieces (bleu_pieces), for the high half, the low half and all ranked sentences.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,12 +41,20 @@ def main(argv=None) -> int:
     p.add_argument("--n", type=int, default=500, help="sentences per subset (default: 500, the paper's)")
     p.add_argument("--out-prefix", required=True, help="prefix of the files written (its directory is created)")
     p.add_argument("--hyp", help="system outputs, line-aligned with TARGET: score both subsets")
-    p.add_argument("--definition", choices=("pair", "target"), default="pair",
-                   help="pair (default): shared tokens of source and target / all their tokens; target: distinct "
-                        "shared subwords per target token (the paper's Table 1); see docs/analysis.md")
-    p.add_argument("--detok", choices=("auto", "sentencepiece", "none"), default="auto",
-                   help="how BLEU/chrF see the text: sentencepiece (join pieces, '\u2581' = space), none (as "
-                        "given), auto (sentencepiece if the references hold '\u2581'; default)")
+    p.add_argument(
+        "--definition",
+        choices=("pair", "target"),
+        default="pair",
+        help="pair (default): shared tokens of source and target / all their tokens; target: distinct "
+        "shared subwords per target token (the paper's Table 1); see docs/analysis.md",
+    )
+    p.add_argument(
+        "--detok",
+        choices=("auto", "sentencepiece", "none"),
+        default="auto",
+        help="how BLEU/chrF see the text: sentencepiece (join pieces, '\u2581' = space), none (as "
+        "given), auto (sentencepiece if the references hold '\u2581'; default)",
+    )
     args = p.parse_args(argv)
     # Imported here: the package's __init__ imports fairseq when it is installed (slow), --help need not wait.
     from lexical_offline.analysis.subword_density import OverlapSplitError, resolve_detok, score, split_by_density
@@ -56,8 +65,10 @@ def main(argv=None) -> int:
     outputs = [f"{args.out_prefix}.{name}.{suffix}" for name in ("high", "low") for suffix in suffixes]
     outputs += [f"{args.out_prefix}.densities.tsv", f"{args.out_prefix}.summary.json"]
     try:
-        refuse_overwriting_inputs([("--out-prefix's output", path) for path in outputs],
-                                  {"SOURCE": args.source, "TARGET": args.target, "--hyp": args.hyp})
+        refuse_overwriting_inputs(
+            [("--out-prefix's output", path) for path in outputs],
+            {"SOURCE": args.source, "TARGET": args.target, "--hyp": args.hyp},
+        )
     except ValueError as e:
         print(f"split_by_overlap.py: error: {e}", file=sys.stderr)
         return 2
@@ -83,8 +94,11 @@ def main(argv=None) -> int:
     if split.empty_target:
         print(f"warning: {args.target}: empty line(s), left out: {_numbers(split.empty_target)}", file=sys.stderr)
     if split.overlap:
-        print(f"warning: 2 x --n > {len(split.ranked)} ranked sentences: {len(split.overlap)} sentences are in both "
-              "subsets", file=sys.stderr)
+        print(
+            f"warning: 2 x --n > {len(split.ranked)} ranked sentences: {len(split.overlap)} sentences are in both "
+            "subsets",
+            file=sys.stderr,
+        )
     summary = split.summary()
     summary.update(source=args.source, target=args.target, hyp=args.hyp)
 
@@ -107,8 +121,10 @@ def main(argv=None) -> int:
         subset = "both" if i in high and i in low else "high" if i in high else "low" if i in low else "-"
         return f"{i}\t{'' if d is None else f'{d:.6f}'}\t{subset if d is not None else 'excluded'}"
 
-    write_lines(f"{args.out_prefix}.densities.tsv",
-                ["index\tdensity\tsubset"] + [density_row(i, d) for i, d in enumerate(split.densities)])
+    write_lines(
+        f"{args.out_prefix}.densities.tsv",
+        ["index\tdensity\tsubset"] + [density_row(i, d) for i, d in enumerate(split.densities)],
+    )
     written.append(f"{args.out_prefix}.densities.tsv")
 
     if hyp_lines is not None:
@@ -125,14 +141,18 @@ def main(argv=None) -> int:
     write_json(f"{args.out_prefix}.summary.json", summary, indent=1, ensure_ascii=True)
     written.append(f"{args.out_prefix}.summary.json")
 
-    print(f"shared-subword density ({split.definition}): {split.n_lines} lines, {len(split.ranked)} ranked, "
-          f"{len(split.excluded)} left out (empty side)")
+    print(
+        f"shared-subword density ({split.definition}): {split.n_lines} lines, {len(split.ranked)} ranked, "
+        f"{len(split.excluded)} left out (empty side)"
+    )
     for name in ("high", "low"):
         part = summary[name]
         lo, hi = part["density_range"]
         ties = part["ties_left_out_at_cut"]
-        print(f"{name}: {part['count']} sentences, density {lo:.4f} .. {hi:.4f}"
-              + (f" ({ties} more at the cut density left out, ties broken by line index)" if ties else ""))
+        print(
+            f"{name}: {part['count']} sentences, density {lo:.4f} .. {hi:.4f}"
+            + (f" ({ties} more at the cut density left out, ties broken by line index)" if ties else "")
+        )
     if split.overlap:
         print(f"in both subsets: {len(split.overlap)}")
     if "scores" in summary:

@@ -14,6 +14,7 @@ copy words outside its vocabulary (see lexical_offline/unk_markers.py and docs/t
 postprocess reads plain text (one hypothesis a line) or fairseq-generate / fairseq-interactive output (H- lines,
 ordered by sample id).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,15 +32,20 @@ def cmd_vocab(opts):
     write_lines(opts.output, um.dictionary_lines(vocab, opts.markers))
     covered = sum(c for _, c in vocab)
     total = sum(c for w, c in counts.items() if w not in um.FAIRSEQ_SPECIALS)
-    print(f"{opts.output}: {len(vocab)} words (of {len(counts)} types; {covered / max(total, 1):.1%} of the tokens) "
-          f"and {opts.markers} markers", file=sys.stderr)
+    print(
+        f"{opts.output}: {len(vocab)} words (of {len(counts)} types; {covered / max(total, 1):.1%} of the tokens) "
+        f"and {opts.markers} markers",
+        file=sys.stderr,
+    )
 
 
 def cmd_preprocess(opts):
     if (opts.target is None) != (opts.target_out is None):
         raise SystemExit("--target and --target-out go together")
-    refuse_overwriting_inputs({"--source-out": opts.source_out, "--target-out": opts.target_out},
-                              {"--vocab": opts.vocab, "--source": opts.source, "--target": opts.target})
+    refuse_overwriting_inputs(
+        {"--source-out": opts.source_out, "--target-out": opts.target_out},
+        {"--vocab": opts.vocab, "--source": opts.source, "--target": opts.target},
+    )
     words, num_markers = um.read_vocabulary(read_lines(opts.vocab))
     sources = read_lines(opts.source)
     targets = read_lines(opts.target) if opts.target else None
@@ -78,8 +84,7 @@ def cmd_postprocess(opts):
         unresolved += bad
     write_lines(opts.output, out)
     if unresolved:
-        print(f"{unresolved} markers pointed past the end of their source sentence (written as <unk>)",
-              file=sys.stderr)
+        print(f"{unresolved} markers pointed past the end of their source sentence (written as <unk>)", file=sys.stderr)
 
 
 def main(argv=None):
@@ -88,13 +93,20 @@ def main(argv=None):
     v = sub.add_parser("vocab", help="closed vocabulary + markers, as a fairseq dictionary file")
     v.add_argument("files", nargs="+", help="tokenised text files (e.g. train.src train.tgt)")
     v.add_argument("--size", type=int, required=True, help="number of ordinary words to keep")
-    v.add_argument("--markers", type=int, required=True,
-                   help="number of markers <unk-0> ... <unk-(P-1)>: at least the longest source sentence")
+    v.add_argument(
+        "--markers",
+        type=int,
+        required=True,
+        help="number of markers <unk-0> ... <unk-(P-1)>: at least the longest source sentence",
+    )
     v.add_argument("-o", "--output", required=True)
     v.set_defaults(func=cmd_vocab)
     pp = sub.add_parser("preprocess", help="replace out-of-vocabulary words by positional markers")
-    pp.add_argument("--vocab", required=True, help="dictionary with markers (from `vocab`, or any fairseq dict.txt "
-                                                   "with <unk-0> ... lines)")
+    pp.add_argument(
+        "--vocab",
+        required=True,
+        help="dictionary with markers (from `vocab`, or any fairseq dict.txt with <unk-0> ... lines)",
+    )
     pp.add_argument("--source", required=True)
     pp.add_argument("--source-out", required=True)
     pp.add_argument("--target", help="line-aligned target (training and validation data)")

@@ -6,6 +6,7 @@ fairseq 0.12 finds plugins only through ``--user-dir``, and a checkpoint of a pl
 is imported, so fairseq-generate and fairseq-interactive need the option too. The package is located, not imported
 (no fairseq start-up).
 """
+
 import argparse
 import importlib.util
 import sys

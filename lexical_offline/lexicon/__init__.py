@@ -2,6 +2,7 @@
 
 Nothing here imports fairseq (or torch), so the lexicon builders run anywhere numpy does.
 """
+
 from .agreement import compare_lexicons, link_precision_recall, read_json_lexicon
 from .alignments import read_pharaoh
 from .builder import build_lexicon

@@ -4,6 +4,7 @@ The authors' lexicons (Akyurek & Andreas 2021, ../shared/data/*/lexicon_akyurek2
 ``{input: {output: score}}`` without the mutual-exclusivity fallback (it was applied when the model loaded them),
 so compare them with lexicons built with ``fallback=False``.
 """
+
 from __future__ import annotations
 
 from typing import Dict, Iterable, Sequence, Set, Tuple
@@ -40,7 +41,9 @@ def compare_lexicons(ours: Lex, theirs: Lex) -> Dict[str, float]:
     same_score = sum(1 for v, w in both if abs(ours[v][w] - theirs[v][w]) <= 1e-9 * max(1.0, abs(theirs[v][w])))
     top_hits = sum(1 for v, row in theirs.items() if v in ours and _argmax(row) & _argmax(ours[v]))
     return dict(
-        ours=len(a), theirs=len(b), shared=len(both),
+        ours=len(a),
+        theirs=len(b),
+        shared=len(both),
         precision=len(both) / len(a) if a else float("nan"),
         recall=len(both) / len(b) if b else float("nan"),
         identical_entries=float(a == b),
@@ -49,7 +52,9 @@ def compare_lexicons(ours: Lex, theirs: Lex) -> Dict[str, float]:
     )
 
 
-def link_precision_recall(ours: Sequence[Iterable[Tuple[int, int]]], ref: Sequence[Iterable[Tuple[int, int]]]) -> Dict[str, float]:
+def link_precision_recall(
+    ours: Sequence[Iterable[Tuple[int, int]]], ref: Sequence[Iterable[Tuple[int, int]]]
+) -> Dict[str, float]:
     """Precision, recall and F1 of links (per-sentence (i, j) lists) against a reference alignment."""
     if len(ours) != len(ref):
         raise ValueError(f"{len(ours)} vs {len(ref)} sentences")

@@ -5,6 +5,7 @@ One line per sentence pair, space-separated ``i-j`` links: i is a 0-based source
 Akyurek & Andreas (2021): ``#links(v, w)``, the number of links that join an occurrence of input word v to an
 occurrence of output word w (a link repeated on one line counts once).
 """
+
 from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple

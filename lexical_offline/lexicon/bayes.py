@@ -22,6 +22,7 @@ softmax(score / tau) is the paper's ``L_vw ∝ exp(p((v, w) in l) / tau)`` over 
 
 The sampler runs in numba (counts.njit); without numba it is pure Python and only suitable for tiny corpora.
 """
+
 from __future__ import annotations
 
 import math
@@ -35,8 +36,28 @@ from .counts import Cooccurrence, EncodedCorpus, incidence, njit
 
 
 @njit
-def _mh_chain(seed, n_steps, burn, thin, pv, pw, pc, pc_cum, wptr, trip_g, trip_k, g_word, g_n, g_inv,
-              n_src_vocab, n_tgt_vocab, alpha, gamma, kappa, post):
+def _mh_chain(
+    seed,
+    n_steps,
+    burn,
+    thin,
+    pv,
+    pw,
+    pc,
+    pc_cum,
+    wptr,
+    trip_g,
+    trip_k,
+    g_word,
+    g_n,
+    g_inv,
+    n_src_vocab,
+    n_tgt_vocab,
+    alpha,
+    gamma,
+    kappa,
+    post,
+):
     """Run one chain; add 1 to post[k] for each recorded sample containing pair k. Returns (samples, accepted)."""
     np.random.seed(seed)
     n_cand = len(pv)
@@ -180,7 +201,9 @@ def bayes_scores(
 ) -> tuple[sp.csr_matrix, Dict[str, float]]:
     """Posterior inclusion probabilities as a sparse |V_x| x |V_y| matrix (entries with posterior > 0)."""
     if not (0 < gamma < 1 and kappa > 0 and alpha >= 0 and burn_in >= 0 and thin >= 1 and samples >= 1 and chains >= 1):
-        raise ValueError("need 0 < gamma < 1, kappa > 0, alpha >= 0, burn_in >= 0, thin >= 1, samples >= 1, chains >= 1")
+        raise ValueError(
+            "need 0 < gamma < 1, kappa > 0, alpha >= 0, burn_in >= 0, thin >= 1, samples >= 1, chains >= 1"
+        )
     n_src_vocab, n_tgt_vocab = cooc.counts.shape
     rows, cols, c = cooc.coo_arrays()
     cand = np.flatnonzero(c >= min_count)
@@ -193,8 +216,9 @@ def bayes_scores(
     sig_of: Dict[bytes, int] = {}
     ind, ptr = ys.indices, ys.indptr
     sent_sig = np.fromiter(
-        (sig_of.setdefault(ind[ptr[s]:ptr[s + 1]].tobytes(), len(sig_of)) for s in range(ys.shape[0])),
-        dtype=np.int64, count=ys.shape[0],
+        (sig_of.setdefault(ind[ptr[s] : ptr[s + 1]].tobytes(), len(sig_of)) for s in range(ys.shape[0])),
+        dtype=np.int64,
+        count=ys.shape[0],
     )
     rep_sent = np.zeros(len(sig_of), dtype=np.int64)
     rep_sent[sent_sig[::-1]] = np.arange(ys.shape[0] - 1, -1, -1)  # first sentence with each signature
@@ -225,8 +249,28 @@ def bayes_scores(
     post = np.zeros((chains, len(pv)), dtype=np.float64)
 
     def run(ch):
-        return _mh_chain(seed * 1000 + ch + 1, n_steps, burn_in, thin, pv, pw, pc, pc_cum, wptr, trip_g, trip_k,
-                         g_word, g_n, g_inv, n_src_vocab, n_tgt_vocab, alpha, gamma, kappa, post[ch])
+        return _mh_chain(
+            seed * 1000 + ch + 1,
+            n_steps,
+            burn_in,
+            thin,
+            pv,
+            pw,
+            pc,
+            pc_cum,
+            wptr,
+            trip_g,
+            trip_k,
+            g_word,
+            g_n,
+            g_inv,
+            n_src_vocab,
+            n_tgt_vocab,
+            alpha,
+            gamma,
+            kappa,
+            post[ch],
+        )
 
     bar = None
     if progress:
@@ -253,7 +297,11 @@ def bayes_scores(
     prob = post.sum(axis=0) / total_samples
     keep = np.flatnonzero(prob > 0)
     mat = sp.csr_matrix((prob[keep], (pv[keep], pw[keep])), shape=cooc.counts.shape)
-    stats = dict(candidate_pairs=int(len(pv)), mh_steps_per_chain=int(n_steps), samples=int(total_samples),
-                 acceptance_rate=float(sum(int(r[1]) for r in results) / (n_steps * chains)),
-                 pairs_with_posterior=int(len(keep)))
+    stats = dict(
+        candidate_pairs=int(len(pv)),
+        mh_steps_per_chain=int(n_steps),
+        samples=int(total_samples),
+        acceptance_rate=float(sum(int(r[1]) for r in results) / (n_steps * chains)),
+        pairs_with_posterior=int(len(keep)),
+    )
     return mat, stats

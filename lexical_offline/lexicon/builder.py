@@ -10,6 +10,7 @@ counts (simple), shifted PMI (pmi), link counts (ibm*, alignments), posterior in
 Order of the post-processing: the method's sparse scores -> ``min_count`` -> ``top_k`` per row -> the
 mutual-exclusivity fallback (fallback.py) -> ``temperature``.
 """
+
 from __future__ import annotations
 
 import math
@@ -126,8 +127,9 @@ def build_lexicon(
     learner = learner_for(method, config, **options)
     t0 = time.perf_counter()
     corpus = encode_pairs(pairs)
-    params: Dict[str, object] = dict(min_count=min_count, top_k=top_k, temperature=temperature,
-                                     fallback="on" if fallback else "off")
+    params: Dict[str, object] = dict(
+        min_count=min_count, top_k=top_k, temperature=temperature, fallback="on" if fallback else "off"
+    )
     cooc: Optional[Cooccurrence] = cooccurrence(corpus) if learner.needs_cooccurrence else None
     learned = learner.learn(corpus, cooc, min_count=min_count, threads=threads, progress=progress)
     scores, filter_counts, stats = learned.scores, learned.filter_counts, learned.stats
@@ -152,8 +154,7 @@ def build_lexicon(
         fc.sort_indices()
         assert np.array_equal(fc.indptr, scores.indptr) and np.array_equal(fc.indices, scores.indices)
         cnt, min_count_applied = fc.data, float(min_count)
-    rows, pos, below_min = _select_entries(scores.indptr, scores.indices, vals_all, cnt, min_count_applied,
-                                           top_k or 0)
+    rows, pos, below_min = _select_entries(scores.indptr, scores.indices, vals_all, cnt, min_count_applied, top_k or 0)
     cols, vals = scores.indices[pos], vals_all[pos]
     stats["skipped_min_count"] = int(below_min)
     stats["skipped_top_k"] = len(vals_all) - int(below_min) - len(vals)
@@ -178,8 +179,12 @@ def build_lexicon(
         f"fairseq_lexical lexicon, method: {method}",
         "parameters: " + " ".join(f"{k}={_fmt(v)}" for k, v in params.items()),
         f"corpus: {corpus_name} ({corpus.n_pairs} pairs, {len(sv)} input types, {len(tv)} output types)",
-        "scores: " + (learner.score_doc if temperature is None else
-                      f"rows normalised at temperature {_fmt(temperature)} (L itself)"),
+        "scores: "
+        + (
+            learner.score_doc
+            if temperature is None
+            else f"rows normalised at temperature {_fmt(temperature)} (L itself)"
+        ),
         "counts: " + " ".join(f"{k}={_fmt(v)}" for k, v in stats.items() if not k.startswith("_")),
     ]
     if return_details:

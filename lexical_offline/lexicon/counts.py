@@ -5,6 +5,7 @@ sentence-level co-occurrence counts ``#(v, w)`` (the number of pairs whose input
 contains w, the counts of eqs. 13 and 15-20) are the sparse product X^T Y of the binary sentence-by-type
 incidence matrices, computed by scipy in C.
 """
+
 from __future__ import annotations
 
 import sys
@@ -196,8 +197,7 @@ def _tokenize_bytes(buf, n_sentences, max_tokens):
         h = basis
     if sent != n_sentences:
         return fail
-    return True, ids[:n_tok], offsets, arena[:arena_used].copy(), type_start[:n_types].copy(), \
-        type_len[:n_types].copy()
+    return True, ids[:n_tok], offsets, arena[:arena_used].copy(), type_start[:n_types].copy(), type_len[:n_types].copy()
 
 
 def _encode_side_compiled(sentences: Sequence[str]) -> Optional[EncodedSide]:
@@ -301,9 +301,7 @@ def cooccurrence(corpus: EncodedCorpus) -> Cooccurrence:
     return Cooccurrence(counts, src_freq, tgt_freq, corpus.n_pairs, corpus.src.vocab, corpus.tgt.vocab)
 
 
-def link_counts(
-    corpus: EncodedCorpus, sent: np.ndarray, src_pos: np.ndarray, tgt_pos: np.ndarray
-) -> sp.csr_matrix:
+def link_counts(corpus: EncodedCorpus, sent: np.ndarray, src_pos: np.ndarray, tgt_pos: np.ndarray) -> sp.csr_matrix:
     """Eq. 12's counts: how many links join an occurrence of v to an occurrence of w (|V_x| x |V_y|, int64).
 
     ``sent``, ``src_pos``, ``tgt_pos`` are parallel arrays of links (0-based positions inside the sentence).

@@ -9,6 +9,7 @@ Written as explicit entries: ``v v 1`` for the identity, and ``v w 1/|U|`` for e
 every output is claimed the input gets no entry (the model then maps it to ``<unk>``, or to itself where the fairseq target dictionary has
 it); such inputs are counted in the report.
 """
+
 from __future__ import annotations
 
 from typing import Dict, List, Sequence, Set, Tuple
@@ -29,8 +30,13 @@ def mutual_exclusivity_fallback(
     # The authors' code marks the identity of every shared string, learned rows included, so those outputs are claimed.
     claimed: Set[str] = {t for _, t, _ in entries} | {v for v in src_vocab if v in tgt_set}
     unmapped = [v for v in src_vocab if v not in mapped]
-    report = dict(fallback_inputs=len(unmapped), fallback_identity=0, fallback_uniform=0,
-                  fallback_unclaimed_outputs=0, fallback_no_entry=0)
+    report = dict(
+        fallback_inputs=len(unmapped),
+        fallback_identity=0,
+        fallback_uniform=0,
+        fallback_unclaimed_outputs=0,
+        fallback_no_entry=0,
+    )
     out: List[Entry] = [(v, v, 1.0) for v in unmapped if v in tgt_set]
     report["fallback_identity"] = len(out)
     rest = [v for v in unmapped if v not in tgt_set]

@@ -7,6 +7,7 @@ entries out with a warning. Scores are finite and non-negative (counts, probabil
 they become lexicon rows is decided later, by the temperature of
 :func:`lexical_offline.lexicon.table.build_lexicon_table`.
 """
+
 from __future__ import annotations
 
 import math
@@ -71,9 +72,7 @@ def read_lexicon(path: str) -> Tuple[List[Entry], List[str]]:
                 raise LexiconFormatError(path, f"score {score_text!r} is negative", lineno)
             key = (src, tgt)
             if key in first_line_of:
-                raise LexiconFormatError(
-                    path, f"entry {src!r} -> {tgt!r} repeats line {first_line_of[key]}", lineno
-                )
+                raise LexiconFormatError(path, f"entry {src!r} -> {tgt!r} repeats line {first_line_of[key]}", lineno)
             first_line_of[key] = lineno
             entries.append((src, tgt, score))
     if not entries:
@@ -87,8 +86,13 @@ def unwritable_token(tok: str, source: bool) -> str | None:
     Tabs and line breaks would break the line; surrounding whitespace is stripped by the reader; a line that
     starts with ``#`` is a comment, and one that starts with a byte-order mark loses it on the first line.
     """
-    if tok and tok == tok.strip() and "\t" not in tok and "\r" not in tok and "\n" not in tok and not (
-        source and tok[0] in "#\ufeff"
+    if (
+        tok
+        and tok == tok.strip()
+        and "\t" not in tok
+        and "\r" not in tok
+        and "\n" not in tok
+        and not (source and tok[0] in "#\ufeff")
     ):
         return None  # the common case, decided without the explanations below
     if not tok:

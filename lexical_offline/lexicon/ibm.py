@@ -24,6 +24,7 @@ Symmetrisation of the forward (output from input) and reverse (input from output
 The kernels are compiled with numba when it is installed (see counts.njit); the two directions train in two
 threads (the kernels release the GIL).
 """
+
 from __future__ import annotations
 
 import math
@@ -70,9 +71,31 @@ def _pair_index(src_ids, src_off, tgt_ids, tgt_off, indptr, indices, idx_off, ou
 
 
 @njit
-def _em_pass(gen_ids, gen_off, cond_off, gen_is_tgt, idx, idx_off, t, t_null, cnt, cnt_null,
-             lp_id, prior, prior_off, diag, p0, update, link_sent, link_gen, link_cond, s_begin, s_end, maxlen,
-             feat_shift):
+def _em_pass(
+    gen_ids,
+    gen_off,
+    cond_off,
+    gen_is_tgt,
+    idx,
+    idx_off,
+    t,
+    t_null,
+    cnt,
+    cnt_null,
+    lp_id,
+    prior,
+    prior_off,
+    diag,
+    p0,
+    update,
+    link_sent,
+    link_gen,
+    link_cond,
+    s_begin,
+    s_end,
+    maxlen,
+    feat_shift,
+):
     """One pass over sentences [s_begin, s_end): E-step counts (update) or Viterbi links (not update).
 
     Returns (log-likelihood, expected diagonal feature, number of links written)."""
@@ -360,13 +383,36 @@ def train_direction(
     dummy = np.empty(0, dtype=np.int32)
     for it in range(iterations):
         final = it == iterations - 1
-        prior, prior_off, _ = _diag_prior(lp, tension, p0) if diag else (np.zeros(1), np.zeros(len(lp) + 1, np.int64), None)
+        prior, prior_off, _ = (
+            _diag_prior(lp, tension, p0) if diag else (np.zeros(1), np.zeros(len(lp) + 1, np.int64), None)
+        )
         if not final:
             cnt = np.zeros(n_pairs, dtype=np.float64)
             cnt_null = np.zeros(n_gen_vocab, dtype=np.float64)
             loglik, emp, _ = _em_pass(
-                gen.ids, gen.offsets, cond.offsets, not reverse, table.idx, table.idx_off, t, t_null, cnt, cnt_null,
-                lp_id, prior, prior_off, diag, p0, True, dummy, dummy, dummy, 0, n_sent, maxlen, feat_shift,
+                gen.ids,
+                gen.offsets,
+                cond.offsets,
+                not reverse,
+                table.idx,
+                table.idx_off,
+                t,
+                t_null,
+                cnt,
+                cnt_null,
+                lp_id,
+                prior,
+                prior_off,
+                diag,
+                p0,
+                True,
+                dummy,
+                dummy,
+                dummy,
+                0,
+                n_sent,
+                maxlen,
+                feat_shift,
             )
             result.loglik.append(loglik)
             if diag and optimize_tension and it > 0:
@@ -395,8 +441,29 @@ def train_direction(
             lg = np.empty(cap, dtype=np.int32)
             lc = np.empty(cap, dtype=np.int32)
             loglik, _, nl = _em_pass(
-                gen.ids, gen.offsets, cond.offsets, not reverse, table.idx, table.idx_off, t, t_null, t, t_null,
-                lp_id, prior, prior_off, diag, p0, False, ls, lg, lc, 0, n_sent, maxlen, feat_shift,
+                gen.ids,
+                gen.offsets,
+                cond.offsets,
+                not reverse,
+                table.idx,
+                table.idx_off,
+                t,
+                t_null,
+                t,
+                t_null,
+                lp_id,
+                prior,
+                prior_off,
+                diag,
+                p0,
+                False,
+                ls,
+                lg,
+                lc,
+                0,
+                n_sent,
+                maxlen,
+                feat_shift,
             )
             result.loglik.append(loglik)
             ls, lg, lc = ls[:nl].copy(), lg[:nl].copy(), lc[:nl].copy()
@@ -421,8 +488,18 @@ def symmetrize(fwd: Links, rev: Links, corpus: EncodedCorpus, heuristic: str = "
     fwd, rev = _sorted(fwd), _sorted(rev)
     cap = len(fwd) + len(rev)
     out = [np.empty(cap, dtype=np.int32) for _ in range(3)]
-    n = _symmetrize(fwd.sent, fwd.src, fwd.tgt, rev.sent, rev.src, rev.tgt,
-                    corpus.src.offsets, corpus.tgt.offsets, modes[heuristic], *out)
+    n = _symmetrize(
+        fwd.sent,
+        fwd.src,
+        fwd.tgt,
+        rev.sent,
+        rev.src,
+        rev.tgt,
+        corpus.src.offsets,
+        corpus.tgt.offsets,
+        modes[heuristic],
+        *out,
+    )
     return Links(*(a[:n].copy() for a in out))
 
 
@@ -457,8 +534,15 @@ def align_corpus(
     if symmetrization not in SYMMETRIZATIONS:
         raise ValueError(f"unknown symmetrisation {symmetrization!r}; choose from {', '.join(SYMMETRIZATIONS)}")
     table = build_pair_table(corpus, structure, threads)
-    kw = dict(model=model, iterations=iterations, p0=p0, tension=tension, optimize_tension=optimize_tension,
-              variational_bayes=variational_bayes, alpha=alpha)
+    kw = dict(
+        model=model,
+        iterations=iterations,
+        p0=p0,
+        tension=tension,
+        optimize_tension=optimize_tension,
+        variational_bayes=variational_bayes,
+        alpha=alpha,
+    )
     bar = None
     if progress:
         from tqdm import tqdm
@@ -478,6 +562,11 @@ def align_corpus(
             bar.close()
     del table
     links = symmetrize(fwd.links, rev.links, corpus, symmetrization)
-    stats = dict(forward_links=len(fwd.links), reverse_links=len(rev.links), links=len(links),
-                 forward_tension=fwd.tension, reverse_tension=rev.tension)
+    stats = dict(
+        forward_links=len(fwd.links),
+        reverse_links=len(rev.links),
+        links=len(links),
+        forward_tension=fwd.tension,
+        reverse_tension=rev.tension,
+    )
     return AlignmentRun(fwd, rev, links, stats)

@@ -5,6 +5,7 @@ A learner turns an encoded corpus into sparse (input type x output type) scores;
 every method shares (min_count, top_k, the fallback, the temperature, provenance). The mathematics lives in
 simple.py, pmi.py, ibm.py, bayes.py, alignments.py and fast_align.py, imported when a learner runs.
 """
+
 from __future__ import annotations
 
 import os
@@ -64,9 +65,16 @@ class IbmConfig:
 
     @classmethod
     def from_args(cls, args) -> "IbmConfig":
-        return cls(aligner=args.aligner, symmetrization=args.symmetrize, iterations=args.iterations, p0=args.p0,
-                   tension=args.tension, optimize_tension=not args.no_optimize_tension,
-                   variational_bayes=args.variational_bayes, vb_alpha=args.vb_alpha)
+        return cls(
+            aligner=args.aligner,
+            symmetrization=args.symmetrize,
+            iterations=args.iterations,
+            p0=args.p0,
+            tension=args.tension,
+            optimize_tension=not args.no_optimize_tension,
+            variational_bayes=args.variational_bayes,
+            vb_alpha=args.vb_alpha,
+        )
 
 
 @dataclass
@@ -82,8 +90,16 @@ class BayesConfig:
 
     @classmethod
     def from_args(cls, args) -> "BayesConfig":
-        return cls(alpha=args.alpha, gamma=args.gamma, kappa=args.kappa, burn_in=args.burn_in, thin=args.thin,
-                   samples=args.samples, chains=args.chains, seed=args.seed)
+        return cls(
+            alpha=args.alpha,
+            gamma=args.gamma,
+            kappa=args.kappa,
+            burn_in=args.burn_in,
+            thin=args.thin,
+            samples=args.samples,
+            chains=args.chains,
+            seed=args.seed,
+        )
 
 
 @dataclass
@@ -112,8 +128,9 @@ class Learner:
     def needs_cooccurrence(self) -> bool:
         return True
 
-    def learn(self, corpus: EncodedCorpus, cooc: Optional[Cooccurrence], *, min_count: int, threads: int,
-              progress: bool) -> LearnedScores:
+    def learn(
+        self, corpus: EncodedCorpus, cooc: Optional[Cooccurrence], *, min_count: int, threads: int, progress: bool
+    ) -> LearnedScores:
         raise NotImplementedError
 
 
@@ -134,7 +151,9 @@ class PmiLearner(Learner):
     """Eq. 13: shifted pointwise mutual information."""
 
     name, Config = "pmi", PmiConfig
-    score_doc = "score = pmi(v;w) + log #(v) = log(|D| #(v,w) / #(w)) (a per-row shift of eq. 13); L = softmax(score/tau)"
+    score_doc = (
+        "score = pmi(v;w) + log #(v) = log(|D| #(v,w) / #(w)) (a per-row shift of eq. 13); L = softmax(score/tau)"
+    )
 
     def learn(self, corpus, cooc, *, min_count, threads, progress):
         from .pmi import pmi_scores
@@ -153,11 +172,31 @@ class BayesLearner(Learner):
         from .bayes import bayes_scores
 
         c = self.config
-        scores, stats = bayes_scores(corpus, cooc, alpha=c.alpha, gamma=c.gamma, kappa=c.kappa, burn_in=c.burn_in,
-                                     thin=c.thin, samples=c.samples, chains=c.chains, seed=c.seed,
-                                     min_count=min_count, threads=threads, progress=progress)
-        params = dict(alpha=c.alpha, gamma=c.gamma, kappa=c.kappa, burn_in=c.burn_in, thin=c.thin,
-                      samples_per_chain=c.samples, chains=c.chains, seed=c.seed)
+        scores, stats = bayes_scores(
+            corpus,
+            cooc,
+            alpha=c.alpha,
+            gamma=c.gamma,
+            kappa=c.kappa,
+            burn_in=c.burn_in,
+            thin=c.thin,
+            samples=c.samples,
+            chains=c.chains,
+            seed=c.seed,
+            min_count=min_count,
+            threads=threads,
+            progress=progress,
+        )
+        params = dict(
+            alpha=c.alpha,
+            gamma=c.gamma,
+            kappa=c.kappa,
+            burn_in=c.burn_in,
+            thin=c.thin,
+            samples_per_chain=c.samples,
+            chains=c.chains,
+            seed=c.seed,
+        )
         return LearnedScores(scores, None, params, dict(stats))  # candidates were restricted to #(v, w) >= min_count
 
 
@@ -174,8 +213,14 @@ class IbmLearner(Learner):
 
     def learn(self, corpus, cooc, *, min_count, threads, progress):
         c, model = self.config, self.model
-        params: Dict[str, object] = dict(model=model, aligner=c.aligner, symmetrization=c.symmetrization,
-                                         iterations=c.iterations, p0=c.p0, variational_bayes=c.variational_bayes)
+        params: Dict[str, object] = dict(
+            model=model,
+            aligner=c.aligner,
+            symmetrization=c.symmetrization,
+            iterations=c.iterations,
+            p0=c.p0,
+            variational_bayes=c.variational_bayes,
+        )
         if model == 2:
             params.update(initial_tension=c.tension, optimize_tension=c.optimize_tension)
         if c.variational_bayes:
@@ -183,19 +228,37 @@ class IbmLearner(Learner):
         if c.aligner == "ours":
             from .ibm import align_corpus
 
-            run = align_corpus(corpus, model=model, symmetrization=c.symmetrization, iterations=c.iterations,
-                               p0=c.p0, tension=c.tension, optimize_tension=c.optimize_tension,
-                               variational_bayes=c.variational_bayes, alpha=c.vb_alpha, threads=threads,
-                               structure=cooc.counts, progress=progress)
+            run = align_corpus(
+                corpus,
+                model=model,
+                symmetrization=c.symmetrization,
+                iterations=c.iterations,
+                p0=c.p0,
+                tension=c.tension,
+                optimize_tension=c.optimize_tension,
+                variational_bayes=c.variational_bayes,
+                alpha=c.vb_alpha,
+                threads=threads,
+                structure=cooc.counts,
+                progress=progress,
+            )
             links, stats = run.links, dict(run.stats)
         else:
             from .fast_align import fast_align_links
 
             if c.symmetrization != "intersect":
                 params["symmetrization"] = "fast_align's own (systran-align returns only symmetrised links)"
-            links = fast_align_links(corpus, model=model, iterations=c.iterations, p0=c.p0, tension=c.tension,
-                                     optimize_tension=c.optimize_tension, variational_bayes=c.variational_bayes,
-                                     alpha=c.vb_alpha, progress=progress)
+            links = fast_align_links(
+                corpus,
+                model=model,
+                iterations=c.iterations,
+                p0=c.p0,
+                tension=c.tension,
+                optimize_tension=c.optimize_tension,
+                variational_bayes=c.variational_bayes,
+                alpha=c.vb_alpha,
+                progress=progress,
+            )
             stats = dict(links=len(links))
         scores = link_counts(corpus, links.sent, links.src, links.tgt).astype("float64")
         return LearnedScores(scores, scores, params, stats, links)
@@ -233,8 +296,9 @@ class AlignmentsLearner(Learner):
         return LearnedScores(scores, scores, dict(alignments=name), dict(links=len(links)))
 
 
-LEARNERS: Dict[str, Type[Learner]] = {cls.name: cls for cls in (
-    SimpleLearner, PmiLearner, Ibm2Learner, Ibm1Learner, BayesLearner, AlignmentsLearner)}
+LEARNERS: Dict[str, Type[Learner]] = {
+    cls.name: cls for cls in (SimpleLearner, PmiLearner, Ibm2Learner, Ibm1Learner, BayesLearner, AlignmentsLearner)
+}
 METHODS = tuple(LEARNERS)
 
 
@@ -247,8 +311,9 @@ def learner_for(method: str, config=None, **options) -> Learner:
     known = {f.name for learner in LEARNERS.values() for f in fields(learner.Config)}
     unknown = sorted(set(options) - known)
     if unknown:
-        raise TypeError(f"unknown lexicon option(s) {', '.join(unknown)}; the methods' options are "
-                        f"{', '.join(sorted(known))}")
+        raise TypeError(
+            f"unknown lexicon option(s) {', '.join(unknown)}; the methods' options are {', '.join(sorted(known))}"
+        )
     if config is not None:
         if options:
             raise TypeError("give the options in config= or as keywords, not both")

@@ -6,6 +6,7 @@
 the row's softmax at every temperature (and its argmax) unchanged, and is >= 0 because #(v, w) >= 1 and
 #(w) <= |D|. Pairs that never co-occur have pmi = -inf and get no entry.
 """
+
 from __future__ import annotations
 
 from typing import Dict
@@ -37,7 +38,9 @@ def pmi_values(cooc: Cooccurrence) -> sp.csr_matrix:
     """Eq. 13 itself (may be negative), for analysis."""
     rows, cols, c = cooc.coo_arrays()
     val = (
-        np.log(c.astype(np.float64)) + np.log(float(cooc.n_pairs))
-        - np.log(cooc.src_freq[rows].astype(np.float64)) - np.log(cooc.tgt_freq[cols].astype(np.float64))
+        np.log(c.astype(np.float64))
+        + np.log(float(cooc.n_pairs))
+        - np.log(cooc.src_freq[rows].astype(np.float64))
+        - np.log(cooc.tgt_freq[cols].astype(np.float64))
     )
     return sp.csr_matrix((val, cooc.counts.indices.copy(), cooc.counts.indptr.copy()), shape=cooc.counts.shape)

@@ -12,6 +12,7 @@ The score of an entry is ``#(v, w)``, so that softmax(score / tau) is the paper'
 ``L_vw ∝ C3(v, w) exp(#(v, w) / tau)`` and the argmax at tau = 0 is the most frequent co-occurrence.
 Only pairs that co-occur at least once can satisfy suff, so the work is linear in the number of nonzero counts.
 """
+
 from __future__ import annotations
 
 from typing import Dict
@@ -36,9 +37,7 @@ def simple_scores(cooc: Cooccurrence, epsilon: int = 3) -> tuple[sp.csr_matrix, 
     n_suff = np.bincount(cols[suff], minlength=n_tgt)
     c3 = c2 & (n_suff[cols] <= epsilon)
     keep = np.flatnonzero(c3)
-    scores = sp.csr_matrix(
-        (c[keep].astype(np.float64), (rows[keep], cols[keep])), shape=cooc.counts.shape
-    )
+    scores = sp.csr_matrix((c[keep].astype(np.float64), (rows[keep], cols[keep])), shape=cooc.counts.shape)
     stats = dict(
         pairs_cooccurring=int(len(c)),
         pairs_sufficient=int(suff.sum()),

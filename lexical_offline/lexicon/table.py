@@ -19,6 +19,7 @@ A uniform row would instead reward attending to it with 1/|V_y| of the mass on t
 teaches position-based attention that fails at test time. The lexicon builders apply the mutual-exclusivity
 fallback of section 4.1 themselves, as explicit entries.
 """
+
 from __future__ import annotations
 
 import math
@@ -156,8 +157,14 @@ def _full_row_weights(
     return w, u * n_support / total
 
 
-def _pack(rows: List[List[Tuple[int, float]]], uniform_mass: np.ndarray, support: np.ndarray, report,
-          examples=(), special_examples=()):
+def _pack(
+    rows: List[List[Tuple[int, float]]],
+    uniform_mass: np.ndarray,
+    support: np.ndarray,
+    report,
+    examples=(),
+    special_examples=(),
+):
     k = max(1, max((len(r) for r in rows), default=1))
     targets = np.zeros((len(rows), k), dtype=np.int64)
     weights = np.zeros((len(rows), k), dtype=np.float32)
@@ -219,12 +226,18 @@ def build_lexicon_table(
         by_src[s][t] = by_src[s].get(t, 0.0) + score
         report["entries_used"] += 1
     if report["entries_used"] == 0:
-        reasons = [f"{report[key]} {what}" for key, what in (
-            ("unknown_source", "with a source token not in the source dictionary"),
-            ("unknown_target", "with a target token not in the target dictionary"),
-            ("special_source", f"with a special source token ({', '.join(src_symbols[:nspecial])}), which "
-                               "always maps to itself"),
-        ) if report[key]]
+        reasons = [
+            f"{report[key]} {what}"
+            for key, what in (
+                ("unknown_source", "with a source token not in the source dictionary"),
+                ("unknown_target", "with a target token not in the target dictionary"),
+                (
+                    "special_source",
+                    f"with a special source token ({', '.join(src_symbols[:nspecial])}), which always maps to itself",
+                ),
+            )
+            if report[key]
+        ]
         raise ValueError(
             f"none of the {report['entries']} lexicon entries can be used: {'; '.join(reasons)} "
             f"(e.g. {', '.join(examples + special_examples)}); was the lexicon built from text tokenised like the "
@@ -274,5 +287,9 @@ def identity_lexicon_table(
 def uniform_lexicon_table(src_symbols: Sequence[str], tgt_symbols: Sequence[str], nspecial: int) -> LexiconTable:
     """Every row uniform over the ordinary target symbols (Table 5's "Uniform" initialisation)."""
     uniform = np.ones(len(src_symbols), dtype=bool)
-    return _pack([[] for _ in src_symbols], uniform, uniform_target_support(tgt_symbols, nspecial),
-                 dict(rows_uniform=len(src_symbols)))
+    return _pack(
+        [[] for _ in src_symbols],
+        uniform,
+        uniform_target_support(tgt_symbols, nspecial),
+        dict(rows_uniform=len(src_symbols)),
+    )

@@ -8,6 +8,7 @@ way the paper's Tables 2 and 4 do: the mean and the standard deviation.
 ``std`` is the population standard deviation (numpy's default, ``ddof=0``; the paper does not say which one its
 tables use); ``std_sample`` (``ddof=1``) is given next to it. One seed has std 0 and std_sample None.
 """
+
 from __future__ import annotations
 
 import math
@@ -102,8 +103,9 @@ def aggregate(runs: Mapping[str, Mapping[int, Mapping]]) -> Dict[str, Dict[str, 
     return out
 
 
-def aggregate_dir(root: str, models: Optional[Iterable[str]] = None,
-                  seeds: Optional[Iterable[int]] = None) -> Dict[str, Dict[str, object]]:
+def aggregate_dir(
+    root: str, models: Optional[Iterable[str]] = None, seeds: Optional[Iterable[int]] = None
+) -> Dict[str, Dict[str, object]]:
     """`aggregate` over the score files under ``root`` (optionally only these models and seeds)."""
     wanted_models = set(models) if models is not None else None
     wanted_seeds = set(seeds) if seeds is not None else None

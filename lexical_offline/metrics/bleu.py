@@ -3,6 +3,7 @@
 BLEU runs with ``force=True``: fairseq-generate's H lines are tokenised on purpose, and sacrebleu's "forgot to
 detokenise" warning would only be noise. Scores are on sacrebleu's 0-100 scale.
 """
+
 from __future__ import annotations
 
 from typing import Dict, Sequence

@@ -1,5 +1,6 @@
 """Accuracy per generalization category (COGS gen.tsv: ``source<TAB>target<TAB>category``), and the grouping
 of those categories into the rows of Akyurek & Andreas (2021), Table 3."""
+
 from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -11,9 +12,16 @@ from .inputs import read_tsv_column
 # Six COGS categories have no row in the table (obj_to_subj_common, subj_to_obj_proper,
 # obj_omitted_transitive_to_transitive and the three only_seen_as_* cases); "all" is every sentence.
 COGS_TABLE3: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
-    ("primitive -> {subj, obj, inf}", (
-        "prim_to_subj_common", "prim_to_subj_proper", "prim_to_obj_common", "prim_to_obj_proper", "prim_to_inf_arg",
-    )),
+    (
+        "primitive -> {subj, obj, inf}",
+        (
+            "prim_to_subj_common",
+            "prim_to_subj_proper",
+            "prim_to_obj_common",
+            "prim_to_obj_proper",
+            "prim_to_inf_arg",
+        ),
+    ),
     ("active -> passive", ("active_to_passive",)),
     ("obj PP -> subj PP", ("obj_pp_to_subj_pp",)),
     ("passive -> active", ("passive_to_active",)),
@@ -43,9 +51,7 @@ def accuracy_by_category(
 ) -> Dict[str, Dict[str, object]]:
     """{category: {"n": count, "exact_match": accuracy}}, categories sorted by name."""
     if not (len(hypotheses) == len(references) == len(categories)):
-        raise ValueError(
-            f"{len(hypotheses)} hypotheses, {len(references)} references and {len(categories)} categories"
-        )
+        raise ValueError(f"{len(hypotheses)} hypotheses, {len(references)} references and {len(categories)} categories")
     members: Dict[str, List[int]] = {}
     for i, c in enumerate(categories):
         members.setdefault(c, []).append(i)
@@ -59,9 +65,7 @@ def cogs_table3(
     "all" (every sentence, whatever its category). A row's accuracy pools its sentences (not a mean of its
     categories' accuracies; equal for COGS gen, where every category has 1000 sentences)."""
     if not (len(hypotheses) == len(references) == len(categories)):
-        raise ValueError(
-            f"{len(hypotheses)} hypotheses, {len(references)} references and {len(categories)} categories"
-        )
+        raise ValueError(f"{len(hypotheses)} hypotheses, {len(references)} references and {len(categories)} categories")
     rows: Dict[str, Dict[str, object]] = {}
     for label, members in COGS_TABLE3:
         wanted = set(members)

@@ -24,6 +24,7 @@ three are read, because they show a file that lost samples:
   error, for callers that have no reference file to count against.
 - a last sample line without its newline: the file was cut off there (fairseq ends every line); an error.
 """
+
 from __future__ import annotations
 
 import re
@@ -93,8 +94,9 @@ def _ends_with_newline(path: str) -> bool:
         return f.read(1) == b"\n"
 
 
-def parse_generate_output(path: str, expected: Optional[int] = None, hypothesis_prefix: str = "H",
-                          require_summary: bool = False) -> GenerateOutput:
+def parse_generate_output(
+    path: str, expected: Optional[int] = None, hypothesis_prefix: str = "H", require_summary: bool = False
+) -> GenerateOutput:
     """Read every sample of a fairseq-generate output file.
 
     ``hypothesis_prefix`` is ``H`` (default) or ``D`` (detokenised hypotheses). With ``--nbest`` > 1 the first
@@ -162,8 +164,10 @@ def parse_generate_output(path: str, expected: Optional[int] = None, hypothesis_
                 )
             table[sample_id] = (rest, lineno)
     if last_sample_line and last_sample_line == lineno and not _ends_with_newline(path):
-        raise GenerateOutputError(f"{path}:{lineno}: the last line ends without a newline: the file was cut off "
-                                  "there (fairseq ends every line); decode again")
+        raise GenerateOutputError(
+            f"{path}:{lineno}: the last line ends without a newline: the file was cut off "
+            "there (fairseq ends every line); decode again"
+        )
     n = len(hyps)
     if n == 0:
         hint = f" (it has {other_hyps} {'D' if hypothesis_prefix == 'H' else 'H'}- lines)" if other_hyps else ""
@@ -188,21 +192,24 @@ def parse_generate_output(path: str, expected: Optional[int] = None, hypothesis_
     if translated is not None and translated != n:
         raise GenerateOutputError(
             f"{path}: fairseq-generate translated {translated} sentences (its 'Translated ... sentences' line) but "
-            f"the file has {n} samples: output was lost; decode again")
+            f"the file has {n} samples: output was lost; decode again"
+        )
     if expected is not None and n != expected:
         raise GenerateOutputError(f"{path}: {n} hypotheses but the reference has {expected} lines")
     if score_line and unscored:
         raise GenerateOutputError(
             f"{path}:{unscored}: sample lines after fairseq-generate's last summary line (line {score_line}, "
             "'Generate ... with beam=...'): the process that printed them lost its tail (its summary comes after "
-            "its last sample); decode again")
+            "its last sample); decode again"
+        )
     has_summary = bool(score_line) or translated is not None
     if require_summary and refs and not has_summary:  # fairseq prints its score line when there are targets
         raise GenerateOutputError(
             f"{path}: no closing summary line of fairseq-generate ('Generate <subset> with beam=<k>: ...' after the "
             "last sample, or 'Translated <N> sentences'): without it a lost tail (the samples printed last) cannot "
             "be told from a complete file; decode again, give the references (--reference, their count is "
-            "checked), or accept the file as complete (score.py --no-summary-check)")
+            "checked), or accept the file as complete (score.py --no-summary-check)"
+        )
     return GenerateOutput(
         path=path,
         hypotheses=[hyps[i] for i in range(n)],

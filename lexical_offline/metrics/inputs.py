@@ -1,5 +1,6 @@
 """The scorer's inputs (references, sources, TSV columns): lexical_offline.textio's strict readers, raising
 ScoringInputError, with counts checked against the number of hypotheses."""
+
 from __future__ import annotations
 
 from typing import Iterator, List, Optional, Tuple
@@ -20,8 +21,15 @@ def read_lines(path: str, expected: Optional[int] = None, what: str = "lines") -
     return textio.read_lines(path, expected, what, against="hypotheses", error=ScoringInputError)
 
 
-def read_tsv_column(path: str, column: int, min_fields: int, expected: Optional[int] = None, what: str = "lines",
-                    allow_empty: bool = False) -> List[str]:
+def read_tsv_column(
+    path: str,
+    column: int,
+    min_fields: int,
+    expected: Optional[int] = None,
+    what: str = "lines",
+    allow_empty: bool = False,
+) -> List[str]:
     """Column ``column`` of a TSV (textio.read_column); an empty value is an error unless ``allow_empty``."""
-    return textio.read_column(path, column, min_fields, allow_empty, expected, what, against="hypotheses",
-                              error=ScoringInputError)
+    return textio.read_column(
+        path, column, min_fields, allow_empty, expected, what, against="hypotheses", error=ScoringInputError
+    )

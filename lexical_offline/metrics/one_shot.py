@@ -5,6 +5,7 @@ Words are whitespace-separated tokens compared as exact strings (case-sensitive)
 source sentence (tokens, not sentences: a word used twice in one sentence has count 2). A word never seen in
 training (count 0) does not make a sentence 1-shot.
 """
+
 from __future__ import annotations
 
 from collections import Counter

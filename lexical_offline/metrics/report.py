@@ -1,4 +1,5 @@
 """Put the metrics together into one result (a JSON-ready dict) and print it as an aligned table."""
+
 from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence
@@ -22,8 +23,9 @@ def parse_metrics(text: str) -> List[str]:
     return [m for m in METRICS if m in names or m == "em"]
 
 
-def _corpus_metrics(hyps: Sequence[str], refs: Sequence[str], metrics: Sequence[str], tokenize: str,
-                    thrush: Dict[str, object]) -> Dict:
+def _corpus_metrics(
+    hyps: Sequence[str], refs: Sequence[str], metrics: Sequence[str], tokenize: str, thrush: Dict[str, object]
+) -> Dict:
     out: Dict[str, object] = {"n": len(refs)}
     if not refs:  # an empty subset: every metric is undefined
         out["exact_match"] = None

@@ -4,6 +4,7 @@
 - ``thrush_scores``: mean precision, recall and token accuracy of Thrush (2020), Table 1 (definitions in
   docs/metrics.md and in ``sentence_token_scores``).
 """
+
 from __future__ import annotations
 
 from collections import Counter

@@ -1,4 +1,5 @@
 """The command line of tools/gpu_campaign.sh (python -m recipes.campaign STEP ...)."""
+
 from __future__ import annotations
 
 import argparse
@@ -13,60 +14,116 @@ from recipes.console import RecipeError
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="bash tools/gpu_campaign.sh", formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog="bash tools/gpu_campaign.sh",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Turn a lent GPU's minutes into the papers' rows: prepare (here) -> start, poll, poll, ... "
-                    "(on the device) -> collect (here). The playbook: docs/gpu.md.")
+        "(on the device) -> collect (here). The playbook: docs/gpu.md.",
+    )
     sub = parser.add_subparsers(dest="step", required=True, metavar="{prepare,start,poll,collect}")
 
     p = sub.add_parser("prepare", help="here: the carry folder (wheels the device lacks, the plugin, the plan's data)")
-    p.add_argument("--carry", default=os.path.join(ROOT, ".gpu"), help="the folder to write (default .gpu, ignored "
-                                                                       "by git; name it in the start call's carry)")
+    p.add_argument(
+        "--carry",
+        default=os.path.join(ROOT, ".gpu"),
+        help="the folder to write (default .gpu, ignored by git; name it in the start call's carry)",
+    )
     p.add_argument("--plan", default="paper", choices=sorted(plan.PLANS), help="what to run (default paper)")
-    p.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data"),
-                   help="the data root, one folder per task (default ../shared/data)")
-    p.add_argument("--python-version", default=carry.DEVICE_PYTHON,
-                   help=f"the device's Python (default {carry.DEVICE_PYTHON})")
-    p.add_argument("--platform", default=carry.DEVICE_PLATFORM,
-                   help=f"wheel platform (default {carry.DEVICE_PLATFORM}; 'host': this machine, for a rehearsal)")
-    p.add_argument("--fairseq-wheel", help="a fairseq-fixed wheel to carry (default: the index's, or with "
-                                           "--platform host the one tools/setup_env.sh compiled)")
-    p.add_argument("--budget-s", type=int, default=900,
-                   help="device seconds left (status's budget_left_s), for the printed calls (default 900)")
-    p.add_argument("--dry-run", action="store_true", help="build in a temporary folder, print the sizes and the "
-                                                         "device calls, write nothing")
+    p.add_argument(
+        "--data",
+        default=os.path.join(ROOT, "..", "shared", "data"),
+        help="the data root, one folder per task (default ../shared/data)",
+    )
+    p.add_argument(
+        "--python-version", default=carry.DEVICE_PYTHON, help=f"the device's Python (default {carry.DEVICE_PYTHON})"
+    )
+    p.add_argument(
+        "--platform",
+        default=carry.DEVICE_PLATFORM,
+        help=f"wheel platform (default {carry.DEVICE_PLATFORM}; 'host': this machine, for a rehearsal)",
+    )
+    p.add_argument(
+        "--fairseq-wheel",
+        help="a fairseq-fixed wheel to carry (default: the index's, or with "
+        "--platform host the one tools/setup_env.sh compiled)",
+    )
+    p.add_argument(
+        "--budget-s",
+        type=int,
+        default=900,
+        help="device seconds left (status's budget_left_s), for the printed calls (default 900)",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="build in a temporary folder, print the sizes and the device calls, write nothing",
+    )
 
     s = sub.add_parser("start", help="there: install from the carry folder, write the plan, launch detached")
-    s.add_argument("--budget-s", type=float, required=True,
-                   help="device seconds this session had left when it asked for the machine (status's "
-                        "budget_left_s before the first call)")
-    s.add_argument("--reserve-s", type=float, default=150.0,
-                   help="seconds of the budget not given to runs: the machine's start before this command and the "
-                        "last poll's return (default 150)")
+    s.add_argument(
+        "--budget-s",
+        type=float,
+        required=True,
+        help="device seconds this session had left when it asked for the machine (status's "
+        "budget_left_s before the first call)",
+    )
+    s.add_argument(
+        "--reserve-s",
+        type=float,
+        default=150.0,
+        help="seconds of the budget not given to runs: the machine's start before this command and the "
+        "last poll's return (default 150)",
+    )
     s.add_argument("--hold-s", type=float, default=1800.0, help="the longest a machine is held (default 1800)")
-    s.add_argument("--max-jobs", type=int, help="most runs at once (default min(12, CPUs - 2)); the probe "
-                                                "measures one alone and this many at once, then chooses")
+    s.add_argument(
+        "--max-jobs",
+        type=int,
+        help="most runs at once (default min(12, CPUs - 2)); the probe "
+        "measures one alone and this many at once, then chooses",
+    )
     s.add_argument("--probe-s", type=float, default=30.0, help="seconds of updates each probe measures (default 30)")
-    s.add_argument("--min-train-s", type=float, default=60.0,
-                   help="do not start a run that could train less than this before the deadline (default 60)")
-    s.add_argument("--decode-s-per-sentence", type=float, default=0.004,
-                   help="decoding's cost before one is measured (default 0.004 s a test sentence, plus 20 s)")
+    s.add_argument(
+        "--min-train-s",
+        type=float,
+        default=60.0,
+        help="do not start a run that could train less than this before the deadline (default 60)",
+    )
+    s.add_argument(
+        "--decode-s-per-sentence",
+        type=float,
+        default=0.004,
+        help="decoding's cost before one is measured (default 0.004 s a test sentence, plus 20 s)",
+    )
     s.add_argument("--tick-s", type=float, default=1.0, help=argparse.SUPPRESS)
-    s.add_argument("--mps", action=argparse.BooleanOptionalAction, default=True,
-                   help="run CUDA's Multi-Process Service where it is installed, so the runs' kernels share the GPU "
-                        "(default on)")
+    s.add_argument(
+        "--mps",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run CUDA's Multi-Process Service where it is installed, so the runs' kernels share the GPU (default on)",
+    )
     s.add_argument("--allow-cpu", action="store_true", help="run without a CUDA device (a rehearsal)")
     s.add_argument("--restart", action="store_true", help="stop and replace an earlier campaign in --state")
     s.add_argument("--carry", default=os.path.join(ROOT, ".gpu"), help="the carry folder (default .gpu)")
     s.add_argument("--repo", default=ROOT, help=argparse.SUPPRESS)
 
     q = sub.add_parser("poll", help="there: wait, then leave progress.json and results.json in $OUT")
-    q.add_argument("--wait-s", type=float, default=540.0,
-                   help="return after this long at most (default 540: a device call may last 600)")
-    q.add_argument("--budget-s", type=float,
-                   help="device seconds left now (the previous reply's lease.budget_left_s): moves the deadline to "
-                        "now + this - --reserve-s; 0 stops the campaign now")
-    q.add_argument("--reserve-s", type=float, default=60.0,
-                   help="with --budget-s: seconds kept for this poll's return (default 60)")
+    q.add_argument(
+        "--wait-s",
+        type=float,
+        default=540.0,
+        help="return after this long at most (default 540: a device call may last 600)",
+    )
+    q.add_argument(
+        "--budget-s",
+        type=float,
+        help="device seconds left now (the previous reply's lease.budget_left_s): moves the deadline to "
+        "now + this - --reserve-s; 0 stops the campaign now",
+    )
+    q.add_argument(
+        "--reserve-s",
+        type=float,
+        default=60.0,
+        help="with --budget-s: seconds kept for this poll's return (default 60)",
+    )
     q.add_argument("--out", help="where to write (default $OUT)")
 
     c = sub.add_parser("collect", help="here: merge the polls' results into examples/results/gpu_*.json")
@@ -76,8 +133,11 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--dry-run", action="store_true", help="print the rows, write nothing")
 
     for step in (s, q):
-        step.add_argument("--state", default=os.environ.get("FL_CAMPAIGN_STATE", device.DEFAULT_STATE),
-                          help=f"the campaign's state folder (default $FL_CAMPAIGN_STATE or {device.DEFAULT_STATE})")
+        step.add_argument(
+            "--state",
+            default=os.environ.get("FL_CAMPAIGN_STATE", device.DEFAULT_STATE),
+            help=f"the campaign's state folder (default $FL_CAMPAIGN_STATE or {device.DEFAULT_STATE})",
+        )
     sched = sub.add_parser("scheduler")  # started by start, detached
     sched.add_argument("--state", required=True)
     return parser
@@ -85,8 +145,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
-    steps = {"prepare": carry.prepare, "start": device.start, "poll": device.poll, "collect": collect.collect,
-             "scheduler": lambda a: device.Scheduler(os.path.abspath(a.state)).main()}
+    steps = {
+        "prepare": carry.prepare,
+        "start": device.start,
+        "poll": device.poll,
+        "collect": collect.collect,
+        "scheduler": lambda a: device.Scheduler(os.path.abspath(a.state)).main(),
+    }
     try:
         return steps[args.step](args)
     except (carry.PrepareError, device.CampaignError, collect.CollectError, RecipeError) as e:

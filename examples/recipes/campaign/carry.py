@@ -6,6 +6,7 @@ The device (tool library: device/KINDS.md) has Python 3.12 with torch, numpy, sc
 (DEVICE_PACKAGES), no network, and takes at most 64 MiB per call, the checkout included. So the carry folder holds
 only what is missing there: the closure of the plugin's and fairseq-fixed's requirements minus DEVICE_PACKAGES.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -33,7 +34,9 @@ except ImportError:  # an environment without packaging: pip's copy
 
 # The packages of the device image ('cuda'), as its KINDS.md listed them on 2026-11-17. The plugin needs none of
 # them carried; torch and torchaudio must be the device's own (they match its CUDA).
-DEVICE_PACKAGES = frozenset(canonicalize_name(n) for n in """
+DEVICE_PACKAGES = frozenset(
+    canonicalize_name(n)
+    for n in """
 absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs botorch build certifi
 charset-normalizer chex click cloudpickle cmake colorama contourpy coverage cuda-bindings cuda-core cuda-pathfinder
 cuda-toolkit cupy-cuda13x cycler cython diffrax e3nn einops equinox etils execnet filelock flatbuffers flax fonttools
@@ -53,13 +56,15 @@ sortedcontainers statsmodels sympy tabulate tensorboard tensorboard-data-server 
 tiktoken timm tokenizers toolz torch torchaudio torchdiffeq torch-geometric torchmetrics torchvision tqdm
 transformers treescope triton typer typing-extensions typing-inspect urllib3 uvloop wadler-lindig werkzeug wheel
 wrapt xarray xxhash yarl zipp
-""".split())
+""".split()
+)
 DEVICE_PYTHON = "3.12"
 DEVICE_PLATFORM = "manylinux_2_28_x86_64"  # fairseq-fixed's one binary wheel; the device's glibc is newer
 MAX_CARRY_MIB = 60.0
 CALL_LIMIT_MIB = 64.0  # what one device call takes along: the working tree and the carried paths together
-WHEEL_CACHE = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "fairseq_lexical",
-                           "wheels")
+WHEEL_CACHE = os.path.join(
+    os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "fairseq_lexical", "wheels"
+)
 
 
 class PrepareError(Exception):
@@ -67,7 +72,7 @@ class PrepareError(Exception):
 
 
 def mib(n: float) -> str:
-    return f"{n / 2 ** 20:.1f} MiB"
+    return f"{n / 2**20:.1f} MiB"
 
 
 def sha256(path: str) -> str:
@@ -87,6 +92,7 @@ def plan_data_files(plan: str, data: str) -> Dict[str, str]:
     """archive name (<task>/<path under DATA/<task>>) -> file, for every file the plan's recipes read."""
     from recipes.cli import build_parser
     from recipes.tasks import TASKS
+
     files: Dict[str, str] = {}
     for group in planning.plan_groups(plan):
         task = TASKS[group.task]
@@ -114,8 +120,9 @@ def write_data_archive(files: Dict[str, str], path: str) -> None:
 def install_helpers():
     """tools/install_helpers.py (tools/ is not a package): what the install scripts know about requirements."""
     if "install_helpers" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("install_helpers", os.path.join(ROOT, "tools",
-                                                                                      "install_helpers.py"))
+        spec = importlib.util.spec_from_file_location(
+            "install_helpers", os.path.join(ROOT, "tools", "install_helpers.py")
+        )
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         sys.modules["install_helpers"] = module
@@ -126,9 +133,17 @@ def wheel_requirements(wheel: str, python_version: str) -> List[Requirement]:
     """Requires-Dist of a wheel whose markers hold on the target (Python python_version, Linux, no extras); the
     metadata read as tools/install_helpers.py reads it for setup_env.sh and wheelhouse.sh."""
     meta = install_helpers().metadata_of(wheel)
-    env = {"python_version": python_version, "python_full_version": python_version + ".0", "sys_platform": "linux",
-           "platform_system": "Linux", "os_name": "posix", "platform_machine": "x86_64",
-           "implementation_name": "cpython", "platform_python_implementation": "CPython", "extra": ""}
+    env = {
+        "python_version": python_version,
+        "python_full_version": python_version + ".0",
+        "sys_platform": "linux",
+        "platform_system": "Linux",
+        "os_name": "posix",
+        "platform_machine": "x86_64",
+        "implementation_name": "cpython",
+        "platform_python_implementation": "CPython",
+        "extra": "",
+    }
     out = []
     for line in meta.get_all("Requires-Dist") or []:
         req = Requirement(line)
@@ -177,38 +192,58 @@ class WheelSet:
         pinned = [str(s.version) for s in req.specifier if s.operator == "=="]
         if pinned:
             name = canonicalize_name(req.name)
-            cached = [w for w in os.listdir(self.cache) if w.endswith(".whl") and self.suits(w)
-                      and canonicalize_name(w.split("-")[0]) == name and w.split("-")[1] == pinned[0]]
+            cached = [
+                w
+                for w in os.listdir(self.cache)
+                if w.endswith(".whl")
+                and self.suits(w)
+                and canonicalize_name(w.split("-")[0]) == name
+                and w.split("-")[1] == pinned[0]
+            ]
             if cached:
                 shutil.copy2(os.path.join(self.cache, cached[0]), self.dest)
                 return os.path.join(self.dest, cached[0])
         before = set(os.listdir(self.cache))
-        res = subprocess.run([*self.pip, "download", "--no-deps", "--only-binary=:all:", *self.target_options(),
-                              "-d", self.cache, spec], capture_output=True, text=True)
+        res = subprocess.run(
+            [*self.pip, "download", "--no-deps", "--only-binary=:all:", *self.target_options(), "-d", self.cache, spec],
+            capture_output=True,
+            text=True,
+        )
         if res.returncode != 0:
             build = tempfile.mkdtemp()
             try:
-                res2 = subprocess.run([*self.pip, "wheel", "--no-deps", "--no-binary=:all:", "-w", build, spec],
-                                      capture_output=True, text=True)
+                res2 = subprocess.run(
+                    [*self.pip, "wheel", "--no-deps", "--no-binary=:all:", "-w", build, spec],
+                    capture_output=True,
+                    text=True,
+                )
                 built = [w for w in os.listdir(build) if w.endswith(".whl")]
                 if res2.returncode != 0 or not built:
-                    raise PrepareError(f"no wheel of {spec} for CPython {self.python_version} {self.platform}:\n"
-                                       f"{res.stderr[-1500:]}\n{res2.stderr[-1500:]}")
+                    raise PrepareError(
+                        f"no wheel of {spec} for CPython {self.python_version} {self.platform}:\n"
+                        f"{res.stderr[-1500:]}\n{res2.stderr[-1500:]}"
+                    )
                 if not built[0].endswith("-none-any.whl"):
-                    raise PrepareError(f"{spec} has no binary wheel for the target and compiles ({built[0]}): a "
-                                       "wheel built here fits this machine only")
+                    raise PrepareError(
+                        f"{spec} has no binary wheel for the target and compiles ({built[0]}): a "
+                        "wheel built here fits this machine only"
+                    )
                 shutil.move(os.path.join(build, built[0]), os.path.join(self.cache, built[0]))
             finally:
                 shutil.rmtree(build, ignore_errors=True)
         name = canonicalize_name(Requirement(spec).name)
-        candidates = [w for w in os.listdir(self.cache) if w.endswith(".whl")
-                      and canonicalize_name(w.split("-")[0]) == name and self.suits(w)]
+        candidates = [
+            w
+            for w in os.listdir(self.cache)
+            if w.endswith(".whl") and canonicalize_name(w.split("-")[0]) == name and self.suits(w)
+        ]
         if not candidates:
             raise PrepareError(f"pip reported a wheel of {spec} but none is in {self.cache}")
         new = [w for w in candidates if w not in before]
         wanted = Requirement(spec).specifier
-        chosen = sorted(new or [w for w in candidates if wanted.contains(w.split("-")[1], prereleases=True)]
-                        or candidates)[-1]
+        chosen = sorted(
+            new or [w for w in candidates if wanted.contains(w.split("-")[1], prereleases=True)] or candidates
+        )[-1]
         shutil.copy2(os.path.join(self.cache, chosen), self.dest)
         return os.path.join(self.dest, chosen)
 
@@ -228,9 +263,23 @@ def plugin_wheel(dest: str) -> str:
         for name in filter(None, names):
             os.makedirs(os.path.join(tmp, "src", os.path.dirname(name)), exist_ok=True)
             shutil.copy2(os.path.join(ROOT, name), os.path.join(tmp, "src", name))
-        res = subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", "wheel", "--no-deps",
-                              "--no-build-isolation", "-w", dest, os.path.join(tmp, "src")],
-                             capture_output=True, text=True)
+        res = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "--disable-pip-version-check",
+                "-q",
+                "wheel",
+                "--no-deps",
+                "--no-build-isolation",
+                "-w",
+                dest,
+                os.path.join(tmp, "src"),
+            ],
+            capture_output=True,
+            text=True,
+        )
         if res.returncode != 0:
             raise PrepareError(f"building the plugin's wheel failed:\n{res.stderr[-3000:]}")
     finally:
@@ -251,8 +300,9 @@ def cached_fairseq_wheel(python_version: str) -> Optional[str]:
     return None
 
 
-def collect_wheels(dest: str, python_version: str, platform: str, fairseq_wheel: Optional[str],
-                   present: frozenset = DEVICE_PACKAGES) -> List[str]:
+def collect_wheels(
+    dest: str, python_version: str, platform: str, fairseq_wheel: Optional[str], present: frozenset = DEVICE_PACKAGES
+) -> List[str]:
     """The plugin's wheel, fairseq-fixed's, and every requirement of theirs (transitively) not in `present`."""
     os.makedirs(dest, exist_ok=True)
     cache = os.path.join(WHEEL_CACHE, f"campaign-cp{python_version.replace('.', '')}-{platform}")
@@ -287,8 +337,7 @@ def tree_bytes() -> int:
     return sum(os.path.getsize(os.path.join(ROOT, n)) for n in names if n and os.path.isfile(os.path.join(ROOT, n)))
 
 
-def build(folder: str, plan: str, data: str, python_version: str, platform: str,
-          fairseq_wheel: Optional[str]) -> dict:
+def build(folder: str, plan: str, data: str, python_version: str, platform: str, fairseq_wheel: Optional[str]) -> dict:
     files = plan_data_files(plan, data)
     wheels = collect_wheels(os.path.join(folder, "wheels"), python_version, platform, fairseq_wheel)
     write_data_archive(files, os.path.join(folder, "data.tar.gz"))
@@ -297,11 +346,18 @@ def build(folder: str, plan: str, data: str, python_version: str, platform: str,
     except (OSError, subprocess.CalledProcessError):
         commit = "unknown"
     manifest = {
-        "plan": plan, "python": python_version, "platform": platform, "commit": commit,
+        "plan": plan,
+        "python": python_version,
+        "platform": platform,
+        "commit": commit,
         "created": datetime.datetime.now().isoformat(timespec="seconds"),
-        "wheels": wheels, "wheel_sha256": {w: sha256(os.path.join(folder, "wheels", w)) for w in wheels},
-        "data": {"archive": "data.tar.gz", "from": os.path.abspath(data),
-                 "files": {n: os.path.getsize(p) for n, p in sorted(files.items())}},
+        "wheels": wheels,
+        "wheel_sha256": {w: sha256(os.path.join(folder, "wheels", w)) for w in wheels},
+        "data": {
+            "archive": "data.tar.gz",
+            "from": os.path.abspath(data),
+            "files": {n: os.path.getsize(p) for n, p in sorted(files.items())},
+        },
     }
     manifest["bytes"] = folder_bytes(folder)
     write_json(os.path.join(folder, "manifest.json"), manifest)
@@ -313,11 +369,14 @@ def folder_bytes(folder: str) -> int:
 
 
 def device_calls(carry_name: str, budget_s: int) -> List[str]:
-    start = (f'run(command="bash tools/gpu_campaign.sh start --budget-s {budget_s}", carry=["{carry_name}"], '
-             "timeout_s=240)")
-    poll = ('run(command="bash tools/gpu_campaign.sh poll --budget-s BUDGET_LEFT_S", carry=[], timeout_s=600)  '
-            "# BUDGET_LEFT_S: lease.budget_left_s of the previous reply; again at once until it says "
-            '"the campaign is over"')
+    start = (
+        f'run(command="bash tools/gpu_campaign.sh start --budget-s {budget_s}", carry=["{carry_name}"], timeout_s=240)'
+    )
+    poll = (
+        'run(command="bash tools/gpu_campaign.sh poll --budget-s BUDGET_LEFT_S", carry=[], timeout_s=600)  '
+        "# BUDGET_LEFT_S: lease.budget_left_s of the previous reply; again at once until it says "
+        '"the campaign is over"'
+    )
     collect = "bash tools/gpu_campaign.sh collect /work/.device/... (each poll reply's files_at), here"
     return [start, poll, collect]
 
@@ -326,14 +385,14 @@ def prepare(args) -> int:
     carry = os.path.abspath(args.carry)
     host = "%d.%d" % sys.version_info[:2]
     if args.platform == "host" and args.python_version != host:
-        raise PrepareError(f"--platform host builds for this interpreter (Python {host}), not "
-                           f"--python-version {args.python_version}")
+        raise PrepareError(
+            f"--platform host builds for this interpreter (Python {host}), not --python-version {args.python_version}"
+        )
     if os.path.relpath(carry, ROOT).startswith(".."):
         raise PrepareError(f"--carry {args.carry}: must be inside the checkout {ROOT} (only it travels)")
     rel = os.path.relpath(carry, ROOT)
     if subprocess.run(["git", "-C", ROOT, "check-ignore", "-q", rel + "/manifest.json"]).returncode != 0:
-        raise PrepareError(f"--carry {rel} is not ignored by git: it would travel in every call (add it to "
-                           ".gitignore)")
+        raise PrepareError(f"--carry {rel} is not ignored by git: it would travel in every call (add it to .gitignore)")
     if os.path.exists(carry) and not os.path.isfile(os.path.join(carry, "manifest.json")):
         raise PrepareError(f"--carry {carry} exists and is not a carry folder (no manifest.json): name another")
     data = os.path.abspath(args.data)
@@ -344,11 +403,13 @@ def prepare(args) -> int:
     try:
         manifest = build(tmp, args.plan, data, args.python_version, args.platform, args.fairseq_wheel)
         size, tree = manifest["bytes"], tree_bytes()
-        print(f"carry folder {rel}/: {len(manifest['wheels'])} wheels ({', '.join(manifest['wheels'])}), "
-              f"{len(manifest['data']['files'])} data files ({mib(sum(manifest['data']['files'].values()))} "
-              f"before compression); {mib(size)} in all (limit {MAX_CARRY_MIB:g} MiB); with the working tree "
-              f"({mib(tree)}) a call takes {mib(size + tree)} (limit {CALL_LIMIT_MIB:g} MiB)")
-        if size > MAX_CARRY_MIB * 2 ** 20 or size + tree > CALL_LIMIT_MIB * 2 ** 20:
+        print(
+            f"carry folder {rel}/: {len(manifest['wheels'])} wheels ({', '.join(manifest['wheels'])}), "
+            f"{len(manifest['data']['files'])} data files ({mib(sum(manifest['data']['files'].values()))} "
+            f"before compression); {mib(size)} in all (limit {MAX_CARRY_MIB:g} MiB); with the working tree "
+            f"({mib(tree)}) a call takes {mib(size + tree)} (limit {CALL_LIMIT_MIB:g} MiB)"
+        )
+        if size > MAX_CARRY_MIB * 2**20 or size + tree > CALL_LIMIT_MIB * 2**20:
             raise PrepareError(f"the carry folder is too large ({mib(size)}; working tree {mib(tree)})")
         if args.dry_run:
             print(f"dry run: {rel}/ not written")
@@ -363,7 +424,8 @@ def prepare(args) -> int:
     print("device calls (docs/gpu.md):")
     for k, call in enumerate(device_calls(rel, args.budget_s), 1):
         print(f"  {k}. {call}")
-    print(f"  plan {args.plan!r}: {len(planning.plan_runs(args.plan))} runs in this order: "
-          + ", ".join(r.id for r in planning.plan_runs(args.plan)))
+    print(
+        f"  plan {args.plan!r}: {len(planning.plan_runs(args.plan))} runs in this order: "
+        + ", ".join(r.id for r in planning.plan_runs(args.plan))
+    )
     return 0
-

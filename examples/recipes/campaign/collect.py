@@ -1,5 +1,6 @@
 """`collect`, here: what the polls brought back (their results.json) merged into examples/results/gpu_*.json, one
 file per (task, split, model), and the rows for examples/RESULTS.md printed beside the papers' numbers."""
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,7 @@ def merged_runs(paths: List[str]) -> Tuple[Dict[Tuple[float, str], dict], Dict[f
     for path in paths:
         res = read_json(path)
         started = float(res["started"])
-        campaigns[started] = {k: res.get(k) for k in ("environment", "plan", "manifest", "budget_s", "mps",
-                                                      "measured")}
+        campaigns[started] = {k: res.get(k) for k in ("environment", "plan", "manifest", "budget_s", "mps", "measured")}
         for r in res["runs"]:
             runs[(started, r["id"])] = r
     return runs, campaigns
@@ -48,11 +48,13 @@ def merged_runs(paths: List[str]) -> Tuple[Dict[Tuple[float, str], dict], Dict[f
 
 def metric_of(task: str) -> str:
     from recipes.tasks import TASKS
+
     return TASKS[task].columns[0][0]
 
 
 def paper_numbers(task: str, split, model: str):
     from recipes.tasks import TASKS
+
     args = argparse.Namespace(split=split)
     return (TASKS[task].paper(args).get(model) or {}).get(metric_of(task))
 
@@ -74,8 +76,12 @@ def build_file(name: str, runs: List[Tuple[float, dict]], campaigns: Dict[float,
         score = (r.get("score") or {}).get(metric)
         times = r.get("times") or {}
         per_seed[str(r["seed"])] = {
-            metric: score, "updates": (r.get("training") or {}).get("updates"), "max_update": r.get("max_update"),
-            "time_limited": bool(r.get("time_limited")), "status": r["status"], "reason": r.get("reason"),
+            metric: score,
+            "updates": (r.get("training") or {}).get("updates"),
+            "max_update": r.get("max_update"),
+            "time_limited": bool(r.get("time_limited")),
+            "status": r["status"],
+            "reason": r.get("reason"),
             "train_minutes": round((times.get("train_s") or 0) / 60, 2),
             "decode_minutes": round((times.get("generate_s") or 0) / 60, 2),
             "wall_minutes": round((r.get("wall_s") or 0) / 60, 2),
@@ -88,17 +94,28 @@ def build_file(name: str, runs: List[Tuple[float, dict]], campaigns: Dict[float,
     stats = mean_std([v[metric] for v in complete.values()]) if complete else {}
     config = first.get("config") or {}
     return {
-        "task": first["task"], "split": first.get("split"), "model": first["model"], "label": config.get("label"),
-        "settings": config.get("settings"), "settings_label": config.get("settings_label"), "metric": metric,
+        "task": first["task"],
+        "split": first.get("split"),
+        "model": first["model"],
+        "label": config.get("label"),
+        "settings": config.get("settings"),
+        "settings_label": config.get("settings_label"),
+        "metric": metric,
         "paper": paper_numbers(first["task"], first.get("split"), first["model"]),
-        "seeds": sorted(int(s) for s in complete), "per_seed": per_seed,
-        "mean": stats.get("mean"), "std": stats.get("std"), "std_sample": stats.get("std_sample"),
-        "excluded": {s: v["reason"] or ("time-limited: " + f"{v['updates']} of {v['max_update']} updates")
-                     for s, v in per_seed.items() if s not in complete},
+        "seeds": sorted(int(s) for s in complete),
+        "per_seed": per_seed,
+        "mean": stats.get("mean"),
+        "std": stats.get("std"),
+        "std_sample": stats.get("std_sample"),
+        "excluded": {
+            s: v["reason"] or ("time-limited: " + f"{v['updates']} of {v['max_update']} updates")
+            for s, v in per_seed.items()
+            if s not in complete
+        },
         "configuration": {"hparams": config.get("hparams")},
         **({"superseded": old["superseded"]} if old.get("superseded") else {}),
         "note": "GPU campaign (tools/gpu_campaign.sh, docs/gpu.md): mean and std (ddof=0) over the seeds that "
-                "finished their whole training; time-limited and failed seeds are listed under excluded",
+        "finished their whole training; time-limited and failed seeds are listed under excluded",
     }
 
 
@@ -110,8 +127,10 @@ def row(d: dict) -> str:
     gpu = ", ".join(sorted({v["gpu"] for v in seeds if v.get("gpu")}))
     share = ", ".join(f"{v['gpu_share_minutes']:.1f}" for v in seeds)
     where = d["task"] + (f" {d['split']}" if d.get("split") else "")
-    return (f"| {where} | {d.get('label') or d['model']} | {paper_text} | {ours} | "
-            f"{', '.join(sorted(d['excluded'])) or '—'} | {gpu} | {share} |")
+    return (
+        f"| {where} | {d.get('label') or d['model']} | {paper_text} | {ours} | "
+        f"{', '.join(sorted(d['excluded'])) or '—'} | {gpu} | {share} |"
+    )
 
 
 def collect(args) -> int:
@@ -136,8 +155,10 @@ def collect(args) -> int:
         for seed in sorted({str(r["seed"]) for _, r in rs} - set(clash)):
             if seed in old_seeds:
                 old.setdefault("superseded", []).append({"seed": int(seed), **old_seeds.pop(seed)})
-                print(f"{path}: seed {seed} did not complete before ({old.get('excluded', {}).get(seed)}): "
-                      f"superseded by the new run (the earlier one is kept under 'superseded')")
+                print(
+                    f"{path}: seed {seed} did not complete before ({old.get('excluded', {}).get(seed)}): "
+                    f"superseded by the new run (the earlier one is kept under 'superseded')"
+                )
         if clash and not args.replace:
             print(f"{path}: seeds {', '.join(clash)} are there already: kept (--replace to take the new ones)")
             rs = [(s, r) for s, r in rs if str(r["seed"]) not in clash]
@@ -151,8 +172,12 @@ def collect(args) -> int:
         print(row(d))
     if skipped:
         print(f"not run (the lease ended or they did not fit): {', '.join(skipped)}")
-    print(("(dry run: nothing written)" if args.dry_run else f"written: {out_dir}/gpu_*.json") +
-          "; per campaign: " + "; ".join(
-              f"{c['environment'].get('gpu')}, budget {c['budget_s']} s, measured {c.get('measured')}"
-              for c in campaigns.values()))
+    print(
+        ("(dry run: nothing written)" if args.dry_run else f"written: {out_dir}/gpu_*.json")
+        + "; per campaign: "
+        + "; ".join(
+            f"{c['environment'].get('gpu')}, budget {c['budget_s']} s, measured {c.get('measured')}"
+            for c in campaigns.values()
+        )
+    )
     return 0

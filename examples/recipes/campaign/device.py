@@ -10,6 +10,7 @@ State directory (default /tmp/fairseq_lexical_campaign, outside the checkout tha
     site/ src/ data/ the installed wheels, the code, the data;  work/<group>/ the recipes' work directories
     logs/            one log per run and per preparation;  scheduler.log
 """
+
 from __future__ import annotations
 
 import json
@@ -135,24 +136,31 @@ def start(args) -> int:
     carry = os.path.abspath(args.carry)
     manifest_path = f"{carry}/manifest.json"
     if not os.path.isfile(manifest_path):
-        raise CampaignError(f"{manifest_path} not found: run `bash tools/gpu_campaign.sh prepare` on the machine with "
-                            f"the checkout and name {os.path.basename(carry)} in the device call's carry list")
+        raise CampaignError(
+            f"{manifest_path} not found: run `bash tools/gpu_campaign.sh prepare` on the machine with "
+            f"the checkout and name {os.path.basename(carry)} in the device call's carry list"
+        )
     manifest = read_json(manifest_path)
     here = "%d.%d" % sys.version_info[:2]
     if manifest["python"] != here:
-        raise CampaignError(f"{manifest_path}: its wheels are for Python {manifest['python']}, this is {here} "
-                            f"({sys.executable}): prepare again with --python-version {here}")
+        raise CampaignError(
+            f"{manifest_path}: its wheels are for Python {manifest['python']}, this is {here} "
+            f"({sys.executable}): prepare again with --python-version {here}"
+        )
     state = os.path.abspath(args.state)
     if os.path.exists(state):
         if not os.path.isfile(f"{state}/{MARKER}"):
             raise CampaignError(f"--state {state} exists and is not a campaign's state directory: name another")
         sched = read_json(f"{state}/scheduler.json") if os.path.isfile(f"{state}/scheduler.json") else {}
         if alive(sched.get("pid")):
-            raise CampaignError(f"a campaign is running in {state} (scheduler pid {sched['pid']}): poll it, or "
-                                "start --restart to stop it and start over")
+            raise CampaignError(
+                f"a campaign is running in {state} (scheduler pid {sched['pid']}): poll it, or "
+                "start --restart to stop it and start over"
+            )
         if not args.restart:
-            raise CampaignError(f"{state} holds an earlier campaign: poll it for its results, or start --restart "
-                                "to replace it")
+            raise CampaignError(
+                f"{state} holds an earlier campaign: poll it for its results, or start --restart to replace it"
+            )
         stop_everything(state, "replaced by a new start")
         shutil.rmtree(state)  # a campaign's state directory (MARKER): everything in it was made by a start
     os.makedirs(f"{state}/logs")
@@ -162,58 +170,95 @@ def start(args) -> int:
     missing = [w for w in wheels if not os.path.isfile(w)]
     if missing:
         raise CampaignError(f"{carry}: wheels named in manifest.json are missing: {', '.join(missing)}")
-    pip = [sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--no-compile", "--no-cache-dir",
-           "--disable-pip-version-check", "-q", "--target", f"{state}/site", *wheels]
+    pip = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--no-index",
+        "--no-deps",
+        "--no-compile",
+        "--no-cache-dir",
+        "--disable-pip-version-check",
+        "-q",
+        "--target",
+        f"{state}/site",
+        *wheels,
+    ]
     with open(f"{state}/logs/install.log", "w") as out:
         code = subprocess.call(pip, stdout=out, stderr=subprocess.STDOUT)
     if code != 0:
         raise CampaignError(f"pip install --no-index failed (exit {code}):\n{_tail(f'{state}/logs/install.log')}")
     repo = os.path.abspath(args.repo)
     for name in CODE_DIRS:
-        shutil.copytree(f"{repo}/{name}", f"{state}/src/{name}",
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "results", "img"))
+        shutil.copytree(
+            f"{repo}/{name}",
+            f"{state}/src/{name}",
+            ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "results", "img"),
+        )
     extract_data(f"{carry}/{manifest['data']['archive']}", f"{state}/data")
 
     env = run_env(state)
-    probe = ("import json, sys, torch, fairseq, fairseq_cli.train, fairseq_lexical, recipes.cli\n"
-             "cuda = torch.cuda.is_available()\n"
-             "print(json.dumps({'python': sys.version.split()[0], 'torch': torch.__version__, "
-             "'fairseq': fairseq.__version__, 'cuda': cuda, "
-             "'gpu': torch.cuda.get_device_name(0) if cuda else 'cpu (no CUDA device)', "
-             "'gpus': torch.cuda.device_count(), 'fairseq_lexical': fairseq_lexical.__file__}))")
+    probe = (
+        "import json, sys, torch, fairseq, fairseq_cli.train, fairseq_lexical, recipes.cli\n"
+        "cuda = torch.cuda.is_available()\n"
+        "print(json.dumps({'python': sys.version.split()[0], 'torch': torch.__version__, "
+        "'fairseq': fairseq.__version__, 'cuda': cuda, "
+        "'gpu': torch.cuda.get_device_name(0) if cuda else 'cpu (no CUDA device)', "
+        "'gpus': torch.cuda.device_count(), 'fairseq_lexical': fairseq_lexical.__file__}))"
+    )
     res = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, cwd=f"{state}/src")
     if res.returncode != 0:
         raise CampaignError(f"the installed environment does not import:\n{res.stderr[-3000:]}")
     found = json.loads(res.stdout.strip().splitlines()[-1])
     if not found["cuda"] and not args.allow_cpu:
-        raise CampaignError(f"torch {found['torch']} sees no CUDA device here (--allow-cpu runs anyway, for a "
-                            "rehearsal)")
+        raise CampaignError(
+            f"torch {found['torch']} sees no CUDA device here (--allow-cpu runs anyway, for a rehearsal)"
+        )
     mps = start_mps(state) if args.mps and found["cuda"] else None
 
     runs = planning.plan_runs(manifest["plan"])
     max_jobs = args.max_jobs or max(1, min(12, (os.cpu_count() or 2) - 2))
     deadline = t0 + min(args.budget_s, args.hold_s) - args.reserve_s
     campaign = {
-        "status": "running", "plan": manifest["plan"], "started": t0, "budget_s": args.budget_s,
-        "reserve_s": args.reserve_s, "hold_s": args.hold_s, "max_jobs": max_jobs, "probe_s": args.probe_s,
-        "min_train_s": args.min_train_s, "tick_s": args.tick_s, "decode_s_per_sentence": args.decode_s_per_sentence,
-        "environment": found, "mps": mps, "manifest": {k: manifest[k] for k in ("commit", "created", "plan")},
-        "cpus": os.cpu_count(), "host": os.uname().nodename,
+        "status": "running",
+        "plan": manifest["plan"],
+        "started": t0,
+        "budget_s": args.budget_s,
+        "reserve_s": args.reserve_s,
+        "hold_s": args.hold_s,
+        "max_jobs": max_jobs,
+        "probe_s": args.probe_s,
+        "min_train_s": args.min_train_s,
+        "tick_s": args.tick_s,
+        "decode_s_per_sentence": args.decode_s_per_sentence,
+        "environment": found,
+        "mps": mps,
+        "manifest": {k: manifest[k] for k in ("commit", "created", "plan")},
+        "cpus": os.cpu_count(),
+        "host": os.uname().nodename,
     }
     write_json(f"{state}/{MARKER}", campaign)
     set_deadline(state, deadline, f"start: budget {args.budget_s:g} s - reserve {args.reserve_s:g} s")
     write_json(f"{state}/runs.json", {"runs": [dict(r.to_json(), status="queued") for r in runs]})
     with open(f"{state}/scheduler.log", "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "recipes.campaign", "scheduler", "--state", state],
-                                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                                cwd=f"{state}/src")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "recipes.campaign", "scheduler", "--state", state],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            cwd=f"{state}/src",
+        )
     write_json(f"{state}/scheduler.json", {"pid": proc.pid, "phase": "starting", "heartbeat": time.time()})
     time.sleep(2.0)
     if proc.poll() is not None:
         raise CampaignError(f"the scheduler ended at once (exit {proc.returncode}):\n{_tail(state + '/scheduler.log')}")
-    log(f"installed {len(wheels)} wheels into {state}/site ({found['gpu']}, torch {found['torch']}, fairseq "
+    log(
+        f"installed {len(wheels)} wheels into {state}/site ({found['gpu']}, torch {found['torch']}, fairseq "
         f"{found['fairseq']}{', MPS' if mps else ''}); plan {manifest['plan']!r}: {len(runs)} runs, up to {max_jobs} "
-        f"at once; deadline in {(deadline - time.time()) / 60:.1f} min; scheduler pid {proc.pid}")
+        f"at once; deadline in {(deadline - time.time()) / 60:.1f} min; scheduler pid {proc.pid}"
+    )
     log("next: poll (bash tools/gpu_campaign.sh poll), back to back, until it says the campaign is over")
     return 0
 
@@ -321,10 +366,20 @@ class Scheduler:
 
     def save(self, phase_status: str) -> None:
         write_json(f"{self.state}/runs.json", {"runs": self.runs})
-        write_json(f"{self.state}/scheduler.json", {
-            "pid": os.getpid(), "status": phase_status, "phase": self.phase, "slots": self.slots,
-            "big_k": self.big_k, "measured": self.measured, "prepared": self.prep, "heartbeat": time.time(),
-            "stop_reason": self.stop_reason})
+        write_json(
+            f"{self.state}/scheduler.json",
+            {
+                "pid": os.getpid(),
+                "status": phase_status,
+                "phase": self.phase,
+                "slots": self.slots,
+                "big_k": self.big_k,
+                "measured": self.measured,
+                "prepared": self.prep,
+                "heartbeat": time.time(),
+                "stop_reason": self.stop_reason,
+            },
+        )
 
     # preparation, one group at a time, in the order its runs come
     def prepare_next(self) -> None:
@@ -350,8 +405,13 @@ class Scheduler:
                 group = self.groups[name]
                 argv = planning.prepare_argv(group, self.data(group), self.work(name))
                 with open(f"{self.state}/logs/prepare_{name}.log", "w") as out:
-                    proc = subprocess.Popen([sys.executable, "-m", "recipes", *argv], stdout=out,
-                                            stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
+                    proc = subprocess.Popen(
+                        [sys.executable, "-m", "recipes", *argv],
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        env=self.env,
+                        start_new_session=True,
+                    )
                 self.prep_procs[name] = proc
                 self.prep[name] = {"status": "preparing", "pgid": proc.pid, "started": time.time()}
                 log(f"prepare {name}: started")
@@ -378,9 +438,11 @@ class Scheduler:
         from recipes.cli import build_parser
         from recipes.settings import effective_hparams
         from recipes.tasks import TASKS
+
         task = TASKS[run["task"]]
-        argv = planning.recipe_argv(planning.Run(**run_fields(run)), self.data(self.groups[run["group"]]),
-                                    self.work(run["group"]))
+        argv = planning.recipe_argv(
+            planning.Run(**run_fields(run)), self.data(self.groups[run["group"]]), self.work(run["group"])
+        )
         args = build_parser(task).parse_args(argv[1:])
         task.args = args
         self.max_update[run["group"]] = effective_hparams(task, args).max_update
@@ -415,6 +477,7 @@ class Scheduler:
     # observing the runs
     def observe(self, now: float) -> None:
         from recipes import fairseq_log
+
         running = [r for r in self.runs if r["status"] == "running"]
         dt = now - self.last_tick
         self.last_tick = now
@@ -453,8 +516,9 @@ class Scheduler:
             if proc.returncode == 0 and summary.get("score"):
                 r.update(status="finished", **summary)
                 limited = (r.get("training") or {}).get("updates")
-                r["time_limited"] = bool(limited is not None and limited < r["max_update"]
-                                         and not r["training"].get("early_stop"))
+                r["time_limited"] = bool(
+                    limited is not None and limited < r["max_update"] and not r["training"].get("early_stop")
+                )
                 self.learn_decode(r)
                 log(f"{run_id}: finished ({score_text(r)}; {r['wall_s']:.0f} s)")
             else:
@@ -483,13 +547,24 @@ class Scheduler:
         cap = ["--stop-time-hours", f"{train_s / 3600:.5f}", "--log-interval", "10"]
         argv = planning.recipe_argv(planning.Run(**run_fields(r)), self.data(group), self.work(r["group"]), cap)
         with open(f"{self.state}/logs/{r['id']}.log", "w") as out:
-            proc = subprocess.Popen([sys.executable, "-m", "recipes", *argv], stdout=out, stderr=subprocess.STDOUT,
-                                    env=self.env, start_new_session=True)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "recipes", *argv],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                start_new_session=True,
+            )
         self.procs[r["id"]] = proc
         self.samples.pop(r["id"], None)
         self.offsets.pop(r["id"], None)
-        r.update(status="running", started=now, pgid=proc.pid, command=["python3", "-m", "recipes", *argv],
-                 training_cap_s=round(train_s), attempts=r.get("attempts", 0) + 1)
+        r.update(
+            status="running",
+            started=now,
+            pgid=proc.pid,
+            command=["python3", "-m", "recipes", *argv],
+            training_cap_s=round(train_s),
+            attempts=r.get("attempts", 0) + 1,
+        )
         log(f"{r['id']}: started (training capped at {train_s:.0f} s; {len(self.procs)} running)")
         return True
 
@@ -513,9 +588,12 @@ class Scheduler:
             if measured or first["status"] in FINAL:
                 r1 = self.rate_of(first["id"])
                 if r1:
-                    self.measured.update(r1=round(r1, 3), r1_run=first["id"],
-                                         startup_s=first.get("first_update_after_s", 20.0),
-                                         group_rate={first["group"]: r1})
+                    self.measured.update(
+                        r1=round(r1, 3),
+                        r1_run=first["id"],
+                        startup_s=first.get("first_update_after_s", 20.0),
+                        group_rate={first["group"]: r1},
+                    )
                 if self.big_k > 1 and r1:
                     self.phase, self.phase_start = "probeK", now
                     log(f"probe: one run alone: {r1:.2f} updates/s; now up to {self.big_k} at once")
@@ -546,11 +624,13 @@ class Scheduler:
             if free <= 0:
                 break
             rate = costs.rate.get(r["group"])  # among the probe's k_measured: scaled to the chosen concurrency
-            need = (costs.run_s(r["group"], float(self.measured.get("rate_scale", 1.0)))
-                    if rate and rate == rate else None)
+            need = (
+                costs.run_s(r["group"], float(self.measured.get("rate_scale", 1.0))) if rate and rate == rate else None
+            )
             if need is not None and need > left:
-                r.update(status="skipped", reason=f"does not fit: needs about {need / 60:.1f} min, "
-                                                  f"{left / 60:.1f} min left")
+                r.update(
+                    status="skipped", reason=f"does not fit: needs about {need / 60:.1f} min, {left / 60:.1f} min left"
+                )
                 continue
             if self.launch_one(r, now):
                 free -= 1
@@ -566,8 +646,7 @@ class Scheduler:
             if r["id"] in rates:
                 group_rate.setdefault(r["group"], []).append(rates[r["id"]])
         self.measured["group_rate"] = {g: statistics.median(v) for g, v in group_rate.items()}
-        self.measured.update(rk=round(rk, 3), k_measured=k_measured,
-                             aggregate_rate=round(sum(rates.values()), 2))
+        self.measured.update(rk=round(rk, 3), k_measured=k_measured, aggregate_rate=round(sum(rates.values()), 2))
         costs = self.costs()
         left = read_deadline(self.state) - now
         pending = [r for r in self.runs if r["status"] in ("queued", "running")]
@@ -575,8 +654,10 @@ class Scheduler:
         k, table = planning.choose_concurrency(plan_runs, costs, r1, rk, k_measured, left)
         self.measured["finished_by_concurrency"] = table
         self.slots, self.phase = k, "steady"
-        log(f"probe: {k_measured} at once: {rk:.2f} updates/s each ({sum(rates.values()):.1f} in all); runs "
-            f"finished by the deadline per concurrency: {table}; chosen: {k}")
+        log(
+            f"probe: {k_measured} at once: {rk:.2f} updates/s each ({sum(rates.values()):.1f} in all); runs "
+            f"finished by the deadline per concurrency: {table}; chosen: {k}"
+        )
         self.measured["rate_scale"] = round(planning.rate_at(k, r1, rk, k_measured) / rk, 4) if rk > 0 else 1.0
         extra = sorted(running, key=lambda r: r["priority"])[k:]
         stop_groups([r.get("pgid") for r in extra])
@@ -602,15 +683,22 @@ class Scheduler:
         for run_id in list(self.procs):
             r = self.by_id[run_id]
             self.procs.pop(run_id).wait()
-            r.update(status="stopped", reason=f"stopped by {reason}", ended=time.time(),
-                     wall_s=round(time.time() - r["started"], 1), log_tail=_tail(f"{self.state}/logs/{run_id}.log"))
+            r.update(
+                status="stopped",
+                reason=f"stopped by {reason}",
+                ended=time.time(),
+                wall_s=round(time.time() - r["started"], 1),
+                log_tail=_tail(f"{self.state}/logs/{run_id}.log"),
+            )
             log(f"{run_id}: stopped ({reason})")
         self.skip_rest(f"not started before {reason}")
 
 
 def run_fields(r: dict) -> dict:
-    return {k: (tuple(r.get(k, ())) if k in ("options", "train_args") else r[k])
-            for k in ("id", "group", "task", "split", "model", "seed", "options", "priority", "train_args")}
+    return {
+        k: (tuple(r.get(k, ())) if k in ("options", "train_args") else r[k])
+        for k in ("id", "group", "task", "split", "model", "seed", "options", "priority", "train_args")
+    }
 
 
 def run_summary(out: str) -> dict:
@@ -654,12 +742,17 @@ def stop_everything(state: str, reason: str) -> None:
         return
     runs = read_json(f"{state}/runs.json")["runs"]
     changed = False
-    stop_groups([r.get("pgid") for r in runs if r["status"] == "running"]
-                + [p.get("pgid") for p in (sched.get("prepared") or {}).values() if p.get("status") == "preparing"])
+    stop_groups(
+        [r.get("pgid") for r in runs if r["status"] == "running"]
+        + [p.get("pgid") for p in (sched.get("prepared") or {}).values() if p.get("status") == "preparing"]
+    )
     for r in runs:
         if r["status"] == "running":
-            r.update(status="stopped", reason=f"stopped by {reason} (the scheduler did not)",
-                     log_tail=_tail(f"{state}/logs/{r['id']}.log"))
+            r.update(
+                status="stopped",
+                reason=f"stopped by {reason} (the scheduler did not)",
+                log_tail=_tail(f"{state}/logs/{r['id']}.log"),
+            )
             changed = True
         elif r["status"] == "queued":
             r.update(status="skipped", reason=f"not started before {reason}")
@@ -681,13 +774,20 @@ def progress(state: str) -> dict:
     over = sched.get("status") in ("done", "failed") or all(r["status"] in FINAL for r in runs)
     keep = ("id", "status", "updates", "max_update", "rate", "eta_s", "reason", "note", "time_limited")
     return {
-        "now": now, "elapsed_s": round(now - campaign["started"]), "deadline_in_s": round(deadline - now),
-        "over": over, "counts": counts, "environment": campaign["environment"], "plan": campaign["plan"],
-        "mps": campaign.get("mps"), "scheduler": {k: sched.get(k) for k in
-                                                  ("status", "phase", "slots", "big_k", "measured", "stop_reason")},
+        "now": now,
+        "elapsed_s": round(now - campaign["started"]),
+        "deadline_in_s": round(deadline - now),
+        "over": over,
+        "counts": counts,
+        "environment": campaign["environment"],
+        "plan": campaign["plan"],
+        "mps": campaign.get("mps"),
+        "scheduler": {k: sched.get(k) for k in ("status", "phase", "slots", "big_k", "measured", "stop_reason")},
         "scheduler_alive": alive(sched.get("pid")),
-        "runs": [dict({k: r[k] for k in keep if k in r}, **({"score": score_text(r)} if r["status"] == "finished"
-                                                           else {})) for r in runs],
+        "runs": [
+            dict({k: r[k] for k in keep if k in r}, **({"score": score_text(r)} if r["status"] == "finished" else {}))
+            for r in runs
+        ],
     }
 
 
@@ -700,13 +800,25 @@ def write_out(state: str, out: str) -> List[str]:
     runs = read_json(f"{state}/runs.json")["runs"]
     final = [{k: v for k, v in r.items() if k not in ("log_tail", "pgid")} for r in runs if r["status"] in FINAL]
     write_json(f"{out}/progress.json", prog)
-    write_json(f"{out}/results.json", {
-        "environment": campaign["environment"], "plan": campaign["plan"], "manifest": campaign["manifest"],
-        "started": campaign["started"], "budget_s": campaign["budget_s"], "mps": campaign.get("mps"),
-        "measured": prog["scheduler"]["measured"], "runs": final})
+    write_json(
+        f"{out}/results.json",
+        {
+            "environment": campaign["environment"],
+            "plan": campaign["plan"],
+            "manifest": campaign["manifest"],
+            "started": campaign["started"],
+            "budget_s": campaign["budget_s"],
+            "mps": campaign.get("mps"),
+            "measured": prog["scheduler"]["measured"],
+            "runs": final,
+        },
+    )
     written = ["progress.json", "results.json"]
-    tails = [f"== {r['id']} ({r['status']}: {r.get('reason', '')})\n{r.get('log_tail', '')}" for r in runs
-             if r["status"] in ("failed", "stopped")]
+    tails = [
+        f"== {r['id']} ({r['status']}: {r.get('reason', '')})\n{r.get('log_tail', '')}"
+        for r in runs
+        if r["status"] in ("failed", "stopped")
+    ]
     if tails:
         with open(f"{out}/failures.txt", "w") as f:
             f.write("\n".join(tails))
@@ -726,8 +838,11 @@ def poll(args) -> int:
     if not out:
         raise CampaignError("poll needs --out DIR (on the device: $OUT)")
     if args.budget_s is not None:
-        set_deadline(state, time.time() + args.budget_s - args.reserve_s,
-                     f"poll: budget {args.budget_s:g} s left - reserve {args.reserve_s:g} s")
+        set_deadline(
+            state,
+            time.time() + args.budget_s - args.reserve_s,
+            f"poll: budget {args.budget_s:g} s left - reserve {args.reserve_s:g} s",
+        )
     t0 = time.time()
     next_write = 0.0
     while True:
@@ -751,8 +866,11 @@ def poll(args) -> int:
     written = write_out(state, out)
     prog = progress(state)
     for r in prog["runs"]:
-        extra = r.get("score") or (f"{r.get('updates', 0)}/{r.get('max_update', '?')} updates, "
-                                   f"{r.get('rate', '?')}/s" if r["status"] == "running" else r.get("reason", ""))
+        extra = r.get("score") or (
+            f"{r.get('updates', 0)}/{r.get('max_update', '?')} updates, {r.get('rate', '?')}/s"
+            if r["status"] == "running"
+            else r.get("reason", "")
+        )
         print(f"  {r['id']:<28} {r['status']:<9} {extra}")
     state_line = "the campaign is over" if prog["over"] else f"{prog['deadline_in_s']} s to the deadline: poll again"
     print(f"gpu_campaign poll: {prog['counts']}; {state_line}; wrote {', '.join(written)} to {out}")

@@ -4,6 +4,7 @@ A plan is a list of runs in priority order; each run is one (task, split, model,
 decoded and scored by its own recipe process. Everything here is pure (no processes, no clock): the device side
 (recipes.campaign.device) measures, this module decides.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -13,10 +14,11 @@ from typing import Dict, List, Optional, Sequence, Tuple
 @dataclass(frozen=True)
 class Group:
     """Runs that share prepared data: one task (and SCAN split), its models, the recipe's options."""
+
     task: str
     models: Tuple[str, ...]
     split: Optional[str] = None
-    options: Tuple[str, ...] = ()   # recipe options (e.g. --cpu-small); none: the paper's settings (appendix C.1)
+    options: Tuple[str, ...] = ()  # recipe options (e.g. --cpu-small); none: the paper's settings (appendix C.1)
     train_args: Tuple[str, ...] = ()  # fairseq-train options of every run (the recipe's --train-args)
 
     @property
@@ -27,6 +29,7 @@ class Group:
 @dataclass(frozen=True)
 class Tier:
     """Groups whose runs go seed by seed (every model of every group for seed 1, then seed 2, ...)."""
+
     groups: Tuple[Group, ...]
     seeds: Tuple[int, ...]
 
@@ -39,8 +42,10 @@ class Tier:
 # campaign did 60 updates/s in all, about 0.5 TFLOP each). examples/RESULTS.md says so beside the rows.
 GPU_OPTIONS = ("--batch-size", "512", "--update-freq", "1")
 GPU_TRAIN_ARGS = ("--tf32",)
-SCAN_GROUPS = (Group("scan", ("lstm", "simple"), "jump", GPU_OPTIONS, GPU_TRAIN_ARGS),
-               Group("scan", ("lstm", "simple"), "around_right", GPU_OPTIONS, GPU_TRAIN_ARGS))
+SCAN_GROUPS = (
+    Group("scan", ("lstm", "simple"), "jump", GPU_OPTIONS, GPU_TRAIN_ARGS),
+    Group("scan", ("lstm", "simple"), "around_right", GPU_OPTIONS, GPU_TRAIN_ARGS),
+)
 PAPER_TIERS = (
     Tier(SCAN_GROUPS, (1, 2, 3)),
     Tier((Group("cogs", ("lstm", "copy", "simple"), None, GPU_OPTIONS, GPU_TRAIN_ARGS),), (1, 2, 3)),
@@ -49,22 +54,21 @@ PAPER_TIERS = (
 )
 # A miniature of the same shape for the simulated device (tests, a dry rehearsal on a CPU): CPU-sized models,
 # tens of updates.
-MINI_OPTIONS = ("--cpu-small", "--max-update", "30", "--warmup-updates", "10", "--batch-size", "16",
-                "--patience", "0")
+MINI_OPTIONS = ("--cpu-small", "--max-update", "30", "--warmup-updates", "10", "--batch-size", "16", "--patience", "0")
 MINI_TIERS = (Tier((Group("scan", ("lstm", "simple"), "jump", MINI_OPTIONS),), (1, 2)),)
 PLANS: Dict[str, Tuple[Tier, ...]] = {"paper": PAPER_TIERS, "mini": MINI_TIERS}
 
 
 @dataclass
 class Run:
-    id: str                 # e.g. scan_jump-simple-s1: a file name on both machines
-    group: str              # Group.name
+    id: str  # e.g. scan_jump-simple-s1: a file name on both machines
+    group: str  # Group.name
     task: str
     split: Optional[str]
     model: str
     seed: int
     options: Tuple[str, ...] = ()
-    priority: int = 0       # position in the plan (0 first)
+    priority: int = 0  # position in the plan (0 first)
     train_args: Tuple[str, ...] = ()
 
     def to_json(self) -> dict:
@@ -80,8 +84,19 @@ def plan_runs(name: str) -> List[Run]:
         for seed in tier.seeds:
             for group in tier.groups:
                 for model in group.models:
-                    runs.append(Run(f"{group.name}-{model}-s{seed}", group.name, group.task, group.split, model,
-                                    seed, group.options, len(runs), group.train_args))
+                    runs.append(
+                        Run(
+                            f"{group.name}-{model}-s{seed}",
+                            group.name,
+                            group.task,
+                            group.split,
+                            model,
+                            seed,
+                            group.options,
+                            len(runs),
+                            group.train_args,
+                        )
+                    )
     return runs
 
 
@@ -97,9 +112,26 @@ def plan_groups(name: str) -> List[Group]:
 def recipe_argv(run: Run, data: str, work: str, extra_train_args: Sequence[str] = ()) -> List[str]:
     """`python -m recipes` arguments of one run: its pair alone (--as-job: the campaign prepared the work
     directory), no checkpoint kept after scoring, progress every 30 s; extra_train_args go to fairseq-train."""
-    argv = [run.task, "--data", data, *(["--split", run.split] if run.split else []), "--models", run.model,
-            "--seed-list", str(run.seed), "--work", work, "--jobs", "1", "--as-job", "--keep-checkpoints", "none",
-            "--progress-every", "30", *run.options]
+    argv = [
+        run.task,
+        "--data",
+        data,
+        *(["--split", run.split] if run.split else []),
+        "--models",
+        run.model,
+        "--seed-list",
+        str(run.seed),
+        "--work",
+        work,
+        "--jobs",
+        "1",
+        "--as-job",
+        "--keep-checkpoints",
+        "none",
+        "--progress-every",
+        "30",
+        *run.options,
+    ]
     train_args = [*run.train_args, *extra_train_args]
     if train_args:  # one word: a value that starts with "--" and holds no space would be taken for an option
         argv.append("--train-args=" + " ".join(train_args))
@@ -108,18 +140,30 @@ def recipe_argv(run: Run, data: str, work: str, extra_train_args: Sequence[str] 
 
 def prepare_argv(group: Group, data: str, work: str) -> List[str]:
     """`python -m recipes` arguments that prepare a group's data, lexicons and data-bin once, before its runs."""
-    return [group.task, "--data", data, *(["--split", group.split] if group.split else []),
-            "--models", ",".join(group.models), "--seed-list", "1", "--work", work, *group.options,
-            "--prepare-only"]
+    return [
+        group.task,
+        "--data",
+        data,
+        *(["--split", group.split] if group.split else []),
+        "--models",
+        ",".join(group.models),
+        "--seed-list",
+        "1",
+        "--work",
+        work,
+        *group.options,
+        "--prepare-only",
+    ]
 
 
 # -- how many fit -----------------------------------------------------------------------------------------------------
 @dataclass
 class Costs:
     """What a run of a group costs, in seconds: start-up (to its first update), updates / rate, then decoding."""
-    updates: Dict[str, int]                 # group -> training updates (max_update)
-    rate: Dict[str, float]                  # group -> updates/s of one run among `concurrency` (measured/scaled)
-    decode_s: Dict[str, float]              # group -> decoding and scoring
+
+    updates: Dict[str, int]  # group -> training updates (max_update)
+    rate: Dict[str, float]  # group -> updates/s of one run among `concurrency` (measured/scaled)
+    decode_s: Dict[str, float]  # group -> decoding and scoring
     startup_s: float = 20.0
 
     def run_s(self, group: str, rate_scale: float = 1.0) -> float:
@@ -129,13 +173,20 @@ class Costs:
 @dataclass
 class Schedule:
     """A simulated order of the runs: which would finish by the deadline at a given concurrency."""
+
     concurrency: int
-    finished: List[str] = field(default_factory=list)     # run ids, in the order they would start
+    finished: List[str] = field(default_factory=list)  # run ids, in the order they would start
     ends: Dict[str, float] = field(default_factory=dict)  # run id -> projected end (seconds from now)
 
 
-def simulate(runs: Sequence[Run], costs: Costs, concurrency: int, time_left: float,
-             busy_until: Sequence[float] = (), rate_scale: float = 1.0) -> Schedule:
+def simulate(
+    runs: Sequence[Run],
+    costs: Costs,
+    concurrency: int,
+    time_left: float,
+    busy_until: Sequence[float] = (),
+    rate_scale: float = 1.0,
+) -> Schedule:
     """Runs started in priority order on `concurrency` slots (those in busy_until free at those times); a run that
     would end after time_left is not started and the next one is tried (a shorter run may still fit)."""
     slots = sorted(list(busy_until)[:concurrency] + [0.0] * max(0, concurrency - len(busy_until)))
@@ -159,8 +210,15 @@ def rate_at(k: int, r1: float, rk: float, big_k: int) -> float:
     return r1 + (rk - r1) * (k - 1) / (big_k - 1)
 
 
-def choose_concurrency(runs: Sequence[Run], costs: Costs, r1: float, rk: float, big_k: int, time_left: float,
-                       busy_until: Sequence[float] = ()) -> Tuple[int, Dict[int, int]]:
+def choose_concurrency(
+    runs: Sequence[Run],
+    costs: Costs,
+    r1: float,
+    rk: float,
+    big_k: int,
+    time_left: float,
+    busy_until: Sequence[float] = (),
+) -> Tuple[int, Dict[int, int]]:
     """The number of runs at once that finishes the most runs of the plan by the deadline (ties: the larger, whose
     surplus time goes to the next runs), from one run's rate alone (r1) and each run's rate among big_k (rk).
     costs.rate holds the rates measured among big_k; they are scaled to each k. Returns (k, {k: runs finished})."""

@@ -1,4 +1,5 @@
 """The recipes' dataset tasks, by name (the TASK of `python -m recipes TASK`)."""
+
 from recipes.tasks.base import Prepared, Task, find_file  # noqa: F401
 from recipes.tasks.cogs import Cogs
 from recipes.tasks.colors import Colors

@@ -1,5 +1,6 @@
 """What a dataset task of the recipes defines (Task): its data layout, preparation, settings and the papers'
 numbers; and the prepared data (Prepared) the pipeline runs on."""
+
 from __future__ import annotations
 
 import argparse
@@ -14,12 +15,12 @@ from recipes.settings import PRESETS, HParams
 @dataclass
 class Prepared:
     train: List[Tuple[str, str]]
-    valid: Optional[List[Tuple[str, str]]]       # None: no validation set (Colors: the training set stands in)
+    valid: Optional[List[Tuple[str, str]]]  # None: no validation set (Colors: the training set stands in)
     test: List[Tuple[str, str]]
-    lexcorpus: List[Tuple[str, str]]             # what the lexicons are learned from
-    files: Dict[str, str]                        # role -> data file read
+    lexcorpus: List[Tuple[str, str]]  # what the lexicons are learned from
+    files: Dict[str, str]  # role -> data file read
     notes: List[str] = field(default_factory=list)
-    score_args: List[str] = field(default_factory=list)   # task-specific tools/score.py options
+    score_args: List[str] = field(default_factory=list)  # task-specific tools/score.py options
 
 
 class Task:

@@ -1,4 +1,5 @@
 """Colors (Lake, Linzen & Baroni 2019): Akyurek & Andreas 2021, section 5.1, Table 2; Thrush 2020, Tables 1-2."""
+
 import os
 from dataclasses import replace
 
@@ -24,9 +25,22 @@ class Colors(Task):
         # extra dropout 0.5 before p_write; the authors' scripts: 200 epochs (= 560 updates), no validation set.
         # The loss normalisation (per token) and Adam betas (fairseq's) are those of the first version of this
         # recipe, kept as its defaults (--sentence-avg --adam-betas "(0.9, 0.998)" give the authors' code's).
-        hp = replace(PAPER_COMMON, lr=0.0047, warmup=89, clip_norm=0.5, batch_size=5, update_freq=1, max_update=560,
-                     validate_every=None, patience=None, write_dropout=0.5, write_dropout_models="all",
-                     sentence_avg=False, adam_betas=None, gen_batch_size=32)
+        hp = replace(
+            PAPER_COMMON,
+            lr=0.0047,
+            warmup=89,
+            clip_norm=0.5,
+            batch_size=5,
+            update_freq=1,
+            max_update=560,
+            validate_every=None,
+            patience=None,
+            write_dropout=0.5,
+            write_dropout_models="all",
+            sentence_avg=False,
+            adam_betas=None,
+            gen_batch_size=32,
+        )
         if cpu_sized(args):  # --cpu-medium adds nothing to --cpu-small on Colors: it trains to the end
             hp = replace(hp, hidden=128)
         return hp
@@ -36,19 +50,35 @@ class Colors(Task):
 
     def prepare(self, args, files):
         train = read_corpus(files["train"], "tsv")
-        return Prepared(train=train, valid=None, test=read_corpus(files["test"], "tsv"), lexcorpus=train,
-                        files=files, notes=["no validation set: the training set stands in for fairseq, "
-                                            "validation is disabled and the last checkpoint is used (the lla "
-                                            "rows validate on it to select their epoch, as Thrush 2020 does)"])
+        return Prepared(
+            train=train,
+            valid=None,
+            test=read_corpus(files["test"], "tsv"),
+            lexcorpus=train,
+            files=files,
+            notes=[
+                "no validation set: the training set stands in for fairseq, "
+                "validation is disabled and the last checkpoint is used (the lla "
+                "rows validate on it to select their epoch, as Thrush 2020 does)"
+            ],
+        )
 
     # Thrush 2020, Table 1 (Colors: Prec., Rec., Acc., Exact; the LSTM row reads 90 / 62.50 / 49.48 / 0) and
     # Table 2 (precision of the LLA-LSTM with its LSTMs or its Lexicon Unit re-initialised; undamaged = Table 1's).
-    thrush_paper = {"lla": {"precision": 90.0, "recall": 62.50, "token_accuracy": 50.90, "exact_match": 0.0},
-                    "lla_noadv": {"precision": 90.0, "recall": 62.50, "token_accuracy": 49.48, "exact_match": 0.0}}
+    thrush_paper = {
+        "lla": {"precision": 90.0, "recall": 62.50, "token_accuracy": 50.90, "exact_match": 0.0},
+        "lla_noadv": {"precision": 90.0, "recall": 62.50, "token_accuracy": 49.48, "exact_match": 0.0},
+    }
     thrush_damage_paper = {"none": 90.0, "lstm": 95.0, "lexicon": 90.0}
     damage_examples = ("wif kiki lug",)
 
     def paper(self, args):
         # Table 2, Colors column; IBMM2's row is shown beside both IBM variants (see the README).
-        return {"lstm": em(0.00, 0.00), "simple": em(0.79, 0.02), "pmi": em(0.41, 0.19), "ibm2": em(0.79, 0.02),
-                "ibm1": em(0.79, 0.02), "bayes": em(0.51, 0.21)}
+        return {
+            "lstm": em(0.00, 0.00),
+            "simple": em(0.79, 0.02),
+            "pmi": em(0.41, 0.19),
+            "ibm2": em(0.79, 0.02),
+            "ibm1": em(0.79, 0.02),
+            "bayes": em(0.51, 0.21),
+        }

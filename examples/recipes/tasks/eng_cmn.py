@@ -1,5 +1,6 @@
 """English-Chinese (Tatoeba, the paper's split): Akyurek & Andreas 2021, section 5.4, Table 4; Thrush 2020's
 English to Mandarin (Tables 1-2) and its tokenisation."""
+
 import os
 import re
 from dataclasses import replace
@@ -23,18 +24,31 @@ class EngCmn(Task):
     # Thrush 2020, Table 1 (English to Mandarin: BLEU only; LSTM 9.95) and Table 2 (precision under damage).
     thrush_paper = {"lla": {"bleu": 11.71}, "lla_noadv": {"bleu": 11.40}}
     # Thrush selects English-Chinese models on validation BLEU: fairseq's own, greedy, over the files' tokens
-    lla_selection = ("bleu", ("--eval-bleu", "--eval-bleu-args", '{"beam": 1, "max_len_a": 0, "max_len_b": 200}',
-                              "--eval-tokenized-bleu", "--eval-bleu-remove-bpe", "none"))
+    lla_selection = (
+        "bleu",
+        (
+            "--eval-bleu",
+            "--eval-bleu-args",
+            '{"beam": 1, "max_len_a": 0, "max_len_b": 200}',
+            "--eval-tokenized-bleu",
+            "--eval-bleu-remove-bpe",
+            "none",
+        ),
+    )
     thrush_damage_paper = {"lstm": 87.37, "lexicon": 54.52}
     damage_examples = ("I ate some fish .",)
 
     def add_args(self, parser):
         g = parser.add_argument_group("English-Chinese")
-        g.add_argument("--tokenization", choices=("authors", "thrush"), default="authors",
-                       help="authors (default): the files' Moses/jieba tokens as they are (Akyurek & Andreas); "
-                            "thrush: Thrush 2020's, English split into words and punctuation (Moses escapes undone), "
-                            "Chinese into characters (runs of Latin letters and digits stay one token); applies to "
-                            "every model of the run (default work directory ..._eng_cmn_thrush)")
+        g.add_argument(
+            "--tokenization",
+            choices=("authors", "thrush"),
+            default="authors",
+            help="authors (default): the files' Moses/jieba tokens as they are (Akyurek & Andreas); "
+            "thrush: Thrush 2020's, English split into words and punctuation (Moses escapes undone), "
+            "Chinese into characters (runs of Latin letters and digits stay one token); applies to "
+            "every model of the run (default work directory ..._eng_cmn_thrush)",
+        )
 
     def default_work(self, args):
         suffix = "_thrush" if args.tokenization == "thrush" else ""
@@ -45,39 +59,64 @@ class EngCmn(Task):
         return replace(super().hparams(args), lexicon_top_k=8)
 
     def locate(self, data):
-        return {split: find_file(data, f"cmn.txt_{name}_tokenized.tsv")
-                for split, name in (("train", "train"), ("valid", "dev"), ("test", "test"))}
+        return {
+            split: find_file(data, f"cmn.txt_{name}_tokenized.tsv")
+            for split, name in (("train", "train"), ("valid", "dev"), ("test", "test"))
+        }
 
     def prepare(self, args, files):
         read = lambda role: read_corpus(files[role], "tsv")  # noqa: E731
         train, valid, test = read("train"), read("valid"), read("test")
-        notes = ["the TSV files are already tokenised (Moses English, jieba Chinese, appendix E.3): BLEU over "
-                 "those tokens (--tokenize none); 1-shot = test sentences with an English word seen once in training"]
+        notes = [
+            "the TSV files are already tokenised (Moses English, jieba Chinese, appendix E.3): BLEU over "
+            "those tokens (--tokenize none); 1-shot = test sentences with an English word seen once in training"
+        ]
         if args.tokenization == "thrush":
             train, valid, test = ([thrush_tokenize_pair(s, t) for s, t in part] for part in (train, valid, test))
-            notes = ["Thrush 2020's tokenisation (--tokenization thrush): English split into words and punctuation, "
-                     "Chinese into characters (Latin letter/digit runs kept whole); BLEU over these tokens "
-                     "(--tokenize none, i.e. character BLEU for Chinese); 1-shot over these English words"]
+            notes = [
+                "Thrush 2020's tokenisation (--tokenization thrush): English split into words and punctuation, "
+                "Chinese into characters (Latin letter/digit runs kept whole); BLEU over these tokens "
+                "(--tokenize none, i.e. character BLEU for Chinese); 1-shot over these English words"
+            ]
         return Prepared(
-            train=train, valid=valid, test=test, lexcorpus=train, files=files,
+            train=train,
+            valid=valid,
+            test=test,
+            lexcorpus=train,
+            files=files,
             score_args=["--bleu", "--tokenize", "none", "--train-source", "TRAIN_SRC", "--test-source", "TEST_SRC"],
-            notes=notes)
+            notes=notes,
+        )
 
     def paper(self, args):
-        p = {"lstm": (24.18, 0.37, 17.47, 0.64), "pmi": (24.36, 0.09, 18.46, 0.13),
-             "simple": (24.35, 0.09, 18.46, 0.19), "ibm2": (25.49, 0.42, 19.62, 0.64),
-             "ibm1": (25.49, 0.42, 19.62, 0.64)}
+        p = {
+            "lstm": (24.18, 0.37, 17.47, 0.64),
+            "pmi": (24.36, 0.09, 18.46, 0.13),
+            "simple": (24.35, 0.09, 18.46, 0.19),
+            "ibm2": (25.49, 0.42, 19.62, 0.64),
+            "ibm1": (25.49, 0.42, 19.62, 0.64),
+        }
         return {m: {"bleu": (a, b), "one_shot.bleu": (c, d)} for m, (a, b, c, d) in p.items()}
 
     def result_line(self, score):
         one = score.get("one_shot", {})
         one_bleu = one.get("bleu")
-        return (f"BLEU {score['bleu']:.2f}  1-shot BLEU "
-                f"{'n/a' if one_bleu is None else format(one_bleu, '.2f')} ({one.get('n', 0)} sentences)")
+        return (
+            f"BLEU {score['bleu']:.2f}  1-shot BLEU "
+            f"{'n/a' if one_bleu is None else format(one_bleu, '.2f')} ({one.get('n', 0)} sentences)"
+        )
 
 
-_MOSES_ESCAPES = (("&apos;", "'"), ("&quot;", '"'), ("&lt;", "<"), ("&gt;", ">"), ("&#91;", "["), ("&#93;", "]"),
-                  ("&#124;", "|"), ("&amp;", "&"))
+_MOSES_ESCAPES = (
+    ("&apos;", "'"),
+    ("&quot;", '"'),
+    ("&lt;", "<"),
+    ("&gt;", ">"),
+    ("&#91;", "["),
+    ("&#93;", "]"),
+    ("&#124;", "|"),
+    ("&amp;", "&"),
+)
 
 
 def thrush_tokenize_pair(src: str, tgt: str) -> Tuple[str, str]:

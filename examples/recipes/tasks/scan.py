@@ -1,4 +1,5 @@
 """SCAN (Lake & Baroni 2018), jump and around_right splits: Akyurek & Andreas 2021, section 5.2, Table 2."""
+
 import math
 import os
 import random
@@ -13,8 +14,7 @@ from recipes.textio import read_corpus
 SCAN_SPLITS = {
     # split: (folder in brendenlake/SCAN, train file, test file)
     "jump": ("add_prim_split", "tasks_train_addprim_jump.txt", "tasks_test_addprim_jump.txt"),
-    "around_right": ("template_split", "tasks_train_template_around_right.txt",
-                     "tasks_test_template_around_right.txt"),
+    "around_right": ("template_split", "tasks_train_template_around_right.txt", "tasks_test_template_around_right.txt"),
 }
 
 
@@ -26,11 +26,19 @@ class Scan(Task):
 
     def add_args(self, parser):
         g = parser.add_argument_group("SCAN")
-        g.add_argument("--split", choices=sorted(SCAN_SPLITS), default="jump",
-                       help="jump (add_prim_split) or around_right (template_split); default jump")
-        g.add_argument("--valid-fraction", type=float, default=0.01,
-                       help="share of the training file held out for validation (default 0.01, as the authors' "
-                            "code; at least one pair)")
+        g.add_argument(
+            "--split",
+            choices=sorted(SCAN_SPLITS),
+            default="jump",
+            help="jump (add_prim_split) or around_right (template_split); default jump",
+        )
+        g.add_argument(
+            "--valid-fraction",
+            type=float,
+            default=0.01,
+            help="share of the training file held out for validation (default 0.01, as the authors' "
+            "code; at least one pair)",
+        )
         g.add_argument("--valid-seed", type=int, default=0, help="seed of the held-out draw (default 0)")
 
     def default_work(self, args):
@@ -60,13 +68,32 @@ class Scan(Task):
         train = [p for i, p in enumerate(full) if i not in held]
         valid = [p for i, p in enumerate(full) if i in held]
         return Prepared(
-            train=train, valid=valid, test=read_corpus(files["test"], "scan"), lexcorpus=full, files=files,
-            notes=[f"validation: {n_valid} of {len(full)} training pairs held out (fraction {args.valid_fraction}, "
-                   f"seed {args.valid_seed}); the lexicons are learned from the whole training file"])
+            train=train,
+            valid=valid,
+            test=read_corpus(files["test"], "scan"),
+            lexcorpus=full,
+            files=files,
+            notes=[
+                f"validation: {n_valid} of {len(full)} training pairs held out (fraction {args.valid_fraction}, "
+                f"seed {args.valid_seed}); the lexicons are learned from the whole training file"
+            ],
+        )
 
     def paper(self, args):
         if args.split == "jump":
-            return {"lstm": em(0.00, 0.00), "simple": em(0.92, 0.17), "pmi": em(0.95, 0.08),
-                    "ibm2": em(0.79, 0.27), "ibm1": em(0.79, 0.27), "bayes": em(0.82, 0.21)}
-        return {"lstm": em(0.09, 0.05), "simple": em(0.95, 0.01), "pmi": em(0.02, 0.04), "ibm2": em(0.00, 0.00),
-                "ibm1": em(0.00, 0.00), "bayes": em(0.02, 0.04)}
+            return {
+                "lstm": em(0.00, 0.00),
+                "simple": em(0.92, 0.17),
+                "pmi": em(0.95, 0.08),
+                "ibm2": em(0.79, 0.27),
+                "ibm1": em(0.79, 0.27),
+                "bayes": em(0.82, 0.21),
+            }
+        return {
+            "lstm": em(0.09, 0.05),
+            "simple": em(0.95, 0.01),
+            "pmi": em(0.02, 0.04),
+            "ibm2": em(0.00, 0.00),
+            "ibm1": em(0.00, 0.00),
+            "bayes": em(0.02, 0.04),
+        }
