@@ -370,8 +370,8 @@ def test_cpu_models_are_wrapped_without_device_ids(monkeypatch):
 # ------------------------------------------------------------------------------------------------- the worker
 def _worker(spec_path, out_dir):
     """Run each job of ``spec_path`` ({name: fairseq-train argv}) in this process, as fairseq-train would, and write
-    per job and rank: ``rank{R}.json`` (losses, the sample ids of each update, parameter and buffer names), ``rank{R}.pt``
-    (the model's state after training) and ``init{R}.pt`` (its state before the first update)."""
+    per job and rank: ``rank{R}.json`` (losses, the sample ids of each update, parameter and buffer names),
+    ``rank{R}.pt`` (the model's state after training) and ``init{R}.pt`` (its state before the first update)."""
     import fairseq_lexical  # noqa: F401  (the fixes of compat.py, as --user-dir would apply them)
     from fairseq import trainer as trainer_module
     from fairseq.distributed import utils as distributed_utils

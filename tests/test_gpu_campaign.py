@@ -153,17 +153,10 @@ def test_collect_merges_polls_and_keeps_out_time_limited_seeds(tmp_path, capsys)
         [_run(1, 0.9), _run(2, 0.7), _run(3, 0.2, updates=5000), _run(4, None, status="failed")],
     )
     results = tmp_path / "results"
-    args = lambda *p, **kw: type(
-        "A",
-        (),
-        dict(
-            paths=list(p),
-            results=str(results),
-            replace=False,  # noqa: E731
-            dry_run=False,
-            **kw,
-        ),
-    )
+
+    def args(*p, **kw):
+        return type("A", (), dict(paths=list(p), results=str(results), replace=False, dry_run=False, **kw))
+
     assert collect.collect(args(a, b)) == 0
     d = json.loads((results / "gpu_scan_jump_simple.json").read_text())
     assert d["seeds"] == [1, 2] and d["mean"] == pytest.approx(0.8) and d["std"] == pytest.approx(0.1)

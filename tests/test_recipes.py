@@ -225,8 +225,8 @@ def test_dry_run_lla_models_thrush_schedule_metrics_and_damage(tmp_path):
 
 
 def test_dry_run_transformer_family_rows(tmp_path):
-    """transformer, lex_transformer, pgn, dangle, rdangle_shr, rdangle_sep, rdangle_sep_o1: arch, interval, kv-mode, the joined
-    dictionary of pgn; the _tiny archs under --cpu-small; not in 'all'."""
+    """transformer, lex_transformer, pgn, dangle, rdangle_shr, rdangle_sep, rdangle_sep_o1: arch, interval, kv-mode,
+    the joined dictionary of pgn; the _tiny archs under --cpu-small; not in 'all'."""
     write_tiny_layouts(tmp_path)
     work = ("--work", tmp_path / "w")
     names = "transformer,lex_transformer,pgn,dangle,rdangle_shr,rdangle_sep,rdangle_sep_o1"

@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""`python tools/aggregate_results.py` = `fairseq-lexical-aggregate-results` (the installed entry point; see lexical_offline/cli/aggregate_results.py)."""
+"""`python tools/aggregate_results.py` = `fairseq-lexical-aggregate-results`: the installed entry point
+(see lexical_offline/cli/aggregate_results.py)."""
 
 import sys
 

@@ -4,7 +4,8 @@
     # 1. synthetic corpus (Zipfian, 50k x 50k vocabulary, 10-30 tokens a side) and the scale benchmark
     python tools/bench_lexicon.py scale --out /tmp/lexbench --pairs 1000000 --methods simple,pmi,ibm2,fast_align
     # 2. our IBM Model 2 vs fast_align (systran-align) on English-Chinese train: link P/R and speed
-    python tools/bench_lexicon.py fast-align --out /tmp/lexbench --tsv ../shared/data/eng_cmn/cmn.txt_train_tokenized.tsv
+    python tools/bench_lexicon.py fast-align --out /tmp/lexbench \
+        --tsv ../shared/data/eng_cmn/cmn.txt_train_tokenized.tsv
     # 3. agreement with the authors' published lexicons
     python tools/bench_lexicon.py agreement --out /tmp/lexbench --data ../shared/data
 
@@ -282,7 +283,8 @@ def agreement(args) -> None:
             )
     write_json(os.path.join(args.out, "agreement.json"), table, ensure_ascii=True)
     print(
-        "| dataset | ours | authors' file | our entries | their entries | entry P | entry R | top-1 | identical | same score |"
+        "| dataset | ours | authors' file | our entries | their entries | entry P | entry R | top-1 | identical "
+        "| same score |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in table:

@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""`python tools/build_lexicon.py` = `fairseq-lexical-build-lexicon` (the installed entry point; see lexical_offline/cli/build_lexicon.py)."""
+"""`python tools/build_lexicon.py` = `fairseq-lexical-build-lexicon`: the installed entry point
+(see lexical_offline/cli/build_lexicon.py)."""
 
 import sys
 

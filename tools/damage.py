@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""`python tools/damage.py` = `fairseq-lexical-damage` (the installed entry point; see fairseq_lexical/cli/damage.py)."""
+"""`python tools/damage.py` = `fairseq-lexical-damage`: the installed entry point
+(see fairseq_lexical/cli/damage.py)."""
 
 import sys
 

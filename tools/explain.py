@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""`python tools/explain.py` = `fairseq-lexical-explain` (the installed entry point; see fairseq_lexical/cli/explain.py)."""
+"""`python tools/explain.py` = `fairseq-lexical-explain`: the installed entry point
+(see fairseq_lexical/cli/explain.py)."""
 
 import sys
 

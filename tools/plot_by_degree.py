@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""`python tools/plot_by_degree.py` = `fairseq-lexical-plot-by-degree` (the installed entry point; see lexical_offline/cli/plot_by_degree.py)."""
+"""`python tools/plot_by_degree.py` = `fairseq-lexical-plot-by-degree`: the installed entry point
+(see lexical_offline/cli/plot_by_degree.py)."""
 
 import sys
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""`python tools/plot_gates.py` = `fairseq-lexical-plot-gates` (the installed entry point; see fairseq_lexical/cli/plot_gates.py)."""
+"""`python tools/plot_gates.py` = `fairseq-lexical-plot-gates`: the installed entry point
+(see fairseq_lexical/cli/plot_gates.py)."""
 
 import sys
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""`python tools/plot_lexicon.py` = `fairseq-lexical-plot-lexicon` (the installed entry point; see lexical_offline/cli/plot_lexicon.py)."""
+"""`python tools/plot_lexicon.py` = `fairseq-lexical-plot-lexicon`: the installed entry point
+(see lexical_offline/cli/plot_lexicon.py)."""
 
 import sys
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""`python tools/select_compositional.py` = `fairseq-lexical-select-compositional` (the installed entry point; see lexical_offline/cli/select_compositional.py)."""
+"""`python tools/select_compositional.py` = `fairseq-lexical-select-compositional`: the installed entry point
+(see lexical_offline/cli/select_compositional.py)."""
 
 import sys
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""`python tools/split_by_overlap.py` = `fairseq-lexical-split-by-overlap` (the installed entry point; see lexical_offline/cli/split_by_overlap.py)."""
+"""`python tools/split_by_overlap.py` = `fairseq-lexical-split-by-overlap`: the installed entry point
+(see lexical_offline/cli/split_by_overlap.py)."""
 
 import sys
 

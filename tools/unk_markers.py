@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""`python tools/unk_markers.py` = `fairseq-lexical-unk-markers` (the installed entry point; see lexical_offline/cli/unk_markers.py)."""
+"""`python tools/unk_markers.py` = `fairseq-lexical-unk-markers`: the installed entry point
+(see lexical_offline/cli/unk_markers.py)."""
 
 import sys
 

@@ -346,8 +346,9 @@ class StackPlan:
     0..e_i - 1 with H_{t_i}; its outputs at s_i..e_i - 1 are kept. Rows whose segment starts at or after the
     sentence's length (all padding) are left out. Rows are ordered by segment, then sentence (so prefix lengths
     grow along the order), split at segment boundaries into ``buckets`` runs of about equal row count and each run
-    into chunks of at most ``chunk_rows`` rows (0: no limit). Every chunk is one pass, only as long as its longest row needs: with one
-    pass at o = 1 about half of the stacked positions would be padding, with 4 buckets about an eighth.
+    into chunks of at most ``chunk_rows`` rows (0: no limit). Every chunk is one pass, only as long as its longest
+    row needs: with one pass at o = 1 about half of the stacked positions would be padding, with 4 buckets about an
+    eighth.
     """
 
     def __init__(self, lengths: Tensor, tgt_len: int, interval: int, chunk_rows: int = 0, buckets: int = 1):

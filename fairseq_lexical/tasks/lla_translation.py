@@ -6,7 +6,8 @@
     epoch N+1     that unit is loaded into the model, which freezes it from then on (`LLALSTMModel.set_epoch`)
     epochs N+1..  the other modules with --batch-size; each validation logs `lla_selection`, the validation
                   --lla-selection-metric where it beats every earlier epoch of this phase and -inf elsewhere, so that
-                  fairseq's checkpoint_best.pt (--best-checkpoint-metric lla_selection --maximize-best-checkpoint-metric)
+                  fairseq's checkpoint_best.pt (--best-checkpoint-metric lla_selection
+                  --maximize-best-checkpoint-metric)
                   is the FIRST epoch with the best score (fairseq alone keeps the last of tied epochs)
 
 The schedule lives in the task, as in fairseq's translation_moe and latent_depth examples: `begin_epoch` tells the

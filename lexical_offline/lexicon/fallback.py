@@ -6,8 +6,8 @@ is a subset of the output vocabulary; the authors' released code (``tranlate_wit
 per word: every input string that is also an output string first gets the identity, and an output is claimed by a
 learned entry or by such an identity, so uniform rows spread only over outputs claimed by neither. We follow the code.
 Written as explicit entries: ``v v 1`` for the identity, and ``v w 1/|U|`` for each unclaimed output w in U. When
-every output is claimed the input gets no entry (the model then maps it to ``<unk>``, or to itself where the fairseq target dictionary has
-it); such inputs are counted in the report.
+every output is claimed the input gets no entry (the model then maps it to ``<unk>``, or to itself where the fairseq
+target dictionary has it); such inputs are counted in the report.
 """
 
 from __future__ import annotations

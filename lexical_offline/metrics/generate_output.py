@@ -73,8 +73,8 @@ def _lines(path: str):
 
 
 def _missing_ids(present, upto: int, limit: int = 5) -> Tuple[int, List[int]]:
-    """How many of 0..upto-1 are not in ``present`` (a set or dict of ids), and the first ``limit`` of them; never builds
-    the whole range (a corrupt id such as H-99999999999 must not cost memory)."""
+    """How many of 0..upto-1 are not in ``present`` (a set or dict of ids), and the first ``limit`` of them; never
+    builds the whole range (a corrupt id such as H-99999999999 must not cost memory)."""
     count = upto - sum(1 for i in present if 0 <= i < upto)
     examples: List[int] = []
     i = 0
