@@ -50,7 +50,7 @@ setup(
         ],
     },
     extras_require={
-        "test": ["pytest", "hypothesis"],
+        "test": ["pytest", "hypothesis", "ruff"],
         # fairseq-train --tensorboard-logdir writes nothing without it (fairseq only logs a warning).
         "logging": ["tensorboard"],
         # fast_align itself, as the reference aligner of `tools/build_lexicon.py --aligner fast_align`.
