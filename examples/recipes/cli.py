@@ -63,12 +63,12 @@ def build_parser(task: Task) -> argparse.ArgumentParser:
     g.add_argument(
         "--jobs",
         type=int,
-        default=1,
+        default=task.default_jobs,
         metavar="N",
         help="after the preparation run up to N (model, seed) pairs at once, each as its own recipe "
         "process (python -m recipes ... --models M --seed-list S --jobs 1) logging to "
         "WORK/jobs/<model>_seed<N>.log, with cores/N threads unless OMP_NUM_THREADS is set; a failed "
-        "pair does not stop the others (default 1: one after the other, in this process)",
+        "pair does not stop the others (default %(default)s; 1: one after the other, in this process)",
     )
     # a --jobs child: the parent prepared the work directory, writes its config.json and the report
     g.add_argument("--as-job", action="store_true", help=argparse.SUPPRESS)

@@ -925,7 +925,7 @@ class Recipe(LlaSteps):
             )
             prep_args = self.task.prepare(self.args, self.files).score_args
             self.run_pairs(Prepared([], None, [], [], {}, score_args=prep_args))
-            if self.args.jobs > 1:
+            if self.args.jobs > 1 and len(self.pairs) > 1:
                 total = len(self.pairs)
                 say(
                     f"== --jobs {self.args.jobs}: up to {min(self.args.jobs, total)} of these {total} (model, seed) "
@@ -944,7 +944,7 @@ class Recipe(LlaSteps):
             say(f"== prepared (--prepare-only): {self.work}; no model trained")
             return 0
         self.check_finished_runs(prep)
-        if self.args.jobs > 1:
+        if self.args.jobs > 1 and len(self.pairs) > 1:  # one pair: in this process
             failed = self.run_jobs()
         else:
             failed = []

@@ -32,6 +32,7 @@ class Task:
     columns: Tuple[Tuple[str, str], ...] = (("exact_match", "exact match"),)
     paper_table = ""
     lexicon_build_args: Tuple[str, ...] = ()
+    default_jobs = 1  # --jobs when not given
     args: Optional[argparse.Namespace] = None  # set by main(): the parsed options
     # Thrush (2020), for the lla rows: Table 1 (one run each, in %; no std given), Table 2's damage precision (%),
     # and the example sentence of Table 2 (decoded under every damage condition)

@@ -16,6 +16,8 @@ class Colors(Task):
     paper_models = ("lstm", "simple", "pmi", "ibm2", "ibm1", "bayes")
     paper_seeds = 16
     paper_table = "Table 2"
+    # the README's first command: its two default models train at once (a core each on a two-core machine)
+    default_jobs = 2
 
     def default_data(self):
         return os.path.join(ROOT, "examples", "colors", "data")
