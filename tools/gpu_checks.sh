@@ -58,7 +58,8 @@ for step in "${STEPS[@]}"; do
     # the cases of the device fixture (tests/conftest.py), several workers where pytest-xdist is installed
     workers=(); "$PY" -c "import xdist" 2>/dev/null && workers=(-n 4)
     run "$PY" -m pytest -p no:cacheprovider -q -rfE "${workers[@]}" -k cuda tests/test_lexical_head.py \
-      tests/test_lex_lstm.py tests/test_lex_transformer.py tests/test_lla_lstm.py tests/test_rdangle.py \
+      tests/test_lex_lstm.py tests/test_lstm_loop.py tests/test_lex_transformer.py tests/test_lla_lstm.py \
+      tests/test_rdangle.py \
       tests/test_mixed_precision.py tests/test_plot_gates.py 2>&1 | tee "$(out suite.txt)"
     code=${PIPESTATUS[0]}; [[ $code == 0 ]] || fail "suite: pytest exit $code (suite.txt)"
     ;;
