@@ -131,6 +131,29 @@ def set_deadline(state: str, deadline: float, why: str) -> None:
 
 
 # -- start ------------------------------------------------------------------------------------------------------------
+DECODER_CHECK = """
+import json, torch
+from fairseq.data import Dictionary
+from fairseq_lexical.models.lex_lstm import _FUSED_CELL, LexLSTMDecoder, LexLSTMEncoder
+d = Dictionary()
+for w in "a b c".split():
+    d.add_symbol(w)
+dev = "cuda" if torch.cuda.is_available() else "cpu"
+enc = LexLSTMEncoder(d, embed_dim=8, hidden_size=8, num_layers=2, dropout_in=0.1, dropout_out=0.1,
+                     bidirectional=False).to(dev)
+dec = LexLSTMDecoder(d, embed_dim=8, hidden_size=8, out_embed_dim=8, num_layers=2, dropout_in=0.1, dropout_out=0.1,
+                     encoder_output_units=8)
+dec.use_combined_output()
+dec.lexical_head = None
+dec.to(dev).train()
+src, prev = torch.tensor([[4, 5, 6, 2]], device=dev), torch.tensor([[2, 4, 5]], device=dev)
+out, _ = dec(prev, enc(src, torch.tensor([4], device=dev)))
+out.sum().backward()
+assert torch.isfinite(out).all() and all(torch.isfinite(p.grad).all() for p in dec.parameters() if p.grad is not None)
+print(json.dumps({"decoder_check": "ok on " + dev, "fused_lstm_cell": dev == "cuda" and _FUSED_CELL["usable"]}))
+"""
+
+
 def start(args) -> int:
     t0 = time.time()
     carry = os.path.abspath(args.carry)
@@ -211,6 +234,13 @@ def start(args) -> int:
     if res.returncode != 0:
         raise CampaignError(f"the installed environment does not import:\n{res.stderr[-3000:]}")
     found = json.loads(res.stdout.strip().splitlines()[-1])
+    # one training step of a tiny lex_lstm on the device, before any run depends on it
+    res = subprocess.run(
+        [sys.executable, "-c", DECODER_CHECK], env=env, capture_output=True, text=True, cwd=f"{state}/src"
+    )
+    if res.returncode != 0:
+        raise CampaignError(f"a tiny lex_lstm cannot train on this device:\n{res.stderr[-3000:]}")
+    found.update(json.loads(res.stdout.strip().splitlines()[-1]))
     if not found["cuda"] and not args.allow_cpu:
         raise CampaignError(
             f"torch {found['torch']} sees no CUDA device here (--allow-cpu runs anyway, for a rehearsal)"
@@ -256,8 +286,9 @@ def start(args) -> int:
         raise CampaignError(f"the scheduler ended at once (exit {proc.returncode}):\n{_tail(state + '/scheduler.log')}")
     log(
         f"installed {len(wheels)} wheels into {state}/site ({found['gpu']}, torch {found['torch']}, fairseq "
-        f"{found['fairseq']}{', MPS' if mps else ''}); plan {manifest['plan']!r}: {len(runs)} runs, up to {max_jobs} "
-        f"at once; deadline in {(deadline - time.time()) / 60:.1f} min; scheduler pid {proc.pid}"
+        f"{found['fairseq']}{', MPS' if mps else ''}; lex_lstm step {found['decoder_check']}"
+        f"{', fused LSTM cell' if found['fused_lstm_cell'] else ''}); plan {manifest['plan']!r}: {len(runs)} runs, "
+        f"up to {max_jobs} at once; deadline in {(deadline - time.time()) / 60:.1f} min; scheduler pid {proc.pid}"
     )
     log("next: poll (bash tools/gpu_campaign.sh poll), back to back, until it says the campaign is over")
     return 0
