@@ -548,3 +548,25 @@ def test_every_model_keeps_the_state_dict_names_of_its_checkpoints(toy_data, nam
     assert sorted(head) == sorted("decoder.lexical_head." + k for k in HEAD_KEYS)
     assert [k for k in keys if k not in head] == list(_build(toy_data, name, "none")[0].state_dict())
     assert not any(".adaptive" in k for k in keys if k.startswith("decoder."))  # R-Dangle's: under the encoder
+
+
+@pytest.mark.parametrize("name", ["lex_lstm", "lex_transformer"])
+@pytest.mark.parametrize("lexicon", ["file", "uniform"])  # the sparse route, and dense rows (uniform rows)
+def test_beam_search_reads_the_lexicon_rows_once_per_sentence(toy_data, name, lexicon, monkeypatch):
+    """In incremental decoding the head gathers and ranks the source's lexicon rows at the first step only and
+    reorders them with the beam (the scores stay those of teacher forcing: tests/model_checks.py's beam check)."""
+    from fairseq.sequence_generator import SequenceGenerator
+
+    from model_checks import toy_batch
+
+    model, task, _ = _build(toy_data, name, str(toy_data / "lexicon.tsv") if lexicon == "file" else "uniform")
+    model.eval()
+    head = model.decoder.lexical_head
+    calls = []
+    rows = head.lexicon_rows
+    monkeypatch.setattr(head, "lexicon_rows", lambda src_tokens: calls.append(src_tokens.shape) or rows(src_tokens))
+    sample = toy_batch(task, [("a1 twice and a2", "B1 B1 B2"), ("a3", "B3"), ("a4 and a5 twice", "B4 B5 B5")])
+    with torch.no_grad():
+        hypos = SequenceGenerator([model], task.target_dictionary, beam_size=4, max_len_b=8).forward(sample)
+    assert len(hypos) == 3
+    assert len(calls) == 1 and calls[0][0] == 3 * 4  # one call, for the 3 sentences x 4 beams, at the first step

@@ -440,7 +440,7 @@ class LexLSTMDecoder(LexicalDecoder, FairseqIncrementalDecoder):
         write_logits = self.output_layer(x if self.combined_output else self.write_dropout(x))
         features = self.published_features(prev_output_tokens, incremental_state, encoder_out, queries, attn, x)
         src_tokens = encoder_out[4] if self.lexical_head is not None else None
-        return self.lexical_output(write_logits, features, attn, src_tokens, {})
+        return self.lexical_output(write_logits, features, attn, src_tokens, {}, incremental_state)
 
     def get_cached_state(self, incremental_state):
         cached = self.get_incremental_state(incremental_state, "cached_state")

@@ -153,6 +153,7 @@ class LexTransformerDecoder(LexicalDecoder, TransformerDecoderBase):
             attn,
             encoder_out["src_tokens"][0],
             extra,
+            incremental_state,
         )
 
     @staticmethod

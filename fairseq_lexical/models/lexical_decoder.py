@@ -138,13 +138,21 @@ class LexicalDecoder:
         return torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
 
     def lexical_output(
-        self, write_logits: Tensor, features: Mapping[str, Feature], attn: Tensor, src_tokens: Tensor, extra: dict
+        self,
+        write_logits: Tensor,
+        features: Mapping[str, Feature],
+        attn: Tensor,
+        src_tokens: Tensor,
+        extra: dict,
+        incremental_state=None,
     ):
         """(log p(y_t) of eq. 10 in fp32, extra with ``attn`` and ``p_gate``); without a head (write logits, extra)."""
         extra["attn"] = [attn]
         if self.lexical_head is None:
             return self.plain_output(write_logits, extra)
-        log_probs, p_gate = self.lexical_head(write_logits, self.gate_input(features), attn, src_tokens)
+        log_probs, p_gate = self.lexical_head(
+            write_logits, self.gate_input(features), attn, src_tokens, incremental_state
+        )
         if self.excluded_outputs:  # after the mixture, as the authors' decoder (on log(p_write + p_copy))
             log_probs = torch.log_softmax(self.penalize_special_outputs(log_probs), dim=-1)
         extra["p_gate"] = p_gate

@@ -20,6 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from fairseq.incremental_decoding_utils import with_incremental_state
+
 from lexical_offline.lexicon.table import LexiconTable
 
 logger = logging.getLogger(__name__)
@@ -119,13 +121,16 @@ class _SparseLexicalMixture(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, write_logits: Tensor, gate_logit: Tensor, mass: Tensor, index: Tensor) -> Tensor:
+    def forward(
+        ctx, write_logits: Tensor, gate_logit: Tensor, mass: Tensor, index: Tensor, slot_of: Optional[Tensor] = None
+    ) -> Tensor:
         lsm = torch.log_softmax(fp32_or_wider(write_logits), dim=-1)
         s = fp32_or_wider(gate_logit).unsqueeze(-1)
         log_g, log_not_g = F.logsigmoid(s), F.logsigmoid(-s)
         # Sum the mass of repeated targets (scatter-add in slot order), then read it back at every indexed slot.
         # The sums are taken over the row's distinct targets, not over a |V|-sized buffer (same order, same sums).
-        slot_of = _distinct_slots(index)
+        # (``slot_of``: _distinct_slots(index) computed once per sentence by the caller, in incremental decoding.)
+        slot_of = _distinct_slots(index) if slot_of is None else slot_of.expand_as(index)
         p_at = torch.zeros_like(mass).scatter_add_(-1, slot_of, mass).gather(-1, slot_of)
         lsm_at = lsm.gather(-1, index)
         out_at = torch.logaddexp(lsm_at + log_g, torch.log(p_at.clamp_min(_TINY)) + log_not_g)
@@ -162,7 +167,7 @@ class _SparseLexicalMixture(torch.autograd.Function):
         # d out / d p_lex(w) = (1 - g) / p(w); see _LexicalMixture for the cap.
         grad_mass = grad_at * torch.exp((log_not_g - out_at).clamp(max=80.0))
         write_dtype, gate_dtype = ctx.dtypes
-        return grad_logits.to(write_dtype), grad_gate.to(gate_dtype), grad_mass, None
+        return grad_logits.to(write_dtype), grad_gate.to(gate_dtype), grad_mass, None, None
 
 
 def _distinct_slots(index: Tensor) -> Tensor:
@@ -198,6 +203,7 @@ def scatter_overwrite_softmax(mass: Tensor, index: Tensor, filled: Tensor, num_t
     return torch.softmax(scores, dim=-1)
 
 
+@with_incremental_state
 class LexicalTranslationHead(nn.Module):
     """Gate + lexicon; turns (write logits, gate features, attention, source tokens) into log p(y_t | ...).
 
@@ -395,11 +401,12 @@ class LexicalTranslationHead(nn.Module):
         weights = torch.softmax(logits, dim=-1) * self.lexicon_slot_mask[src_tokens]
         return targets, weights
 
-    def lexical_mass(self, attn: Tensor, src_tokens: Tensor) -> Tuple[Tensor, Tensor]:
-        """Eq. 9 before summation: mass alpha_tj L[x_j, w] (B, T, S*k) and its target ids w (B, T, S*k)."""
+    def lexical_mass(self, attn: Tensor, src_tokens: Tensor, rows=None) -> Tuple[Tensor, Tensor]:
+        """Eq. 9 before summation: mass alpha_tj L[x_j, w] (B, T, S*k) and its target ids w (B, T, S*k)
+        (``rows``: lexicon_rows(src_tokens), when the caller has them)."""
         attn = fp32_or_wider(attn)
         bsz, tgt_len, src_len = attn.shape
-        targets, weights = self.lexicon_rows(src_tokens)
+        targets, weights = self.lexicon_rows(src_tokens) if rows is None else rows
         k = targets.size(-1)
         mass = (attn.unsqueeze(-1) * weights.unsqueeze(1)).reshape(bsz, tgt_len, src_len * k)
         index = targets.reshape(bsz, 1, src_len * k).expand(bsz, tgt_len, src_len * k)
@@ -449,14 +456,52 @@ class LexicalTranslationHead(nn.Module):
         # log(sum_v e^{z_v} / e^{c}): p_gate = sum e^z / (sum e^z + e^c), in fp32
         return torch.logsumexp(fp32_or_wider(write_logits), dim=-1) - fp32_or_wider(copy_logit)
 
+    # -- what depends on the sentence only, once per sentence in incremental decoding --------------------------
+    def sentence_rows(self, src_tokens: Tensor, incremental_state) -> dict:
+        """The source tokens' lexicon rows in the form the mixture reads them: dense (B, S, V_y) probabilities, or
+        sparse targets and weights (B, S, k) with each slot's rank among its row's distinct targets (B, 1, S*k).
+        In incremental decoding they are computed at the first step and kept in ``incremental_state``, reordered
+        with the beam (``reorder_incremental_state``): a step then gathers, sorts and ranks nothing."""
+        cached = self.get_incremental_state(incremental_state, "sentence")
+        if cached is not None:
+            return cached
+        if self.dense or self.has_uniform_rows or self.dense_is_cheaper(src_tokens):
+            rows = {"dense": self.lexicon_dense_rows(src_tokens)}
+        else:
+            targets, weights = self.lexicon_rows(src_tokens)
+            bsz, src_len, k = targets.shape
+            rows = {
+                "targets": targets,
+                "weights": weights,
+                "slot_of": _distinct_slots(targets.reshape(bsz, 1, src_len * k)),
+            }
+        self.set_incremental_state(incremental_state, "sentence", rows)
+        return rows
+
+    def reorder_incremental_state(self, incremental_state, new_order: Tensor):
+        cached = self.get_incremental_state(incremental_state, "sentence")
+        if cached is not None:
+            self.set_incremental_state(
+                incremental_state, "sentence", {key: value.index_select(0, new_order) for key, value in cached.items()}
+            )
+
     def forward(
-        self, write_logits: Tensor, gate_features: Tensor, attn: Tensor, src_tokens: Tensor
+        self, write_logits: Tensor, gate_features: Tensor, attn: Tensor, src_tokens: Tensor, incremental_state=None
     ) -> Tuple[Tensor, Tensor]:
         """Return (log p(y_t = w) in fp32, p_gate (B, T))."""
         gate_logit = self.gate_logit(gate_features, write_logits)
         if self.copy_scatter_softmax:
             p_lex = self.scatter_softmax_probs(attn, src_tokens)
             log_probs = lexical_mixture_log_probs(write_logits, gate_logit, p_lex)
+        elif incremental_state is not None:
+            rows = self.sentence_rows(src_tokens, incremental_state)
+            if "dense" in rows:
+                attn = fp32_or_wider(attn)
+                p_lex = torch.bmm(attn, rows["dense"].to(attn.dtype))
+                log_probs = lexical_mixture_log_probs(write_logits, gate_logit, p_lex)
+            else:
+                mass, index = self.lexical_mass(attn, src_tokens, (rows["targets"], rows["weights"]))
+                log_probs = _SparseLexicalMixture.apply(write_logits, gate_logit, mass, index, rows["slot_of"])
         elif self.dense or self.has_uniform_rows or self.dense_is_cheaper(src_tokens):
             log_probs = lexical_mixture_log_probs(write_logits, gate_logit, self.lexical_probs(attn, src_tokens))
         else:
