@@ -68,7 +68,7 @@ for step in "${STEPS[@]}"; do
     # do not make the allocator release memory under the other models
     B=("$PY" tools/bench.py)
     T=(--hidden 512 --layers 6 --heads 8 --ffn 2048 --vocab 32000 --batch-size 128 --src-len 32 --tgt-len 32
-       --steps 20 --warmup 3 --device cuda --gen-batches 4 --gen-batch-size 64 --gen-rounds 3)
+       --steps 20 --warmup 3 --device cuda --gen-batches 4 --gen-batch-size 64 --gen-rounds 8)
     R=(--hidden 512 --layers 6 --heads 4 --ffn 1024 --vocab 8000 --batch-size 32 --src-len 32 --tgt-len 64
        --warmup 2 --device cuda --gen-batches 2 --gen-batch-size 32 --gen-rounds 2)
     export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
