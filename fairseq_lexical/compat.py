@@ -103,9 +103,15 @@ def _clear_checkpoint_errors():
         except (pickle.UnpicklingError, EOFError, RuntimeError) as err:
             if isinstance(err, RuntimeError) and "PytorchStreamReader" not in str(err):  # not the file's fault
                 raise
-            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+            # torch's first sentence, and the line naming the refused global where there is one
+            reason = (
+                "; ".join([lines[0].split(". ")[0]] + [x for x in lines if "GLOBAL" in x][:1])
+                if lines
+                else (type(err).__name__)
+            )
             raise CheckpointLoadError(
-                f"{path}: not a loadable fairseq checkpoint (torch's safe loader refused it: {reason[:200]}). "
+                f"{path}: not a loadable fairseq checkpoint (torch's safe loader refused it: {reason[:300]}). "
                 f"It is damaged, of another program, or holds objects a checkpoint of fairseq and this plugin "
                 f"never does; do not load a file you do not trust with weights_only=False"
             ) from None

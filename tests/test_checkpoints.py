@@ -216,6 +216,7 @@ def test_a_checkpoint_with_another_pickled_global_is_refused_by_fairseqs_loader(
         checkpoint_utils.load_checkpoint_to_cpu(str(evil))
     message = str(err.value)
     assert "Weights only load failed" in message and "GLOBAL posix.system" in message
+    assert "evil.pt: not a loadable fairseq checkpoint" in message  # compat's message, naming the file
     with pytest.raises(Exception, match="system"):
         checkpoint_utils.load_model_ensemble([str(evil)])
 
