@@ -24,9 +24,9 @@ def attention_seen_by_the_head(model, monkeypatch, device="cpu"):
     seen = []
     forward = head.forward
 
-    def spy(write_logits, gate_features, attn, src_tokens):
+    def spy(write_logits, gate_features, attn, src_tokens, **kwargs):
         seen.append(attn)
-        return forward(write_logits, gate_features, attn, src_tokens)
+        return forward(write_logits, gate_features, attn, src_tokens, **kwargs)
 
     monkeypatch.setattr(head, "forward", spy)
     task = model.task_for_test

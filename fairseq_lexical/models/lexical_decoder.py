@@ -151,7 +151,7 @@ class LexicalDecoder:
         if self.lexical_head is None:
             return self.plain_output(write_logits, extra)
         log_probs, p_gate = self.lexical_head(
-            write_logits, self.gate_input(features), attn, src_tokens, incremental_state
+            write_logits, self.gate_input(features), attn, src_tokens, incremental_state=incremental_state
         )
         if self.excluded_outputs:  # after the mixture, as the authors' decoder (on log(p_write + p_copy))
             log_probs = torch.log_softmax(self.penalize_special_outputs(log_probs), dim=-1)
