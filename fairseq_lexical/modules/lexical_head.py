@@ -457,16 +457,16 @@ class LexicalTranslationHead(nn.Module):
         return torch.logsumexp(fp32_or_wider(write_logits), dim=-1) - fp32_or_wider(copy_logit)
 
     # -- what depends on the sentence only, once per sentence in incremental decoding --------------------------
-    def sentence_rows(self, src_tokens: Tensor, incremental_state) -> dict:
-        """The source tokens' lexicon rows in the form the mixture reads them: dense (B, S, V_y) probabilities, or
-        sparse targets and weights (B, S, k) with each slot's rank among its row's distinct targets (B, 1, S*k).
-        In incremental decoding they are computed at the first step and kept in ``incremental_state``, reordered
-        with the beam (``reorder_incremental_state``): a step then gathers, sorts and ranks nothing."""
+    def sentence_rows(self, src_tokens: Tensor, incremental_state=None, dtype: torch.dtype = torch.float32) -> dict:
+        """The source tokens' lexicon rows in the form the mixture reads them: dense (B, S, V_y) probabilities in
+        ``dtype``, or sparse targets and weights (B, S, k) with each slot's rank among its row's distinct targets
+        (B, 1, S*k). In incremental decoding they are computed at the first step and kept in ``incremental_state``,
+        reordered with the beam (``reorder_incremental_state``): a step then gathers, sorts and ranks nothing."""
         cached = self.get_incremental_state(incremental_state, "sentence")
         if cached is not None:
             return cached
         if self.dense or self.has_uniform_rows or self.dense_is_cheaper(src_tokens):
-            rows = {"dense": self.lexicon_dense_rows(src_tokens)}
+            rows = {"dense": self.lexicon_dense_rows(src_tokens, dtype)}
         else:
             targets, weights = self.lexicon_rows(src_tokens)
             bsz, src_len, k = targets.shape
@@ -475,7 +475,7 @@ class LexicalTranslationHead(nn.Module):
                 "weights": weights,
                 "slot_of": _distinct_slots(targets.reshape(bsz, 1, src_len * k)),
             }
-        self.set_incremental_state(incremental_state, "sentence", rows)
+        self.set_incremental_state(incremental_state, "sentence", rows)  # (nothing without an incremental state)
         return rows
 
     def reorder_incremental_state(self, incremental_state, new_order: Tensor):
@@ -493,20 +493,15 @@ class LexicalTranslationHead(nn.Module):
         if self.copy_scatter_softmax:
             p_lex = self.scatter_softmax_probs(attn, src_tokens)
             log_probs = lexical_mixture_log_probs(write_logits, gate_logit, p_lex)
-        elif incremental_state is not None:
-            rows = self.sentence_rows(src_tokens, incremental_state)
+        else:
+            attn = fp32_or_wider(attn)
+            rows = self.sentence_rows(src_tokens, incremental_state, attn.dtype)
             if "dense" in rows:
-                attn = fp32_or_wider(attn)
                 p_lex = torch.bmm(attn, rows["dense"].to(attn.dtype))
                 log_probs = lexical_mixture_log_probs(write_logits, gate_logit, p_lex)
             else:
                 mass, index = self.lexical_mass(attn, src_tokens, (rows["targets"], rows["weights"]))
                 log_probs = _SparseLexicalMixture.apply(write_logits, gate_logit, mass, index, rows["slot_of"])
-        elif self.dense or self.has_uniform_rows or self.dense_is_cheaper(src_tokens):
-            log_probs = lexical_mixture_log_probs(write_logits, gate_logit, self.lexical_probs(attn, src_tokens))
-        else:
-            mass, index = self.lexical_mass(attn, src_tokens)
-            log_probs = _SparseLexicalMixture.apply(write_logits, gate_logit, mass, index)
         if self.masking_unk:
             # Source words without an entry map to <unk> (the table's fallback), so the lexicon can put its mass
             # there; the authors' decoder never outputs it (-99999 on its logit before the softmax).
