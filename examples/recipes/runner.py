@@ -128,6 +128,15 @@ def out_of_vocabulary_notes(train, test, threshold: float = 0.2) -> List[str]:
     return notes
 
 
+def stale_runs_error(problems: Sequence[str], note: str = "") -> RecipeError:
+    return RecipeError(
+        "finished runs with other settings (the train/generate/score commands, data or lexicon differ):\n  "
+        + "\n  ".join(problems)
+        + "\nuse --force to re-run them, or another --work"
+        + note
+    )
+
+
 def lock_work_directory(work: str):
     """An exclusive lock on WORK/.lock for this process' lifetime (released by the OS when it ends, however it
     ends), or a RecipeError naming the process that holds it: two recipes in one work directory would resume each
@@ -240,11 +249,7 @@ class Recipe(LlaSteps):
                 if recorded is not None and recorded != self.data_sha1:
                     other.append(f"{out}: data differ")
         if other:
-            raise RecipeError(
-                "finished runs with other settings (the train/generate/score commands, data or "
-                "lexicon differ):\n  " + "\n  ".join(other) + "\nuse --force to re-run them, or "
-                "another --work (nothing was written)"
-            )
+            raise stale_runs_error(other, " (nothing was written)")
 
     def preprocess_command(self, destdir: str) -> List[str]:
         cmd = [
@@ -653,10 +658,7 @@ class Recipe(LlaSteps):
     def check_finished_runs(self, prep: Prepared) -> None:
         problems = [p for model, seed in self.pairs if (p := self.stale(model, seed, prep))]
         if problems:
-            raise RecipeError(
-                "finished runs with other settings (the train/generate/score commands, data or "
-                "lexicon differ):\n  " + "\n  ".join(problems) + "\nuse --force to re-run them, or another --work"
-            )
+            raise stale_runs_error(problems)
 
     def run_one(self, model: str, seed: int, prep: Prepared, index: str) -> Optional[dict]:
         out = self.run_dir(model, seed)
