@@ -54,6 +54,52 @@ def test_simulate_by_hand():
     assert plan.simulate(runs, costs, 2, 300.0, rate_scale=0.5).ends["r0"] == 230.0
 
 
+def test_a_running_run_costs_what_it_has_left():
+    costs = plan.Costs({"a": 100, "b": 50}, {"a": 1.0, "b": 1.0}, {"a": 20.0, "b": 20.0}, startup_s=10.0)
+    runs = _runs(["a", "a", "b"])
+    # r0 has made 60 of its 100 updates: 40 + 20 s left on its slot; r1, waiting for a slot, starts from nothing
+    one = plan.simulate(runs, costs, 1, 300.0, done_updates={"r0": 60, "r1": 90})
+    assert one.ends == {"r0": 60.0, "r1": 190.0, "r2": 270.0}
+    assert plan.simulate(runs, costs, 2, 300.0, rate_scale=0.5, done_updates={"r0": 60}).ends["r0"] == 100.0
+
+
+def test_the_probe_stops_running_runs_that_cannot_finish(monkeypatch):
+    """The lease of 2026-11-26: 12 SCAN runs at 11 updates/s could not finish their 8,000 updates in the 10 min
+    left, while 9 English-Chinese runs could: the SCAN runs give their slots up (before, they ran on to their
+    time caps and came back unfinished, and nothing else ran)."""
+    groups = ["scan"] * 3 + ["eng_cmn"] * 3
+    sched = device.Scheduler.__new__(device.Scheduler)
+    sched.runs = [
+        {"id": f"r{k}", "group": g, "task": g, "split": None, "model": "lstm", "seed": 1, "priority": k}
+        for k, g in enumerate(groups)
+    ]
+    for r in sched.runs[:3]:
+        r.update(status="running", updates=300, pgid=None)
+    for r in sched.runs[3:]:
+        r["status"] = "queued"
+    sched.procs, sched.measured, sched.state = {}, {"r1": 13.0}, "unused"
+    costs = plan.Costs(
+        {"scan": 8000, "eng_cmn": 3000}, {"scan": 11.0, "eng_cmn": 11.0}, {"scan": 37.0, "eng_cmn": 30.0}, 18.0
+    )
+    monkeypatch.setattr(sched, "costs", lambda: costs, raising=False)
+    monkeypatch.setattr(device, "read_deadline", lambda state: 1000.0 + 600.0)
+    monkeypatch.setattr(device, "log", lambda *parts: None)
+    stopped = []
+    monkeypatch.setattr(device, "stop_groups", lambda pgids, grace=10.0: stopped.append(pgids))
+    sched.decide(sched.runs[:3], {"r0": 11.0, "r1": 11.0, "r2": 11.0}, now=1000.0)
+    status = {r["id"]: r["status"] for r in sched.runs}
+    assert status == {"r0": "skipped", "r1": "skipped", "r2": "skipped", "r3": "queued", "r4": "queued", "r5": "queued"}
+    assert sched.runs[0]["reason"].startswith("cannot finish by the deadline: needs about 12.")
+    assert sched.slots == 3 and sched.measured["finished_by_concurrency"][3] == 3
+
+    # where nothing can finish, the running runs go on (a time-limited run still says how far it got)
+    for r in sched.runs[:3]:
+        r.update(status="running", updates=300)
+    sched.runs = sched.runs[:3]
+    sched.decide(sched.runs, {"r0": 11.0, "r1": 11.0, "r2": 11.0}, now=1000.0)
+    assert [r["status"] for r in sched.runs] == ["running"] * 3
+
+
 def test_concurrency_follows_the_measured_rates():
     costs = plan.Costs({"a": 100}, {"a": 1.0}, {"a": 0.0}, startup_s=0.0)
     runs = _runs(["a"] * 8)

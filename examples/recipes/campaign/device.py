@@ -682,14 +682,24 @@ class Scheduler:
         left = read_deadline(self.state) - now
         pending = [r for r in self.runs if r["status"] in ("queued", "running")]
         plan_runs = [planning.Run(**run_fields(r)) for r in pending]
-        k, table = planning.choose_concurrency(plan_runs, costs, r1, rk, k_measured, left)
+        done = {r["id"]: int(r.get("updates") or 0) for r in running}
+        k, table = planning.choose_concurrency(plan_runs, costs, r1, rk, k_measured, left, done_updates=done)
         self.measured["finished_by_concurrency"] = table
         self.slots, self.phase = k, "steady"
         log(
             f"probe: {k_measured} at once: {rk:.2f} updates/s each ({sum(rates.values()):.1f} in all); runs "
             f"finished by the deadline per concurrency: {table}; chosen: {k}"
         )
-        self.measured["rate_scale"] = round(planning.rate_at(k, r1, rk, k_measured) / rk, 4) if rk > 0 else 1.0
+        scale = planning.rate_at(k, r1, rk, k_measured) / rk if rk > 0 else 1.0
+        self.measured["rate_scale"] = round(scale, 4)
+        schedule = planning.simulate(plan_runs, costs, k, left, rate_scale=scale, done_updates=done)
+        if schedule.finished:  # a running run that cannot end by the deadline gives its slot to one that can
+            for r in [r for r in running if r["id"] not in schedule.ends]:
+                need = costs.rest_s(r["group"], done[r["id"]], scale)
+                self.stop_run(
+                    r, f"cannot finish by the deadline: needs about {need / 60:.1f} min, {left / 60:.1f} min left"
+                )
+            running = [r for r in running if r["status"] == "running"]
         extra = sorted(running, key=lambda r: r["priority"])[k:]
         stop_groups([r.get("pgid") for r in extra])
         for r in extra:
@@ -699,6 +709,16 @@ class Scheduler:
             r.update(status="queued", note=f"stopped after the probe (concurrency {k}); waits its turn")
             for key in ("started", "pgid", "updates", "rate", "eta_s"):
                 r.pop(key, None)
+
+    def stop_run(self, r: dict, reason: str) -> None:
+        """Stop a running run for good (skipped, with the reason): its partial training is not decoded."""
+        stop_groups([r.get("pgid")])
+        proc = self.procs.pop(r["id"], None)
+        if proc:
+            proc.wait()
+        r.update(status="skipped", reason=reason, ended=time.time())
+        r.pop("eta_s", None)
+        log(f"{r['id']}: stopped, {reason}")
 
     def skip_rest(self, reason: str) -> None:
         for r in self.runs:

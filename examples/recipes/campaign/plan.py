@@ -169,6 +169,10 @@ class Costs:
     def run_s(self, group: str, rate_scale: float = 1.0) -> float:
         return self.startup_s + self.updates[group] / (self.rate[group] * rate_scale) + self.decode_s[group]
 
+    def rest_s(self, group: str, done: int, rate_scale: float = 1.0) -> float:
+        """What is left of a running run that has made `done` updates: its other updates, then decoding."""
+        return max(0, self.updates[group] - done) / (self.rate[group] * rate_scale) + self.decode_s[group]
+
 
 @dataclass
 class Schedule:
@@ -186,14 +190,21 @@ def simulate(
     time_left: float,
     busy_until: Sequence[float] = (),
     rate_scale: float = 1.0,
+    done_updates: Optional[Dict[str, int]] = None,
 ) -> Schedule:
     """Runs started in priority order on `concurrency` slots (those in busy_until free at those times); a run that
-    would end after time_left is not started and the next one is tried (a shorter run may still fit)."""
+    would end after time_left is not started and the next one is tried (a shorter run may still fit). A run already
+    running (done_updates: run id -> its updates so far) that keeps a slot now costs only what it has left; one that
+    must wait for a slot starts again from nothing."""
     slots = sorted(list(busy_until)[:concurrency] + [0.0] * max(0, concurrency - len(busy_until)))
     out = Schedule(concurrency)
+    done_updates = done_updates or {}
     for run in runs:
         start = slots[0]
-        end = start + costs.run_s(run.group, rate_scale)
+        if start == 0.0 and run.id in done_updates:
+            end = costs.rest_s(run.group, done_updates[run.id], rate_scale)
+        else:
+            end = start + costs.run_s(run.group, rate_scale)
         if end <= time_left:
             slots[0] = end
             slots.sort()
@@ -218,6 +229,7 @@ def choose_concurrency(
     big_k: int,
     time_left: float,
     busy_until: Sequence[float] = (),
+    done_updates: Optional[Dict[str, int]] = None,
 ) -> Tuple[int, Dict[int, int]]:
     """The number of runs at once that finishes the most runs of the plan by the deadline (ties: the larger, whose
     surplus time goes to the next runs), from one run's rate alone (r1) and each run's rate among big_k (rk).
@@ -225,6 +237,6 @@ def choose_concurrency(
     table: Dict[int, int] = {}
     for k in range(1, max(1, big_k) + 1):
         scale = rate_at(k, r1, rk, big_k) / rk if rk > 0 else 1.0
-        table[k] = len(simulate(runs, costs, k, time_left, busy_until, scale).finished)
+        table[k] = len(simulate(runs, costs, k, time_left, busy_until, scale, done_updates).finished)
     best = max(table, key=lambda k: (table[k], k))
     return best, table
