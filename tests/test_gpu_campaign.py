@@ -308,6 +308,42 @@ def wait_for(predicate, timeout, what):
 
 
 @pytest.mark.slow
+def test_run_summary_reads_validation_and_the_first_wrong_outputs(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text(
+        '2026-11-26 07:40:01 | INFO | fairseq_cli.train | begin validation on "valid" subset\n'
+        '2026-11-26 07:40:02 | INFO | valid | {"epoch": 3, "valid_loss": "0.9", "valid_exact_match": "0.25", '
+        '"valid_num_updates": "500"}\n'
+        '2026-11-26 07:41:02 | INFO | valid | {"epoch": 6, "valid_loss": "0.4", "valid_exact_match": "0.75", '
+        '"valid_num_updates": "1000"}\n'
+        '2026-11-26 07:42:02 | INFO | valid | {"epoch": 9, "valid_loss": "0.5", "valid_num_updates": "1500"}\n'
+        '2026-11-26 07:42:03 | INFO | valid | {"epoch": 9, "valid_loss": "0.5", "valid_num_u'  # cut short
+    )
+    (tmp_path / "generate.txt").write_text(
+        "S-1\tjump twice\nT-1\tJUMP JUMP\nH-1\t-0.1\tJUMP JUMP\nD-1\t-0.1\tJUMP JUMP\n"
+        "S-0\twalk\nT-0\tWALK\nH-0\t-2.5\tRUN\n"
+        "S-2\tlook\nT-2\tLOOK\nH-2\t-9.0\t\n"
+        "Generate test with beam=1: BLEU4 = 0.00\n"
+    )
+    s = device.run_summary(str(tmp_path))
+    assert s["validation"]["last"] == {"updates": 1500, "loss": 0.5, "exact_match": None}
+    assert s["validation"]["best_loss"] == {"updates": 1000, "loss": 0.4, "exact_match": 0.75}
+    assert [p["updates"] for p in s["validation"]["points"]] == [500, 1000, 1500]
+    assert s["errors"] == {
+        "hypotheses": 3,
+        "wrong": 2,
+        "empty": 1,
+        "first": [
+            {"id": 0, "source": "walk", "reference": "WALK", "hypothesis": "RUN"},
+            {"id": 2, "source": "look", "reference": "LOOK", "hypothesis": ""},
+        ],
+    }
+    r = {"score": {"exact_match": 0.5}, "validation": s["validation"]}
+    assert device.score_text(r) == "exact_match 0.5000 (validation loss 0.5)"
+    r["validation"] = {"last": {"loss": 0.4, "exact_match": 0.75}}
+    assert device.score_text(r) == "exact_match 0.5000 (validation loss 0.4, exact match 0.750)"
+
+
 def test_a_miniature_campaign_on_a_simulated_device(tmp_path):
     fairseq_wheel = carry.cached_fairseq_wheel("%d.%d" % sys.version_info[:2])
     if fairseq_wheel is None:
@@ -468,6 +504,9 @@ def test_a_miniature_campaign_on_a_simulated_device(tmp_path):
         assert 0.0 <= r["score"]["exact_match"] <= 1.0 and r["score"]["n"] == 40
         assert "fairseq-train" in r["config"]["commands"]["train"] and r["config"]["settings"] == "cpu-small"
         assert r["times"]["generate_s"] > 0 and r["training"]["updates"] == 30 and not r["time_limited"]
+        errors = r["errors"]  # the first wrong outputs, to tell a model that did not learn from a broken decoder
+        assert errors["hypotheses"] == 40 and errors["wrong"] == round(40 * (1 - r["score"]["exact_match"]))
+        assert len(errors["first"]) == min(3, errors["wrong"])
     assert killed["id"] in (out / "failures.txt").read_text()
     for r in (killed, hung):  # nothing of theirs is left running
         assert not device.group_alive(r["pgid"])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Dict, Iterable, Iterator, Tuple
+from typing import Dict, Iterable, Iterator, List, Tuple
 
 Record = Tuple[str, Dict[str, object]]
 _TAGS = re.compile(r"train_inner|train|valid\w*")
@@ -111,3 +111,20 @@ def training_summary(log_path: str) -> Dict[str, object]:
     if early:
         text += " (early stop on validation loss)"
     return {"updates": updates, "early_stop": early, "device": device, "text": text}
+
+
+def validation_history(log_path: str) -> List[Dict[str, object]]:
+    """Every validation of a fairseq-train log, in order: {"updates", "loss", "exact_match"} (exact_match None
+    where the criterion does not log it)."""
+    points = []
+    for tag, stats in read_records(log_path):
+        if tag == "valid" and "valid_loss" in stats:
+            em = stats.get("valid_exact_match")
+            points.append(
+                {
+                    "updates": updates_of(tag, stats),
+                    "loss": float(stats["valid_loss"]),
+                    "exact_match": None if em is None else float(em),
+                }
+            )
+    return points

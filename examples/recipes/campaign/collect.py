@@ -89,6 +89,8 @@ def build_file(name: str, runs: List[Tuple[float, dict]], campaigns: Dict[float,
             "gpu": campaigns[started]["environment"].get("gpu"),
             "campaign": datetime.datetime.fromtimestamp(started).isoformat(timespec="seconds"),
             "commands": (r.get("config") or {}).get("commands") or {"recipe": " ".join(r.get("command") or [])},
+            **({"validation": r["validation"]["last"]} if r.get("validation") else {}),
+            **({"errors": r["errors"]} if r.get("errors") else {}),
         }
     complete = {s: v for s, v in per_seed.items() if completed(v, metric)}
     stats = mean_std([v[metric] for v in complete.values()]) if complete else {}

@@ -24,6 +24,7 @@ import tarfile
 import time
 from typing import Dict, List, Optional, Sequence
 
+from recipes import fairseq_log
 from recipes.campaign import plan as planning
 from recipes.textio import read_json, write_json
 
@@ -764,14 +765,56 @@ def run_summary(out: str) -> dict:
         run = read_json(f"{out}/run.json")
         s["times"] = {k: run.get(k) for k in ("train_s", "generate_s", "score_s", "total_s")}
         s["training"] = run.get("training")
+    # what tells a model that did not learn from a decoder that failed it: validation on held-out training pairs
+    # (teacher forced) and the first wrong outputs
+    if os.path.isfile(f"{out}/train.log"):
+        history = fairseq_log.validation_history(f"{out}/train.log")
+        if history:
+            s["validation"] = {
+                "last": history[-1],
+                "best_loss": min(history, key=lambda p: p["loss"]),
+                "points": history,
+            }
+    if os.path.isfile(f"{out}/generate.txt"):
+        s["errors"] = wrong_outputs(f"{out}/generate.txt")
     return s
+
+
+def wrong_outputs(path: str, keep: int = 3) -> dict:
+    """The first `keep` sentences (by sample id) whose hypothesis differs from its reference in a fairseq-generate
+    output, and how many hypotheses there are, how many differ and how many are empty."""
+    fields: Dict[str, Dict[int, str]] = {"S": {}, "T": {}, "H": {}}
+    with open(path, errors="replace") as f:
+        for line in f:
+            kind, _, rest = line.rstrip("\n").partition("-")
+            if kind in fields and "\t" in rest:
+                sample, _, text = rest.partition("\t")
+                if kind == "H":
+                    text = text.partition("\t")[2]  # after the score
+                if sample.isdigit():
+                    fields[kind][int(sample)] = text
+    hyps, refs = fields["H"], fields["T"]
+    wrong = [i for i in sorted(hyps) if i in refs and hyps[i].split() != refs[i].split()]
+    return {
+        "hypotheses": len(hyps),
+        "wrong": len(wrong),
+        "empty": sum(not h.split() for h in hyps.values()),
+        "first": [
+            {"id": i, "source": fields["S"].get(i), "reference": refs[i], "hypothesis": hyps[i]} for i in wrong[:keep]
+        ],
+    }
 
 
 def score_text(r: dict) -> str:
     score = r.get("score") or {}
+    last = (r.get("validation") or {}).get("last") or {}
+    held_out = f" (validation loss {last['loss']:.3g}" if last else ""
+    if last.get("exact_match") is not None:
+        held_out += f", exact match {last['exact_match']:.3f}"
+    held_out += ")" if last else ""
     for key in ("exact_match", "bleu"):
         if key in score:
-            return f"{key} {score[key]:.4f}"
+            return f"{key} {score[key]:.4f}{held_out}"
     return "no score"
 
 
