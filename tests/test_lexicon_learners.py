@@ -461,10 +461,12 @@ def test_each_method_is_a_learner_whose_config_defaults_are_the_command_lines():
     from lexical_offline.cli.build_lexicon import parse_args
     from lexical_offline.lexicon.learners import LEARNERS, IbmConfig, SimpleConfig, learner_for
 
-    assert sorted(LEARNERS) == ["alignments", "bayes", "ibm1", "ibm2", "pmi", "simple"]
-    for method in sorted(set(LEARNERS) - {"alignments"}):
+    assert sorted(LEARNERS) == ["alignments", "bayes", "dictionary", "ibm1", "ibm2", "pmi", "simple"]
+    for method in sorted(set(LEARNERS) - {"alignments", "dictionary"}):
         args = parse_args(["--tsv", "c.tsv", "--method", method, "-o", "lex.tsv"])
         assert LEARNERS[method].Config.from_args(args) == LEARNERS[method].Config(), method
+    args = parse_args(["--tsv", "c.tsv", "--method", "dictionary", "--dictionary", "d.tsv", "-o", "lex.tsv"])
+    assert LEARNERS["dictionary"].Config.from_args(args) == LEARNERS["dictionary"].Config(dictionary="d.tsv")
     args = parse_args(["--tsv", "c.tsv", "--alignments", "a.txt", "-o", "lex.tsv"])
     assert LEARNERS["alignments"].Config.from_args(args).alignments == "a.txt"
     # keywords of another method are ignored (one call serves several methods), unknown ones are errors

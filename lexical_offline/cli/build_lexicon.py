@@ -4,10 +4,14 @@
     fairseq-lexical-build-lexicon --method ibm2 --src train.src --tgt train.tgt -o lexicon.tsv
     fairseq-lexical-build-lexicon --method simple --tsv tasks_train.txt --format scan -o lexicon.tsv
     fairseq-lexical-build-lexicon --alignments train.align --src train.src --tgt train.tgt -o lexicon.tsv
+    fairseq-lexical-build-lexicon --method dictionary --dictionary cedict_ts.u8 --tsv train.tsv -o lexicon.tsv
+    fairseq-lexical-build-lexicon --method dictionary --dictionary terms.tsv --tsv train.tsv \
+        --merge-with ibm1.tsv -o merged.tsv
 
 Methods: simple (Akyurek & Andreas 2021, eqs. 15-20), pmi (eq. 13), ibm2 / ibm1 (fast_align's Model 2 /
-Model 1, both directions, symmetrised, eq. 12), bayes (Frank et al. 2007, eq. 14, Metropolis-Hastings), or
---alignments FILE (any Pharaoh i-j alignment, eq. 12). See docs/lexicon_learning.md.
+Model 1, both directions, symmetrised, eq. 12), bayes (Frank et al. 2007, eq. 14, Metropolis-Hastings),
+--alignments FILE (any Pharaoh i-j alignment, eq. 12), or dictionary (a bilingual dictionary mapped onto the
+corpus' tokens; docs/dictionaries.md). See docs/lexicon_learning.md.
 """
 
 from __future__ import annotations
@@ -31,7 +35,9 @@ def parse_args(argv=None):
     io.add_argument("--tgt", help="target token file, line-aligned with --src")
     io.add_argument("-o", "--output", required=True, help="lexicon file to write")
     p.add_argument(
-        "--method", choices=["simple", "pmi", "ibm2", "ibm1", "bayes"], help="learner (not with --alignments)"
+        "--method",
+        choices=["simple", "pmi", "ibm2", "ibm1", "bayes", "dictionary"],
+        help="learner (not with --alignments)",
     )
     p.add_argument("--alignments", help="build from this Pharaoh i-j alignment file instead of learning one")
     common = p.add_argument_group("common options")
@@ -46,8 +52,17 @@ def parse_args(argv=None):
         "--min-count", type=int, default=1, help="drop entries whose count (co-occurrences, or links) is below this"
     )
     common.add_argument(
-        "--no-fallback", action="store_true", help="do not add the mutual-exclusivity fallback entries (section 4.1)"
+        "--no-fallback",
+        action="store_true",
+        help="do not add the mutual-exclusivity fallback entries (section 4.1; never added to a dictionary's lexicon)",
     )
+    common.add_argument(
+        "--merge-with",
+        metavar="LEXICON",
+        help="merge the result into this lexicon file: rows both have are mixed as distributions, "
+        "(1 - w) LEXICON + w result (--merge-weight); the result is built without the fallback",
+    )
+    common.add_argument("--merge-weight", type=float, default=0.5, help="w of --merge-with, in (0, 1)")
     common.add_argument("--threads", type=int, default=2)
     common.add_argument("--no-progress", action="store_true", help="no progress bars")
     s = p.add_argument_group("simple")
@@ -69,6 +84,25 @@ def parse_args(argv=None):
     i.add_argument("--variational-bayes", action="store_true")
     i.add_argument("--vb-alpha", type=float, default=0.01)
     i.add_argument("--write-alignments", help="also write the symmetrised links here (Pharaoh i-j)")
+    d = p.add_argument_group("dictionary")
+    d.add_argument(
+        "--dictionary",
+        metavar="FILE",
+        help="word<TAB>word[<TAB>weight] per line, or CC-CEDICT (TRAD SIMP [pin1 yin1] /gloss/.../)",
+    )
+    d.add_argument("--dictionary-format", choices=["auto", "tsv", "cedict"], default="auto")
+    d.add_argument(
+        "--dictionary-orientation",
+        choices=["auto", "as-is", "reversed"],
+        default="auto",
+        help="which column is the corpus' source side (auto: the way round with more pairs in the corpus)",
+    )
+    d.add_argument(
+        "--subword-style",
+        choices=["auto", "none", "bpe", "sentencepiece"],
+        default="auto",
+        help="how a word not among the corpus' tokens is cut into them (auto: from the tokens)",
+    )
     b = p.add_argument_group("bayes")
     b.add_argument("--alpha", type=float, default=2.0, help="description-length prior p(l) ∝ exp(-alpha |l|)")
     b.add_argument("--gamma", type=float, default=0.95)
@@ -87,6 +121,10 @@ def parse_args(argv=None):
         p.error("--alignments replaces --method")
     if not args.alignments and not args.method:
         p.error("give --method or --alignments")
+    if (args.method == "dictionary") != bool(args.dictionary):
+        p.error("--method dictionary and --dictionary FILE go together")
+    if not 0 < args.merge_weight < 1:
+        p.error(f"--merge-weight must be in (0, 1), got {args.merge_weight}")
     return args
 
 
@@ -100,7 +138,14 @@ def main(argv=None) -> int:
     try:
         refuse_overwriting_inputs(
             {"-o": args.output, "--write-alignments": args.write_alignments},
-            {"--tsv": args.tsv, "--src": args.src, "--tgt": args.tgt, "--alignments": args.alignments},
+            {
+                "--tsv": args.tsv,
+                "--src": args.src,
+                "--tgt": args.tgt,
+                "--alignments": args.alignments,
+                "--dictionary": args.dictionary,
+                "--merge-with": args.merge_with,
+            },
         )
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -132,7 +177,8 @@ def main(argv=None) -> int:
             temperature=args.temperature,
             top_k=args.top_k,
             min_count=args.min_count,
-            fallback=not args.no_fallback,
+            # a dictionary says nothing of the words it lacks; a merge keeps the other lexicon's own fallback
+            fallback=not (args.no_fallback or args.merge_with or method == "dictionary"),
             corpus_name=name,
             threads=args.threads,
             progress=not args.no_progress,
@@ -142,6 +188,23 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     entries, provenance = out[0], out[1]
+    if args.merge_with:
+        from lexical_offline.lexicon.dictionary import merge_lexicons
+        from lexical_offline.lexicon.fileformat import read_lexicon
+
+        try:
+            base, base_provenance = read_lexicon(args.merge_with)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        entries, report = merge_lexicons(base, entries, args.merge_weight)
+        provenance = [
+            f"merged: (1 - {args.merge_weight:g}) x {args.merge_with} ({len(base)} entries) + {args.merge_weight:g} x "
+            "the lexicon below (built without the fallback), as row distributions: "
+            + " ".join(f"{k}={v}" for k, v in report.items()),
+            *provenance,
+            *(f"{args.merge_with}: {line}" for line in base_provenance),
+        ]
     if args.write_alignments:
         links = out[2]["stats"].get("_links")
         if links is None:

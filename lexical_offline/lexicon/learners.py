@@ -112,6 +112,23 @@ class AlignmentsConfig:
         return cls(alignments=args.alignments)
 
 
+@dataclass
+class DictionaryConfig:
+    dictionary: Optional[str] = None  # a TSV of word pairs or CC-CEDICT (dictionary.py)
+    dictionary_format: str = "auto"  # auto, tsv, cedict
+    dictionary_orientation: str = "auto"  # auto, as-is, reversed
+    subword_style: str = "auto"  # auto, none, bpe, sentencepiece
+
+    @classmethod
+    def from_args(cls, args) -> "DictionaryConfig":
+        return cls(
+            dictionary=args.dictionary,
+            dictionary_format=args.dictionary_format,
+            dictionary_orientation=args.dictionary_orientation,
+            subword_style=args.subword_style,
+        )
+
+
 class Learner:
     """Base class: ``Config`` is the dataclass of the method's options, ``score_doc`` says what a score is."""
 
@@ -296,8 +313,52 @@ class AlignmentsLearner(Learner):
         return LearnedScores(scores, scores, dict(alignments=name), dict(links=len(links)))
 
 
+class DictionaryLearner(Learner):
+    """A bilingual dictionary mapped onto the corpus' tokens (dictionary.py): nothing is learned from the pairs."""
+
+    name, Config = "dictionary", DictionaryConfig
+    score_doc = "score = the dictionary's weight (default 1), summed over its entries that map onto (v,w)"
+
+    @property
+    def needs_cooccurrence(self) -> bool:
+        return False
+
+    def learn(self, corpus, cooc, *, min_count, threads, progress):
+        import numpy as np
+
+        from .dictionary import TokenMapper, dictionary_scores, orient, read_dictionary
+
+        c = self.config
+        if not c.dictionary:
+            raise ValueError("method 'dictionary' needs a dictionary file (--dictionary FILE)")
+        sv, tv = corpus.src.vocab, corpus.tgt.vocab
+        pairs, read = read_dictionary(c.dictionary, c.dictionary_format)
+        pairs, oriented = orient(pairs, sv, tv, c.dictionary_orientation)
+        scores, mapped = dictionary_scores(pairs, TokenMapper(sv, c.subword_style), TokenMapper(tv, c.subword_style))
+        s_id, t_id = {w: i for i, w in enumerate(sv)}, {w: i for i, w in enumerate(tv)}
+        keys = list(scores)
+        matrix = sp.csr_matrix(
+            (
+                np.array([scores[k] for k in keys], dtype=np.float64),
+                (np.array([s_id[s] for s, _ in keys], dtype=np.int64), np.array([t_id[t] for _, t in keys])),
+            ),
+            shape=(len(sv), len(tv)),
+        )
+        params = dict(dictionary=c.dictionary, format=read.pop("format"), orientation=oriented.pop("orientation"))
+        return LearnedScores(matrix, None, params, {**read, **oriented, **mapped})
+
+
 LEARNERS: Dict[str, Type[Learner]] = {
-    cls.name: cls for cls in (SimpleLearner, PmiLearner, Ibm2Learner, Ibm1Learner, BayesLearner, AlignmentsLearner)
+    cls.name: cls
+    for cls in (
+        SimpleLearner,
+        PmiLearner,
+        Ibm2Learner,
+        Ibm1Learner,
+        BayesLearner,
+        AlignmentsLearner,
+        DictionaryLearner,
+    )
 }
 METHODS = tuple(LEARNERS)
 
