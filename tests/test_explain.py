@@ -464,6 +464,45 @@ def test_tool_reports_a_generate_output_of_another_model(toy_data, trained, tmp_
 
 
 @pytest.mark.slow
+def test_tool_takes_the_terms_fairseq_generate_took(toy_data, trained, tmp_path):
+    """--lexicon-override: the tool explains fairseq-generate's output made with the same terms (its P lines agree),
+    and without them it reports that they do not."""
+    (word, target), (_, other) = list(LEXICON.items())[:2]
+    terms = tmp_path / "terms.tsv"
+    terms.write_text(f"{word}\t{other}\t1\n")
+    gen = run_cli(
+        "fairseq-generate",
+        toy_data / "bin",
+        "--user-dir",
+        USER_DIR,
+        "--path",
+        trained / "checkpoint_last.pt",
+        "--gen-subset",
+        "test",
+        "--task",
+        "lexical_translation",
+        "--lexicon-override",
+        terms,
+        "--lexicon-override-gate-bias",
+        "3",
+        "--beam",
+        "3",
+        "--batch-size",
+        "8",
+    )
+    (tmp_path / "gen.txt").write_text(gen.stdout)
+    assert gen.stdout != (trained / "generate.txt").read_text()
+    common = [toy_data / "bin", "--path", trained / "checkpoint_last.pt", "--generate-output", tmp_path / "gen.txt"]
+    r = run_tool(*common, "--lexicon-override", terms, "--lexicon-override-gate-bias", "3", "-o", tmp_path / "t.jsonl")
+    assert r.returncode == 0 and "differ" not in r.stderr, r.stderr[-3000:]
+    entries = [tok["entry"] for row in read_jsonl(tmp_path / "t.jsonl") for tok in row["tokens"] if tok["entry"]]
+    assert all(e["target"] == other for e in entries if e["source"] == word)
+    assert any(e["source"] == word for e in entries)
+    r = run_tool(*common, "-o", tmp_path / "u.jsonl")
+    assert r.returncode == 0 and "have token scores (P lines) that differ" in r.stderr, r.stderr[-3000:]
+
+
+@pytest.mark.slow
 def test_hub_explain_matches_the_tool(toy_data, trained, tmp_path):
     """explain(hub, sentence): the hub's translation, and the same numbers as tools/explain.py."""
     from fairseq_lexical.analysis.explain import explain

@@ -142,7 +142,7 @@ def explain_pair(
             if len(seen) != 1:
                 raise ExplainError(f"the lexical head ran {len(seen)} times in one forward pass (expected once)")
             write_logits, gate_features, attn, head_src = seen[0]
-            p_gate = torch.sigmoid(head.gate_logit(gate_features, write_logits).float())[0]  # T
+            p_gate = torch.sigmoid(head.gate_logit(gate_features, write_logits, attn, head_src).float())[0]  # T
             p_write = torch.softmax(write_logits.float(), dim=-1)[0]  # T x V
             attn = attn.float()
             if head.copy_scatter_softmax:

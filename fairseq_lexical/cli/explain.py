@@ -66,6 +66,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-len-b", type=int, default=200)
     p.add_argument("--source-lang", help="override the checkpoint's source language suffix")
     p.add_argument("--target-lang", help="override the checkpoint's target language suffix")
+    p.add_argument(
+        "--lexicon-override",
+        metavar="FILE",
+        help="terms for this run (source<TAB>target<TAB>weight), as fairseq-generate's option (docs/terms.md)",
+    )
+    p.add_argument("--lexicon-override-gate-bias", type=float, default=0.0, help="with --lexicon-override")
     return p
 
 
@@ -98,6 +104,7 @@ def main(argv=None) -> int:
         ("--generate-output", args.generate_output),
         ("--source", args.source),
         ("--reference", args.reference),
+        ("--lexicon-override", args.lexicon_override),
     ):
         if path is not None and not os.path.isfile(path):
             return fail(f"{what} not found: {path}")
@@ -113,6 +120,7 @@ def main(argv=None) -> int:
                 ("--generate-output", args.generate_output),
                 ("--source", args.source),
                 ("--reference", args.reference),
+                ("--lexicon-override", args.lexicon_override),
                 *directory_inputs("the data directory", args.data),
             ],
         )
@@ -141,6 +149,19 @@ def main(argv=None) -> int:
         model.make_generation_fast_()  # as fairseq-generate prepares it: the numbers are those of decoding
     except gates.GateAnalysisError as e:
         return fail(f"{args.path}: {e}")
+    if args.lexicon_override:
+        from fairseq_lexical.modules.lexicon_override import apply_override
+
+        try:
+            apply_override(
+                [model],
+                args.lexicon_override,
+                task.source_dictionary,
+                task.target_dictionary,
+                args.lexicon_override_gate_bias,
+            )
+        except ValueError as e:
+            return fail(str(e))
     results, mismatched, unknown = [], 0, 0
     for sample_id, source, hypothesis, reference, p_scores in items:
         try:

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from typing import Optional, Tuple
+import math
+from typing import Dict, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -31,6 +32,8 @@ GATE_FORMS = ("sigmoid", "copy_token")
 # Logit given to the unused slots of a trainable sparse row: finite (a -inf row would turn softmax into NaN
 # for rows with no slot at all) but far below any real entry.
 _EMPTY_SLOT_LOGIT = -1e4
+# the tensors that hold L's rows, in one form of the table or another
+_ROW_TABLES = ("lexicon_targets", "lexicon_weights", "lexicon_uniform_rows", "lexicon_logits", "lexicon_slot_mask")
 
 
 def fp32_or_wider(x: Tensor) -> Tensor:
@@ -386,6 +389,74 @@ class LexicalTranslationHead(nn.Module):
             if tensor is not None:
                 state_dict[prefix + name] = tensor.detach()
 
+    # -- terms at generation time (fairseq_lexical/modules/lexicon_override.py) -----------------------------------
+    def override_rows(self, rows: Optional[Dict[int, Dict[int, float]]], gate_bias: float = 0.0) -> None:
+        """Give the source ids in ``rows`` the given rows ({target id: weight > 0}, normalised here) and add
+        ``gate_bias`` times the attention on those ids to the lexicon's side of the gate (p_gate's logit goes down by
+        that much); ``rows=None`` restores the rows the model was loaded with. For generation: the buffers change in
+        memory, a checkpoint saved afterwards would hold the override, the lexicon's fingerprint stays the file's."""
+        if getattr(self, "_rows_before_override", None) is None:
+            self._rows_before_override = {
+                n: getattr(self, n).detach().clone() for n in _ROW_TABLES if getattr(self, n, None) is not None
+            }
+        with torch.no_grad():
+            for name, before in self._rows_before_override.items():  # start from the loaded rows every time
+                value = before.clone().to(getattr(self, name).device)
+                if name in self._parameters:
+                    self._parameters[name] = nn.Parameter(value, requires_grad=self._parameters[name].requires_grad)
+                else:
+                    self._buffers[name] = value
+            mask = torch.zeros(self.num_source, dtype=torch.bool)
+            for source, row in (rows or {}).items():
+                total = float(sum(row.values()))
+                if not row or total <= 0:
+                    raise ValueError(f"the override row of source id {source} has no positive weight")
+                mask[source] = True
+                self._set_row(source, {t: w / total for t, w in row.items()})
+        self.override_gate_bias = float(gate_bias) if rows else 0.0
+        self.register_buffer("override_sources", mask.to(self.gate.weight.device), persistent=False)
+        if not self.dense:
+            self.has_uniform_rows = bool(self.lexicon_uniform_rows.any())
+
+    def _set_row(self, source: int, row: Dict[int, float]) -> None:
+        ids = torch.tensor(list(row), dtype=torch.long)
+        probs = torch.tensor(list(row.values()), dtype=torch.float64)
+        if self.dense:
+            logits = torch.full((self.num_target,), math.log(1e-9), dtype=self.lexicon_logits.dtype)
+            logits[ids] = torch.log(probs).to(logits.dtype)
+            self.lexicon_logits[source] = logits.to(self.lexicon_logits.device)
+            return
+        k = self.lexicon_targets.shape[1]
+        if len(row) > k:  # widen every row with empty slots (weight 0; a trainable row's slot mask 0)
+            extra = len(row) - k
+            for name in ("lexicon_targets", "lexicon_weights", "lexicon_logits", "lexicon_slot_mask"):
+                t = getattr(self, name, None)
+                if t is None or t.dim() != 2:
+                    continue
+                fill = _EMPTY_SLOT_LOGIT if name == "lexicon_logits" else 0
+                wide = torch.cat([t.detach(), t.new_full((t.shape[0], extra), fill)], dim=1)
+                if name in self._parameters:
+                    self._parameters[name] = nn.Parameter(wide, requires_grad=t.requires_grad)
+                else:
+                    self._buffers[name] = wide
+            k = len(row)
+        dev = self.lexicon_targets.device
+        targets = torch.zeros(k, dtype=self.lexicon_targets.dtype)
+        targets[: len(row)] = ids
+        self.lexicon_targets[source] = targets.to(dev)
+        if self.trainable:
+            filled = torch.zeros(k, dtype=torch.bool)
+            filled[: len(row)] = True
+            logits = torch.full((k,), _EMPTY_SLOT_LOGIT, dtype=self.lexicon_logits.dtype)
+            logits[: len(row)] = torch.log(probs).to(logits.dtype)
+            self.lexicon_logits[source] = logits.to(dev)
+            self.lexicon_slot_mask[source] = filled.to(self.lexicon_slot_mask.dtype).to(dev)
+        else:
+            weights = torch.zeros(k, dtype=self.lexicon_weights.dtype)
+            weights[: len(row)] = probs.to(weights.dtype)
+            self.lexicon_weights[source] = weights.to(dev)
+        self.lexicon_uniform_rows[source] = 0
+
     def make_generation_fast_(self, **kwargs):
         # fairseq-generate, fairseq-interactive and the hub interface call this through the model's
         # prepare_for_inference_ (after which fairseq forbids training): the point where <unk> is masked.
@@ -448,13 +519,24 @@ class LexicalTranslationHead(nn.Module):
         return scatter_overwrite_softmax(mass, index, filled, self.num_target)
 
     # -- eqs. 6 and 10 ----------------------------------------------------------------------------------------
-    def gate_logit(self, gate_features: Tensor, write_logits: Optional[Tensor] = None) -> Tensor:
-        """Logit of p_gate (the weight of p_write), fp32. ``copy_token`` needs the write logits."""
+    def gate_logit(
+        self,
+        gate_features: Tensor,
+        write_logits: Optional[Tensor] = None,
+        attn: Optional[Tensor] = None,
+        src_tokens: Optional[Tensor] = None,
+    ) -> Tensor:
+        """Logit of p_gate (the weight of p_write), fp32. ``copy_token`` needs the write logits; an override's gate
+        bias (``override_rows``) needs the attention and the source tokens."""
         copy_logit = fp32_linear(gate_features, self.gate.weight, self.gate.bias).squeeze(-1)
         if self.gate_form == "sigmoid":
-            return copy_logit
-        # log(sum_v e^{z_v} / e^{c}): p_gate = sum e^z / (sum e^z + e^c), in fp32
-        return torch.logsumexp(fp32_or_wider(write_logits), dim=-1) - fp32_or_wider(copy_logit)
+            logit = copy_logit
+        else:  # log(sum_v e^{z_v} / e^{c}): p_gate = sum e^z / (sum e^z + e^c), in fp32
+            logit = torch.logsumexp(fp32_or_wider(write_logits), dim=-1) - fp32_or_wider(copy_logit)
+        if getattr(self, "override_gate_bias", 0.0) and attn is not None:  # lean towards the user's terms
+            on_terms = (fp32_or_wider(attn) * self.override_sources[src_tokens].unsqueeze(1)).sum(-1)
+            logit = logit - self.override_gate_bias * on_terms
+        return logit
 
     # -- what depends on the sentence only, once per sentence in incremental decoding --------------------------
     def sentence_rows(self, src_tokens: Tensor, incremental_state=None, dtype: torch.dtype = torch.float32) -> dict:
@@ -489,7 +571,7 @@ class LexicalTranslationHead(nn.Module):
         self, write_logits: Tensor, gate_features: Tensor, attn: Tensor, src_tokens: Tensor, incremental_state=None
     ) -> Tuple[Tensor, Tensor]:
         """Return (log p(y_t = w) in fp32, p_gate (B, T))."""
-        gate_logit = self.gate_logit(gate_features, write_logits)
+        gate_logit = self.gate_logit(gate_features, write_logits, attn, src_tokens)
         if self.copy_scatter_softmax:
             p_lex = self.scatter_softmax_probs(attn, src_tokens)
             log_probs = lexical_mixture_log_probs(write_logits, gate_logit, p_lex)

@@ -11,6 +11,7 @@ was trained with; ``hub.generate(..., beam_search="fairseq")`` switches one call
 
 import logging
 from dataclasses import dataclass, field
+from typing import Optional
 
 from omegaconf import OmegaConf, open_dict
 
@@ -18,6 +19,7 @@ from fairseq.dataclass import ChoiceEnum
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
+from ..modules.lexicon_override import apply_override
 from ..sequence_generator import BEAM_SEARCHES, KeepBestSequenceGenerator, keep_best_unsupported
 
 logger = logging.getLogger(__name__)
@@ -34,6 +36,20 @@ class LexicalTranslationConfig(TranslationConfig):
             "ones, and greedy decoding's hypothesis is always among the candidates (never worse than greedy in "
             "model score); 'fairseq': fairseq's search, which ends a sentence once --beam hypotheses have "
             "ended. --beam 1 is greedy decoding either way (docs/search.md)"
+        },
+    )
+    lexicon_override: Optional[str] = field(
+        default=None,
+        metadata={
+            "help": "a lexicon file (source<TAB>target<TAB>weight): its source words get these rows for this run of "
+            "the generator; the checkpoint is not changed (docs/terms.md)"
+        },
+    )
+    lexicon_override_gate_bias: float = field(
+        default=0.0,
+        metadata={
+            "help": "with --lexicon-override: lower p_gate's logit (the weight of p_write) by this times the "
+            "attention on the overridden source words, so that their rows are used"
         },
     )
 
@@ -56,6 +72,12 @@ class LexicalTranslationTask(TranslationTask):
         return new
 
     def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None, prefix_allowed_tokens_fn=None):
+        # the hub's keywords, else the options; applied (or undone) on every generator, so one call's terms do not
+        # stay in the model for the next
+        override = getattr(args, "lexicon_override", None) or getattr(self.cfg, "lexicon_override", None)
+        bias = getattr(args, "lexicon_override_gate_bias", None)
+        bias = getattr(self.cfg, "lexicon_override_gate_bias", 0.0) if bias is None else bias
+        apply_override(models, override, self.src_dict, self.tgt_dict, bias)
         search = getattr(args, "beam_search", None) or self.cfg.beam_search  # the hub's keyword, else the option
         if search not in BEAM_SEARCHES:
             raise ValueError(f"beam_search={search!r}: expected one of {', '.join(BEAM_SEARCHES)}")
