@@ -71,12 +71,17 @@ def test_cedict_single_word_glosses(tmp_path):
             ("吃", "consume", 1.0),
             ("喝", "drink", 1.0),
             ("书", "book", 1.0),
+            ("書", "book", 1.0),
             ("书", "letter", 1.0),
+            ("書", "letter", 1.0),
             ("吃饭", "eat", 1.0),
+            ("吃飯", "eat", 1.0),
             ("鱼", "fish", 1.0),
+            ("魚", "fish", 1.0),
         ]
     )
-    # "to eat (a meal)" repeats 吃 -> eat; phrases and glosses that name no translation are counted
+    # the traditional headword too, where it differs; "to eat (a meal)" repeats 吃 -> eat; phrases and glosses that
+    # name no translation are counted
     assert report["duplicates"] == 1 and report["glosses_phrases"] == 1  # "have a meal"
     assert report["glosses_not_translations"] == 3  # CL:..., see also ..., surname Yu
     assert gloss_words("to eat; to consume") == [("eat", "glosses_used"), ("consume", "glosses_used")]

@@ -71,8 +71,9 @@ def read_dictionary(path: str, fmt: str = "auto") -> Tuple[List[WordPair], Dict[
 
     TSV: ``word<TAB>word[<TAB>weight]``, weight a finite number > 0 (default 1). A pair listed twice with the same
     weight is counted and kept once; with another weight it is an error naming both lines. CC-CEDICT: each
-    single-word English gloss of an entry gives (simplified headword, gloss word, 1); glosses that are phrases or
-    name no translation (classifiers, cross-references, variants, surnames) are counted and skipped."""
+    single-word English gloss of an entry gives (simplified headword, gloss word, 1), and the same with the
+    traditional headword where it differs (corpora mix the scripts); glosses that are phrases or name no translation
+    (classifiers, cross-references, variants, surnames) are counted and skipped."""
     if fmt not in FORMATS:
         raise ValueError(f"dictionary format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     if fmt == "auto":
@@ -123,12 +124,13 @@ def read_dictionary(path: str, fmt: str = "auto") -> Tuple[List[WordPair], Dict[
                 raise DictionaryError(
                     path, "not a CC-CEDICT entry (TRADITIONAL SIMPLIFIED [pin1 yin1] /gloss/.../)", lineno
                 )
-            simplified = m.group(2)
+            headwords = dict.fromkeys((m.group(2), m.group(1)))  # simplified, then traditional where it differs
             for gloss in m.group(4).split("/"):
                 for word, kind in gloss_words(gloss):
                     report[kind] += 1
                     if kind == "glosses_used":
-                        add(simplified, word, 1.0, lineno)
+                        for headword in headwords:
+                            add(headword, word, 1.0, lineno)
             report["glosses"] = report["glosses_used"] + report["glosses_phrases"] + report["glosses_not_translations"]
     if not pairs:
         raise DictionaryError(path, "no usable word pair in the dictionary")
