@@ -603,3 +603,23 @@ def test_positional_scores_are_read_with_the_samples(tmp_path):
     path.write_text("H-0\t-0.1\tA\nP-0\t-0.1 x\n")
     with pytest.raises(GenerateOutputError, match=r"gen.txt:2: P-0: the scores are not numbers"):
         parse_generate_output(str(path))
+
+
+def test_term_use_rate_counts_term_words_in_the_sources(tmp_path, capsys):
+    # terms: a -> A (or Z), d -> D, x -> Q. Occurrences in SAMPLES' sources: a in 0, 1, 2, 4 (once per sentence);
+    # d in 1; x in 3. Used: a in 0, 1, 2, 4 (A in each hypothesis); d: no D in "A C"; x: empty hypothesis. 4 of 6.
+    gen = write_generate(tmp_path / "gen.txt", SAMPLES)
+    terms = tmp_path / "terms.tsv"
+    terms.write_text("a\tA\t1\na\tZ\t1\nd\tD\t1\nx\tQ\t1\n")
+    code, out, err = run_main(capsys, gen, "--terms", terms, "--json")
+    assert code == 0, err
+    assert json.loads(out)["terms"] == {"occurrences": 6, "used": 4, "rate": 4 / 6, "sentences": 5, "terms": 3}
+    code, out, _ = run_main(capsys, gen, "--terms", terms)
+    assert "term use: 0.6667 (4 of 6 term words in 5 sentences)" in out
+    terms.write_text("a\tA\tmany\n")
+    code, _, err = run_main(capsys, gen, "--terms", terms)
+    assert code == 2 and "terms.tsv:1: score 'many' is not a number" in err
+    no_sources = write_generate(tmp_path / "gen2.txt", SAMPLES, with_sources=False)
+    terms.write_text("a\tA\t1\n")
+    code, _, err = run_main(capsys, no_sources, "--terms", terms)
+    assert code == 2 and "no S lines for --terms; give --test-source" in err

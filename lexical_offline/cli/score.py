@@ -4,7 +4,7 @@
         [--metrics em,bleu,chrf,thrush | all] [--bleu] [--chrf] [--thrush] [--tokenize none|13a|zh|char]
         [--thrush-overlap types|tokens] [--thrush-count-stop]
         [--train-source FILE | --train-tsv FILE] [--test-source FILE]
-        [--categories TSV] [--cogs-table3] [--json]
+        [--categories TSV] [--cogs-table3] [--terms FILE] [--json]
 
 Reads every hypothesis (H lines, or D lines with --hypotheses D) in sample id order, and scores it against the
 T lines of the output or against --reference (one target per line, in sample id order). Missing or repeated
@@ -47,6 +47,7 @@ from lexical_offline.metrics import (
     read_train_sources,
     score,
 )
+from lexical_offline.metrics.terms import read_terms, term_use
 
 
 def build_parser():
@@ -99,6 +100,11 @@ def build_parser():
         action="store_true",
         help="with --categories: also the rows of Akyurek & Andreas (2021), Table 3",
     )
+    parser.add_argument(
+        "--terms",
+        help="terms (source<TAB>target<TAB>weight, as --lexicon-override): add the term-use rate, the share of the "
+        "test sources' term words whose hypothesis holds one of the term's targets (docs/terms.md)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return parser
 
@@ -145,6 +151,15 @@ def main(argv=None):
                         f"{n_unk} of {len(test_sources)} S lines contain <unk>: a word seen once in training but "
                         "missing from the dictionary is hidden there; --test-source gives the original sources"
                     )
+        if args.terms:
+            if test_sources is None:
+                if args.test_source:
+                    test_sources = read_test_sources(args.test_source, expected=len(hyps))
+                elif out.sources[0] is None:
+                    raise GenerateOutputError(f"{args.generate_output}: no S lines for --terms; give --test-source")
+                else:
+                    test_sources = out.sources
+            term_report = term_use(test_sources, hyps, read_terms(args.terms))
         categories = read_categories(args.categories, expected=len(hyps)) if args.categories else None
         result = score(
             hyps,
@@ -158,6 +173,8 @@ def main(argv=None):
             thrush_overlap=args.thrush_overlap,
             thrush_count_stop=args.thrush_count_stop,
         )
+        if args.terms:
+            result["terms"] = term_report
     except (ValueError, OSError, ImportError) as e:
         print(f"score.py: error: {e}", file=sys.stderr)
         return 2
@@ -167,6 +184,10 @@ def main(argv=None):
         print(json.dumps(result, ensure_ascii=False))
     else:
         print(format_table(result))
+        if "terms" in result:
+            t = result["terms"]
+            rate = "n/a" if t["rate"] is None else f"{t['rate']:.4f}"
+            print(f"\nterm use: {rate} ({t['used']} of {t['occurrences']} term words in {t['sentences']} sentences)")
     return 0
 
 
