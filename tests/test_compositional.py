@@ -565,11 +565,12 @@ def test_uncertainty_on_two_checkpoints(toy_data, ensemble):
     zero = U.ensemble_uncertainty(same, task2, src, tgt, mode="reference")
     assert max(zero.rmi) == pytest.approx(0.0, abs=1e-9)
     # decode mode: the ensemble's own beam output, importance-weighted n-best
-    dec = U.ensemble_uncertainty(models, task, src, mode="decode", beam=3, nbest=2, batch_size=7)
+    # (8-update models rarely end a sentence: a length limit of 12 keeps the search short, the toy targets have <= 4)
+    dec = U.ensemble_uncertainty(models, task, src, mode="decode", beam=3, nbest=2, batch_size=7, max_len_b=12)
     assert all(h is not None for h in dec.hypotheses)
     assert all(np.isfinite(r) and r >= 0 for r in dec.rmi)
     assert all(dec.tokens[i] == dec.token_rmi[i].size for i in range(len(src)))
-    greedy = U.ensemble_uncertainty(same, task2, src, mode="decode", beam=1)
+    greedy = U.ensemble_uncertainty(same, task2, src, mode="decode", beam=1, max_len_b=12)
     assert max(greedy.rmi) == pytest.approx(0.0, abs=1e-9)
 
 
