@@ -126,7 +126,13 @@ def test_exact_match_in_evaluation_counts_sentences_whose_every_token_is_the_arg
 
 LSTM_64 = tuple(
     a
-    for o in ("encoder-embed-dim", "decoder-embed-dim", "encoder-hidden-size", "decoder-hidden-size", "decoder-out-embed-dim")
+    for o in (
+        "encoder-embed-dim",
+        "decoder-embed-dim",
+        "encoder-hidden-size",
+        "decoder-hidden-size",
+        "decoder-out-embed-dim",
+    )
     for a in (f"--{o}", "64")
 )
 
