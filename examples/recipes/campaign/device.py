@@ -783,25 +783,19 @@ def run_summary(out: str) -> dict:
 def wrong_outputs(path: str, keep: int = 3) -> dict:
     """The first `keep` sentences (by sample id) whose hypothesis differs from its reference in a fairseq-generate
     output, and how many hypotheses there are, how many differ and how many are empty."""
-    fields: Dict[str, Dict[int, str]] = {"S": {}, "T": {}, "H": {}}
-    with open(path, errors="replace") as f:
-        for line in f:
-            kind, _, rest = line.rstrip("\n").partition("-")
-            if kind in fields and "\t" in rest:
-                sample, _, text = rest.partition("\t")
-                if kind == "H":
-                    text = text.partition("\t")[2]  # after the score
-                if sample.isdigit():
-                    fields[kind][int(sample)] = text
-    hyps, refs = fields["H"], fields["T"]
-    wrong = [i for i in sorted(hyps) if i in refs and hyps[i].split() != refs[i].split()]
+    from lexical_offline.metrics import parse_generate_output
+
+    try:
+        out = parse_generate_output(path)
+    except ValueError as e:  # a file cut short, or without T lines: say so rather than fail the run's summary
+        return {"unreadable": str(e)}
+    hyps, refs, srcs = out.hypotheses, out.references, out.sources
+    wrong = [i for i, (h, r) in enumerate(zip(hyps, refs)) if r is not None and h.split() != r.split()]
     return {
         "hypotheses": len(hyps),
         "wrong": len(wrong),
-        "empty": sum(not h.split() for h in hyps.values()),
-        "first": [
-            {"id": i, "source": fields["S"].get(i), "reference": refs[i], "hypothesis": hyps[i]} for i in wrong[:keep]
-        ],
+        "empty": sum(not h.split() for h in hyps),
+        "first": [{"id": i, "source": srcs[i], "reference": refs[i], "hypothesis": hyps[i]} for i in wrong[:keep]],
     }
 
 
