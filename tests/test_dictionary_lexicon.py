@@ -15,6 +15,7 @@ from lexical_offline.lexicon.dictionary import (
     read_dictionary,
 )
 from lexical_offline.lexicon.fileformat import read_lexicon
+from test_lexicon_fileformat import write
 
 CEDICT = (
     "# CC-CEDICT\n"
@@ -28,17 +29,8 @@ CEDICT = (
 )
 
 
-def write(tmp_path, name, text, mode="w"):
-    path = tmp_path / name
-    if mode == "wb":
-        path.write_bytes(text)
-    else:
-        path.write_text(text, encoding="utf-8")
-    return str(path)
-
-
 def test_tsv_weights_duplicates_and_bad_lines(tmp_path):
-    pairs, report = read_dictionary(write(tmp_path, "d.tsv", "# terms\ndog\t狗\ncat\t猫\t2.5\n\ndog\t狗\n"))
+    pairs, report = read_dictionary(write(tmp_path, "# terms\ndog\t狗\ncat\t猫\t2.5\n\ndog\t狗\n", name="d.tsv"))
     assert pairs == [("dog", "狗", 1.0), ("cat", "猫", 2.5)]
     assert report["format"] == "tsv" and report["lines"] == 3 and report["duplicates"] == 1
     cases = {
@@ -54,15 +46,15 @@ def test_tsv_weights_duplicates_and_bad_lines(tmp_path):
     }
     for text, message in cases.items():
         with pytest.raises(DictionaryError, match=message):
-            read_dictionary(write(tmp_path, "d.tsv", text))
+            read_dictionary(write(tmp_path, text, name="d.tsv"))
     with pytest.raises(DictionaryError, match=r"d\.tsv:2: not valid UTF-8"):
-        read_dictionary(write(tmp_path, "d.tsv", "dog\tx\n\xff\xfe\tb\n".encode("latin-1"), "wb"))
+        read_dictionary(write(tmp_path, "dog\tx\n\xff\xfe\tb\n".encode("latin-1"), name="d.tsv", mode="wb"))
     with pytest.raises(DictionaryError, match="cannot read the dictionary"):
         read_dictionary(str(tmp_path / "missing.tsv"))
 
 
 def test_cedict_single_word_glosses(tmp_path):
-    pairs, report = read_dictionary(write(tmp_path, "cedict_ts.u8", CEDICT))
+    pairs, report = read_dictionary(write(tmp_path, CEDICT, name="cedict_ts.u8"))
     assert report["format"] == "cedict" and report["lines"] == 6
     assert sorted(pairs) == sorted(
         [
@@ -86,7 +78,7 @@ def test_cedict_single_word_glosses(tmp_path):
     assert report["glosses_not_translations"] == 3  # CL:..., see also ..., surname Yu
     assert gloss_words("to eat; to consume") == [("eat", "glosses_used"), ("consume", "glosses_used")]
     with pytest.raises(DictionaryError, match=r"c\.u8:2: not a CC-CEDICT entry"):
-        read_dictionary(write(tmp_path, "c.u8", "狗 狗 [gou3] /dog/\n狗 狗 dog\n"), "cedict")
+        read_dictionary(write(tmp_path, "狗 狗 [gou3] /dog/\n狗 狗 dog\n", name="c.u8"), "cedict")
 
 
 def test_orientation_follows_the_corpus():
@@ -145,7 +137,7 @@ def test_merge_mixes_rows_as_distributions():
 
 
 def test_build_lexicon_with_a_dictionary(tmp_path):
-    path = write(tmp_path, "cedict.u8", CEDICT)
+    path = write(tmp_path, CEDICT, name="cedict.u8")
     pairs = [("dog eat", "狗 吃 饭"), ("I drink", "我 喝"), ("a book", "一 本 书")]
     entries, provenance = build_lexicon(pairs, "dictionary", dictionary=path, fallback=False)
     # eat -> 吃 whole (1) and eat -> 吃饭 in two pieces (0.5 each)
@@ -160,14 +152,14 @@ def test_build_lexicon_with_a_dictionary(tmp_path):
 
 
 def test_the_command_line(tmp_path, capsys):
-    corpus = write(tmp_path, "train.tsv", "the dog eats\t狗 吃 饭\nI drink\t我 喝\na book\t一 本 书\n")
-    cedict = write(tmp_path, "cedict.u8", CEDICT)
+    corpus = write(tmp_path, "the dog eats\t狗 吃 饭\nI drink\t我 喝\na book\t一 本 书\n", name="train.tsv")
+    cedict = write(tmp_path, CEDICT, name="cedict.u8")
     out = str(tmp_path / "lex.tsv")
     assert build_main(["--method", "dictionary", "--dictionary", cedict, "--tsv", corpus, "-o", out]) == 0
     entries, provenance = read_lexicon(out)
     assert sorted(entries) == [("book", "书", 1.0), ("dog", "狗", 1.0), ("drink", "喝", 1.0)]  # no fallback entry
     assert any("fallback=off" in line for line in provenance)
-    learned = write(tmp_path, "learned.tsv", "drink\t喝\t3\ndrink\t我\t1\nthe\t狗\t1\n")
+    learned = write(tmp_path, "drink\t喝\t3\ndrink\t我\t1\nthe\t狗\t1\n", name="learned.tsv")
     merged = str(tmp_path / "merged.tsv")
     argv = ["--method", "dictionary", "--dictionary", cedict, "--tsv", corpus, "--merge-with", learned, "-o", merged]
     assert build_main(argv) == 0
@@ -178,7 +170,7 @@ def test_the_command_line(tmp_path, capsys):
     # bad input: a clear message and exit status 2, nothing written
     assert build_main(["--method", "dictionary", "--dictionary", cedict, "--tsv", corpus, "-o", cedict]) == 2
     assert "is the same file as the input --dictionary" in capsys.readouterr().err
-    bad = write(tmp_path, "bad.tsv", "dog\t狗\t1\nbook\t书\tx\n")
+    bad = write(tmp_path, "dog\t狗\t1\nbook\t书\tx\n", name="bad.tsv")
     assert build_main(["--method", "dictionary", "--dictionary", bad, "--tsv", corpus, "-o", out + "2"]) == 2
     assert "bad.tsv:2: weight 'x' is not a number" in capsys.readouterr().err
     for argv, message in (
