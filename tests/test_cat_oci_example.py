@@ -86,3 +86,12 @@ def test_cat_oci_tiny_end_to_end(tmp_path):
     again = run_example(*args)  # finished runs are skipped, not retrained
     assert again.returncode == 0, again.stderr[-3000:]
     assert again.stdout.count("done before: skipped") == 2
+
+    # an unfinished run (a checkpoint, no score.json) is not deleted for other settings: refused
+    nmt = size / "nmt" / "seed1"
+    (nmt / "score.json").unlink()
+    (nmt / "train.done").unlink()
+    os.replace(nmt / "checkpoint_best.pt", nmt / "checkpoint_last.pt")
+    other = run_example(*[a if a != "4" else "5" for a in args])  # --max-update 5
+    assert other.returncode == 2 and "unfinished run" in other.stderr and "--force" in other.stderr, other.stderr
+    assert (nmt / "checkpoint_last.pt").is_file() and (nmt / "generate.txt").is_file()

@@ -932,6 +932,41 @@ def test_runs_made_before_the_json_log_format_are_still_reused(tmp_path):
         assert recipe.stale(model, 1, prep) == f"{out}: train differ"
 
 
+def test_an_unfinished_run_with_a_checkpoint_and_other_settings_is_refused_not_deleted(tmp_path):
+    """A run stopped at 8,000 of 12,000 updates was deleted and started again because its command line differed
+    (the recipe said "run again to go on"): an unfinished run holding checkpoint_last.pt is refused like a finished
+    one, its files untouched; with --force it starts again. One stopped before its first checkpoint has nothing to
+    keep and is not refused."""
+    from recipes.cli import build_parser
+    from recipes.console import RecipeError
+    from recipes.runner import Recipe
+    from recipes.tasks import TASKS, Prepared
+
+    write_tiny_layouts(tmp_path)
+    task = TASKS["scan"]
+
+    def recipe_for(*extra):
+        args = build_parser(task).parse_args(
+            ["--data", str(tmp_path / "scan"), "--work", str(tmp_path / "w"), "--models", "lstm", "--cpu-small", *extra]
+        )
+        task.args = args
+        return Recipe(task, args)
+
+    recipe, prep = recipe_for(), Prepared([], None, [], [], {})
+    out = tmp_path / "w" / "lstm" / "seed1"
+    out.mkdir(parents=True)
+    fp = recipe.fingerprint("lstm", 1, recipe.commands("lstm", 1, str(out), prep))
+    fp["train"] += " --dropout 0.5"
+    (out / "config.json").write_text(json.dumps({"fingerprint": fp}))
+    assert recipe.stale("lstm", 1, prep) is None  # no checkpoint yet: starting again loses nothing
+    (out / "checkpoint_last.pt").write_bytes(b"8000 updates")
+    assert recipe.stale("lstm", 1, prep) == f"{out}: train differ"
+    with pytest.raises(RecipeError, match="unfinished ones with a checkpoint.*\n.*train differ.*\n.*--force"):
+        recipe.check_finished_runs(prep)
+    assert (out / "checkpoint_last.pt").read_bytes() == b"8000 updates"
+    assert recipe_for("--force").stale("lstm", 1, prep) is None
+
+
 def test_a_rebuilt_lexicon_with_the_same_entries_is_the_same_lexicon(tmp_path):
     """Issue 55, defect 3: the lexicon's fingerprint held its header's timing, so restoring the data and re-running
     was refused ("lexicon differ"). Only the entries count; runs finished with the whole file's SHA-1 still match."""

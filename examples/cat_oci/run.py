@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import collections
 import datetime
+import glob
 import os
 import platform
 import random
@@ -463,6 +464,11 @@ class Experiment:
                 f"(done before: skipped)"
             )
             return score
+        if old != fp and glob.glob(out + "/*.pt") and not self.args.force:
+            raise RecipeError(
+                f"{out} holds an unfinished run (its checkpoints) made with other settings or data; "
+                "use --force to start it again, or another --work"
+            )
         if old != fp or self.args.force:  # else fairseq resumes from checkpoint_last.pt
             shutil.rmtree(out, ignore_errors=True)
         os.makedirs(out, exist_ok=True)

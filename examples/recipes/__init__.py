@@ -20,7 +20,8 @@ A (model, seed) whose score.json exists is skipped (unless --force); its config.
 settings, else the recipe stops (use --force or another --work). An unfinished run with matching settings resumes
 from its checkpoint_last.pt (fairseq's own restore; runs without validation save one every RESUME_SAVE_EVERY
 updates), appending to its train.log; one stopped before its first checkpoint starts again, its logs kept as
-train.log.1, ...; one with other settings starts again.
+train.log.1, ...; one with other settings stops the recipe, as a finished one does, once it holds a checkpoint
+(before that it starts again).
 
 Modules: catalogue (models, lexicon methods), settings (hyper-parameters), tasks/ (one per dataset, with the
 papers' numbers), cli (command line), runner (the pipeline, caching and resuming, the commands), lla (Thrush 2020's

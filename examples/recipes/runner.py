@@ -130,7 +130,8 @@ def out_of_vocabulary_notes(train, test, threshold: float = 0.2) -> List[str]:
 
 def stale_runs_error(problems: Sequence[str], note: str = "") -> RecipeError:
     return RecipeError(
-        "finished runs with other settings (the train/generate/score commands, data or lexicon differ):\n  "
+        "finished runs, or unfinished ones with a checkpoint, made with other settings (the train/generate/score "
+        "commands, data or lexicon differ):\n  "
         + "\n  ".join(problems)
         + "\nuse --force to re-run them, or another --work"
         + note
@@ -237,14 +238,14 @@ class Recipe(LlaSteps):
         return prep
 
     def refuse_runs_of_other_data(self) -> None:
-        """A RecipeError if a finished run of this invocation was made from other data (check_finished_runs checks
-        the rest, once the commands are known)."""
+        """A RecipeError if a finished run of this invocation, or an unfinished one with a checkpoint, was made from
+        other data (check_finished_runs checks the rest, once the commands are known)."""
         if self.args.force:
             return
         other = []
         for model, seed in self.pairs:
             out = self.run_dir(model, seed)
-            if os.path.isfile(f"{out}/score.json") and os.path.isfile(f"{out}/config.json"):
+            if self.has_results(out) and os.path.isfile(f"{out}/config.json"):
                 recorded = (read_json(f"{out}/config.json").get("fingerprint") or {}).get("data_sha1")
                 if recorded is not None and recorded != self.data_sha1:
                     other.append(f"{out}: data differ")
@@ -641,10 +642,17 @@ class Recipe(LlaSteps):
             + f"  ({hms(secs)})"
         )
 
+    @staticmethod
+    def has_results(out: str) -> bool:
+        """A finished run, or an unfinished one whose checkpoint holds its training so far: neither is deleted for
+        other settings without --force (hours of training went with a changed command line)."""
+        return os.path.isfile(f"{out}/score.json") or os.path.isfile(f"{out}/checkpoint_last.pt")
+
     def stale(self, model: str, seed: int, prep: Prepared) -> Optional[str]:
-        """Why the finished run of (model, seed) does not match the current settings, or None."""
+        """Why the run of (model, seed), finished or with a checkpoint, does not match the current settings, or
+        None."""
         out = self.run_dir(model, seed)
-        if self.args.force or not os.path.isfile(f"{out}/score.json"):
+        if self.args.force or not self.has_results(out):
             return None
         fp = self.fingerprint(model, seed, self.commands(model, seed, out, prep))
         config_path = f"{out}/config.json"
