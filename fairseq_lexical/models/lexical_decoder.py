@@ -78,13 +78,12 @@ def add_lexical_decoder_args(parser, gate_features: GateFeatures, alignment: boo
 
 def lexical_decoder_defaults(args, gate_features: GateFeatures, alignment: bool, lexicon: Optional[str] = None):
     """Architecture defaults of the options above (``lexicon``: the `--lexicon` an architecture implies)."""
-    args.lexicon = getattr(args, "lexicon", lexicon)
     if alignment:
         args.alignment_layer = getattr(args, "alignment_layer", None)
         args.alignment_heads = getattr(args, "alignment_heads", None)
     args.gate_features = getattr(args, "gate_features", gate_features.default)
     args.exclude_special_outputs = getattr(args, "exclude_special_outputs", False)
-    lexicon_arch_defaults(args)
+    lexicon_arch_defaults(args, lexicon)
 
 
 def alignment_of(args, num_layers: int, num_heads: int):
