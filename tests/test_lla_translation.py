@@ -3,6 +3,7 @@
 import math
 import os
 import re
+import tempfile
 
 import pytest
 import torch
@@ -16,7 +17,9 @@ PAIRS = [("a1 twice and a2", "B1 B1 B2"), ("a3", "B3"), ("a4 and a5 twice", "B4 
 INF = float("inf")
 
 
-def make(toy_data, *extra):
+def make(toy_data, *extra, save_dir=None):
+    """The task and model as fairseq-train builds them; ``save_dir`` (default: a new temporary folder) receives
+    lla_selection.json."""
     torch.manual_seed(0)
     return build_model(
         toy_data / "bin",
@@ -26,6 +29,8 @@ def make(toy_data, *extra):
         "lla_lstm_small",
         "--criterion",
         "lexical_cross_entropy",
+        "--save-dir",
+        save_dir or tempfile.mkdtemp(prefix="lla_selection_"),
         *extra,
     )
 
@@ -181,6 +186,40 @@ def test_a_run_resumed_after_epoch_n_continues_from_fairseqs_restored_best(toy_d
     assert validate(task, model, 5, exact_match=0.5)["lla_selection"] == -INF  # a tie with an earlier epoch
     task.begin_epoch(6, model)
     assert validate(task, model, 6, exact_match=0.6)["lla_selection"] == 0.6
+
+
+def test_the_selection_is_written_to_the_save_dir_and_kept_by_a_resumed_run(toy_data, tmp_path, monkeypatch):
+    """lla_selection.json holds what the recipes need (they read no log lines): the Lexicon Unit's validation BCE
+    per epoch 1..N and the unit used, and per later epoch the score, the logged lla_selection and the update count.
+    A run resumed after epoch N + 1 adds to what the file holds."""
+    import json
+
+    from fairseq import checkpoint_utils
+
+    model, task, _ = make(toy_data, "--lexicon-unit-epochs", "2", save_dir=tmp_path)
+    for epoch, bce, em in ((1, 0.4, 0.1), (2, 0.6, 0.2), (3, 0.6, 0.5), (4, 0.6, 0.5)):
+        task.begin_epoch(epoch, model)
+        validate(task, model, epoch, aux_lexicon=bce, exact_match=em, num_updates=10 * epoch)
+    record = json.loads((tmp_path / "lla_selection.json").read_text())
+    assert (record["metric"], record["minimize"], record["lexicon_unit_epochs"]) == ("exact_match", False, 2)
+    assert record["lexicon_unit"] == {
+        "metric": "aux_lexicon",
+        "epoch": 1,
+        "aux_lexicon": 0.4,
+        "curve": {"1": 0.4, "2": 0.6},
+    }
+    assert record["validations"]["3"] == {"score": 0.5, "lla_selection": 0.5, "num_updates": 30}
+    assert record["validations"]["4"] == {"score": 0.5, "lla_selection": -INF, "num_updates": 40}  # a tie
+    assert record["validations"]["2"]["lla_selection"] == -INF  # a Lexicon Unit epoch
+
+    model, task, _ = make(toy_data, "--lexicon-unit-epochs", "2", save_dir=tmp_path)  # resumed at epoch 5
+    monkeypatch.setattr(checkpoint_utils.save_checkpoint, "best", 0.5, raising=False)
+    task.begin_epoch(5, model)
+    validate(task, model, 5, exact_match=0.7, num_updates=50)
+    record = json.loads((tmp_path / "lla_selection.json").read_text())
+    assert sorted(record["validations"], key=int) == ["1", "2", "3", "4", "5"] and record["lexicon_unit"]["epoch"] == 1
+    assert record["validations"]["5"]["lla_selection"] == 0.7
+    assert not (tmp_path / "lla_selection.json.tmp").exists()
 
 
 def test_the_derived_metric_equals_the_post_validate_value(toy_data):

@@ -834,28 +834,17 @@ def test_hidden_picks_the_cpu_arch_and_scales_the_lr(tmp_path, tiny_scan):
     assert refused.returncode == 2 and "invalid choice: 64" in refused.stderr
 
 
-def test_lla_selection_is_read_from_the_lla_translation_log(tmp_path):
+def test_lla_selection_is_read_from_the_lla_translation_record(tmp_path):
     """Thrush: "to compute the Lexicon Unit to use, we measure its loss (BCE) on the validation set", and the model
-    of the first epoch with the best validation score. lla_translation does both in its one call; the recipe reads
-    what it selected from train.log (selection.json): the unit of its epoch-N+1 line, the epoch of the last finite
-    lla_selection (checkpoint_best.pt). A run stopped within epochs 1..N+1 cannot resume (the unit's selection is
-    not in the checkpoint)."""
+    of the first epoch with the best validation score. lla_translation does both in its one call and writes what it
+    measured to lla_selection.json; the recipe reads it (selection.json): the unit used, the epoch of the last
+    finite lla_selection (checkpoint_best.pt). A run stopped within epochs 1..N+1 cannot resume (the unit's
+    selection is not in the checkpoint): fairseq's own save lines say which epoch was saved."""
     from types import SimpleNamespace
 
     from recipes.console import RecipeError
     from recipes.runner import Recipe
     from recipes.settings import LlaSettings
-
-    def valid(epoch, bce, em, sel, updates):
-        stats = {
-            "epoch": epoch,
-            "valid_loss": "1",
-            "valid_exact_match": str(em),
-            "valid_aux_lexicon": str(bce),
-            "valid_lla_selection": sel,
-            "valid_num_updates": str(updates),
-        }
-        return f"2026-11-24 00:00:{epoch:02d} | INFO | valid | {json.dumps(stats)}\n"
 
     def saved(epoch):
         name = "checkpoint_best.pt" if epoch % 2 else "checkpoint_last.pt"  # fairseq names the first file written
@@ -864,18 +853,24 @@ def test_lla_selection_is_read_from_the_lla_translation_log(tmp_path):
             f"{tmp_path}/{name} (epoch {epoch} @ {epoch} updates, score -inf) (writing took 0.1 s)\n"
         )
 
-    lines = []
-    for e, bce in ((1, 0.9), (2, 0.25), (3, 0.4)):  # the Lexicon Unit epochs (N = 3)
-        lines += [valid(e, bce, 0.1, "-inf", 10 * e), saved(e)]
-    lines.append(
-        "2026-11-24 00:00:04 | INFO | fairseq_lexical.tasks.lla_translation | lla_translation: epoch 4: "
-        "the Lexicon Unit of epoch 2 (lowest validation aux_lexicon, 0.25) is used from now on\n"
-    )
-    for e, em, sel in ((4, 0.5, "0.5"), (5, 0.75, "0.75"), (6, 0.5, "-inf"), (7, 0.75, "-inf")):
-        lines += [valid(e, 0.25, em, sel, 30 + e), saved(e)]
-    (tmp_path / "train.log").write_text("".join(lines))
-    task = SimpleNamespace(lla_selection=("exact_match", ()))
-    recipe = SimpleNamespace(lla=LlaSettings(lexicon_epochs=3), task=task)
+    validations = {str(e): {"score": 0.1, "lla_selection": -math.inf, "num_updates": 10 * e} for e in (1, 2, 3)}
+    for e, em, sel in ((4, 0.5, 0.5), (5, 0.75, 0.75), (6, 0.5, -math.inf), (7, 0.75, -math.inf)):
+        validations[str(e)] = {"score": em, "lla_selection": sel, "num_updates": 30 + e}
+    record = {
+        "metric": "exact_match",
+        "minimize": False,
+        "lexicon_unit_epochs": 3,
+        "lexicon_unit_selection": "valid_bce",
+        "lexicon_unit": {
+            "metric": "aux_lexicon",
+            "epoch": 2,
+            "aux_lexicon": 0.25,
+            "curve": {"1": 0.9, "2": 0.25, "3": 0.4},
+        },
+        "validations": validations,
+    }
+    (tmp_path / "lla_selection.json").write_text(json.dumps(record))
+    recipe = SimpleNamespace(lla=LlaSettings(lexicon_epochs=3))
     chosen = Recipe.lla_selection(recipe, str(tmp_path))
     assert (chosen["metric"], chosen["epoch"], chosen["exact_match"], chosen["last_epoch"], chosen["updates"]) == (
         "exact_match",
@@ -887,17 +882,26 @@ def test_lla_selection_is_read_from_the_lla_translation_log(tmp_path):
     assert chosen["curve"] == {4: 0.5, 5: 0.75, 6: 0.5, 7: 0.75}
     unit = chosen["lexicon_unit"]
     assert (unit["epoch"], unit["aux_lexicon"], unit["curve"]) == (2, 0.25, {1: 0.9, 2: 0.25, 3: 0.4})
+    (tmp_path / "train.log").write_text("".join(saved(e) for e in range(1, 8)))
     assert Recipe.lla_resumable(recipe, str(tmp_path))  # saved at epoch 7: resumes at 8 > N + 1
     # stopped after epoch 3 (= N): resuming at epoch 4 would be refused by lla_translation; start again
-    (tmp_path / "train.log").write_text("".join(lines[:6]))
+    (tmp_path / "train.log").write_text("".join(saved(e) for e in range(1, 4)))
     assert not Recipe.lla_resumable(recipe, str(tmp_path))
     assert Recipe.lla_resumable(SimpleNamespace(lla=LlaSettings(lexicon_epochs=3, checkpoint="last")), str(tmp_path))
-    # a unit that is not the logged minimum, or no selection at all, is an error naming the log
-    (tmp_path / "train.log").write_text("".join(lines).replace("Lexicon Unit of epoch 2", "Lexicon Unit of epoch 3"))
-    with pytest.raises(RecipeError, match="train.log: the Lexicon Unit of epoch 3 was used"):
+    # no unit used, no epoch after N, or no record at all: an error naming the file
+    record["lexicon_unit"]["epoch"] = None
+    (tmp_path / "lla_selection.json").write_text(json.dumps(record))
+    with pytest.raises(RecipeError, match="lla_selection.json has no Lexicon Unit selection"):
         Recipe.lla_selection(recipe, str(tmp_path))
-    (tmp_path / "train.log").write_text("".join(lines[:6]))
-    with pytest.raises(RecipeError, match="train.log has no validation exact_match / lla_selection after epoch 3"):
+    record["validations"] = {e: v for e, v in validations.items() if int(e) <= 3}
+    (tmp_path / "lla_selection.json").write_text(json.dumps(record))
+    with pytest.raises(RecipeError, match="lla_selection.json has no validation exact_match / lla_selection after"):
+        Recipe.lla_selection(recipe, str(tmp_path))
+    (tmp_path / "lla_selection.json").write_text(json.dumps({"metric": "exact_match"}))
+    with pytest.raises(RecipeError, match="lla_selection.json: not lla_translation's selection record"):
+        Recipe.lla_selection(recipe, str(tmp_path))
+    (tmp_path / "lla_selection.json").unlink()
+    with pytest.raises(RecipeError, match="lla_selection.json: file not found"):
         Recipe.lla_selection(recipe, str(tmp_path))
 
 

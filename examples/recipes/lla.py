@@ -2,23 +2,23 @@
 task `lla_translation` (fairseq_lexical/tasks/lla_translation.py): the Lexicon Unit alone with its own batch size for
 epochs 1..N, the unit with the lowest validation BCE loaded at epoch N+1, then the other modules to the last epoch,
 fairseq's checkpoint_best.pt the first epoch with the best validation score. What was selected is read back from
-the training log (selection.json). Mixed into runner.Recipe."""
+the task's lla_selection.json in the run's directory (selection.json). Mixed into runner.Recipe."""
 
 from __future__ import annotations
 
 import math
 import re
-from typing import Dict, List, Optional
+from typing import List, Optional
 
 from recipes.console import RecipeError
-from recipes.fairseq_log import read_records, validation_metric
+from recipes.textio import read_json
 
 # The Lexicon Unit's validation BCE as lexical_cross_entropy logs it (an auxiliary loss named "lexicon").
 LEXICON_UNIT_METRIC = "aux_lexicon"
 # What lla_translation logs at each validation: the selection metric where it beats every earlier epoch after N.
 SELECTION_METRIC = "lla_selection"
-# lla_translation's log line at epoch N+1 (--lexicon-unit-selection valid_bce)
-_UNIT_LINE = re.compile(r"the Lexicon Unit of epoch (\d+) \(lowest validation aux_lexicon, (\S+)\) is used from now on")
+# lla_translation's record of its selection in --save-dir (fairseq_lexical/tasks/lla_translation.py)
+SELECTION_FILE = "lla_selection.json"
 # fairseq's line after a save: it names the first of the files written (checkpoint_best.pt where the best improved,
 # else checkpoint_last.pt), copied to the others
 _SAVED_LINE = re.compile(r"Saved checkpoint \S+\.pt \(epoch (\d+) @")
@@ -126,60 +126,45 @@ class LlaSteps:
         return saved > self.lla.lexicon_epochs  # resumes at epoch saved + 1 > N + 1
 
     def lla_selection(self, out: str) -> dict:
-        """What lla_translation selected, from OUT/train.log: the epoch of checkpoint_best.pt (the last epoch whose
-        lla_selection is finite: the first epoch with the best validation score after N) with the score curve of
-        the epochs after N, and the Lexicon Unit (the task's log line at epoch N+1) with its validation BCE curve of
-        epochs 1..N. Written to OUT/selection.json by the caller."""
-        log, n = f"{out}/train.log", self.lla.lexicon_epochs
-        metric = self.task.lla_selection[0]
-        curve = {e: v for e, v in validation_metric(log, metric).items() if e > n}
-        selected = {e: v for e, v in validation_metric(log, SELECTION_METRIC).items() if e > n and math.isfinite(v)}
+        """What lla_translation selected, from OUT/lla_selection.json (the task writes it after each validation):
+        the epoch of checkpoint_best.pt (the last epoch whose lla_selection is finite: the first epoch with the best
+        validation score after N) with the score curve of the epochs after N, and the Lexicon Unit used from epoch
+        N+1 with its validation BCE curve of epochs 1..N. Written to OUT/selection.json by the caller."""
+        path, n = f"{out}/{SELECTION_FILE}", self.lla.lexicon_epochs
+        try:
+            record = read_json(path)
+            validations = {int(e): v for e, v in record["validations"].items()}
+            unit = record["lexicon_unit"]
+            metric = record["metric"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise RecipeError(f"{path}: not lla_translation's selection record ({e})") from None
+        curve = {e: v["score"] for e, v in sorted(validations.items()) if e > n and v["score"] is not None}
+        selected = [e for e, v in validations.items() if e > n and math.isfinite(v[SELECTION_METRIC] or -math.inf)]
         if not curve or not selected:
-            raise RecipeError(
-                f"{log} has no validation {metric} / {SELECTION_METRIC} after epoch {n} (lla checkpoint selection)"
-            )
+            raise RecipeError(f"{path} has no validation {metric} / {SELECTION_METRIC} after epoch {n}")
         epoch = max(selected)
         if curve.get(epoch) is None:
             raise RecipeError(
-                f"{log}: no validation {metric} at epoch {epoch}, the last with a finite {SELECTION_METRIC}"
+                f"{path}: no validation {metric} at epoch {epoch}, the last with a finite {SELECTION_METRIC}"
             )
-        updates: Dict[int, int] = {
-            int(s["epoch"]): int(float(s["valid_num_updates"]))
-            for tag, s in read_records(log)
-            if tag == "valid" and "epoch" in s and "valid_num_updates" in s
-        }
-        selection = {
+        unit_curve = {int(e): v for e, v in unit["curve"].items() if int(e) <= n}
+        if unit["epoch"] is None or not unit_curve:
+            raise RecipeError(
+                f"{path} has no Lexicon Unit selection (made at epoch {n + 1}) or no validation "
+                f"{LEXICON_UNIT_METRIC} in epochs 1-{n}"
+            )
+        return {
             "metric": metric,
             "epoch": epoch,
             metric: curve[epoch],
             "last_epoch": max(curve),
-            "updates": updates.get(epoch),
+            "updates": validations[epoch]["num_updates"],
             "curve": curve,
+            "lexicon_unit": {
+                "metric": LEXICON_UNIT_METRIC,
+                "epoch": unit["epoch"],
+                LEXICON_UNIT_METRIC: unit[LEXICON_UNIT_METRIC],
+                "last_epoch": n,
+                "curve": unit_curve,
+            },
         }
-        unit_curve = {e: v for e, v in validation_metric(log, LEXICON_UNIT_METRIC).items() if e <= n}
-        used = None
-        with open(log, errors="replace") as f:
-            for line in f:
-                m = _UNIT_LINE.search(line)
-                if m:
-                    used = (int(m.group(1)), float(m.group(2)))
-        if used is None or not unit_curve:
-            raise RecipeError(
-                f"{log} has no Lexicon Unit selection (lla_translation's line 'the Lexicon Unit of "
-                f"epoch k ... is used from now on' at epoch {n + 1}, and validation "
-                f"{LEXICON_UNIT_METRIC} in epochs 1-{n})"
-            )
-        unit_epoch, bce = used
-        if unit_curve.get(unit_epoch) != min(unit_curve.values()):
-            raise RecipeError(
-                f"{log}: the Lexicon Unit of epoch {unit_epoch} was used, whose validation "
-                f"{LEXICON_UNIT_METRIC} is not the lowest logged ({min(unit_curve.values())})"
-            )
-        selection["lexicon_unit"] = {
-            "metric": LEXICON_UNIT_METRIC,
-            "epoch": unit_epoch,
-            LEXICON_UNIT_METRIC: bce,
-            "last_epoch": n,
-            "curve": unit_curve,
-        }
-        return selection

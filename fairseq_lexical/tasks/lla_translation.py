@@ -12,12 +12,15 @@
 
 The schedule lives in the task, as in fairseq's translation_moe and latent_depth examples: `begin_epoch` tells the
 model the epoch, `get_batch_iterator` gives each phase its batch size, `post_validate` (fairseq's hook after each
-validation) selects. The result equals the two calls of docs/lla.md with the selected unit put into
-checkpoint_last.pt between them.
+validation) selects. After each validation the task writes what it measured and selected to
+`--save-dir`/lla_selection.json (``SelectionRecord``), which the recipes read instead of the log. The result equals
+the two calls of docs/lla.md with the selected unit put into checkpoint_last.pt between them.
 """
 
+import json
 import logging
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Dict, Optional, Tuple
 
@@ -25,7 +28,9 @@ from torch import Tensor
 
 from fairseq import metrics
 from fairseq.dataclass import ChoiceEnum
+from fairseq.distributed import utils as distributed_utils
 from fairseq.tasks import register_task
+from omegaconf import II
 
 from ..models.lla_lstm import LLALSTMModel
 from .lexical_translation import LexicalTranslationConfig, LexicalTranslationTask
@@ -37,6 +42,8 @@ LEXICON_UNIT_METRIC = "aux_lexicon"
 # The metric this task logs at each validation, for --best-checkpoint-metric.
 SELECTION_METRIC = "lla_selection"
 NOT_SELECTABLE = float("-inf")
+# What the task selected, beside the checkpoints (SelectionRecord).
+SELECTION_FILE = "lla_selection.json"
 
 LEXICON_UNIT_SELECTION = ChoiceEnum(["valid_bce", "last"])
 
@@ -74,6 +81,56 @@ class LLATranslationConfig(LexicalTranslationConfig):
             "help": f"lower --lla-selection-metric is better (e.g. loss); {SELECTION_METRIC} is then its negation"
         },
     )
+    save_dir: Optional[str] = II("checkpoint.save_dir")  # where SELECTION_FILE goes
+
+
+class SelectionRecord:
+    """``--save-dir``/lla_selection.json: per validation epoch the --lla-selection-metric and the logged
+    lla_selection, with the update count; per Lexicon Unit epoch its validation BCE, and the unit used from epoch
+    N+1. Rewritten whole (temporary file, rename) after each validation by the first worker; a resumed run keeps
+    what the file holds (fairseq keeps no task state in a checkpoint)."""
+
+    def __init__(self, save_dir: Optional[str], cfg, lexicon_unit_epochs: int):
+        usable = isinstance(save_dir, str) and save_dir and not save_dir.startswith("${")  # built outside training
+        self.path = os.path.join(save_dir, SELECTION_FILE) if usable else None
+        self.data = {
+            "metric": cfg.lla_selection_metric,
+            "minimize": bool(cfg.lla_selection_minimize),
+            "lexicon_unit_epochs": lexicon_unit_epochs,
+            "lexicon_unit_selection": str(cfg.lexicon_unit_selection),
+            "lexicon_unit": {"metric": LEXICON_UNIT_METRIC, "epoch": None, LEXICON_UNIT_METRIC: None, "curve": {}},
+            "validations": {},
+        }
+
+    def resume(self) -> None:
+        if self.path and os.path.isfile(self.path):
+            with open(self.path) as f:
+                self.data = json.load(f)
+
+    def lexicon_unit(self, epoch: int, bce: Optional[float]) -> None:
+        self.data["lexicon_unit"].update({"epoch": epoch, LEXICON_UNIT_METRIC: None if bce is None else float(bce)})
+        self.write()
+
+    def validation(self, epoch: int, stats, bce: Optional[float] = None) -> None:
+        def number(value):
+            return None if value is None else float(value)
+
+        self.data["validations"][str(epoch)] = {
+            "score": number(stats.get(self.data["metric"])),
+            SELECTION_METRIC: number(stats.get(SELECTION_METRIC)),
+            "num_updates": None if stats.get("num_updates") is None else int(stats["num_updates"]),
+        }
+        if bce is not None:
+            self.data["lexicon_unit"]["curve"][str(epoch)] = float(bce)
+        self.write()
+
+    def write(self) -> None:
+        if self.path is None or distributed_utils.get_global_rank() != 0:
+            return
+        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+        with open(self.path + ".tmp", "w") as f:  # -inf is written as -Infinity (Python's json reads it back)
+            json.dump(self.data, f, indent=1)
+        os.replace(self.path + ".tmp", self.path)
 
 
 @register_task("lla_translation", dataclass=LLATranslationConfig)
@@ -86,6 +143,7 @@ class LLATranslationTask(LexicalTranslationTask):
         if cfg.lexicon_unit_batch_size is not None and cfg.lexicon_unit_batch_size < 1:
             raise ValueError(f"--lexicon-unit-batch-size must be >= 1, got {cfg.lexicon_unit_batch_size}")
         self.lexicon_unit_epochs = 0  # N, the model's --lexicon-unit-epochs (build_model)
+        self.record = SelectionRecord(cfg.save_dir, cfg, 0)  # made again with N in build_model
         self.epoch: Optional[int] = None  # the epoch being trained or validated
         self.validating = False
         self.validated_epoch: Optional[int] = None
@@ -101,6 +159,7 @@ class LLATranslationTask(LexicalTranslationTask):
                 f"got --arch {getattr(cfg, 'arch', type(model).__name__)}"
             )
         self.lexicon_unit_epochs = model.lexicon_unit_epochs
+        self.record = SelectionRecord(self.cfg.save_dir, self.cfg, self.lexicon_unit_epochs)
         return model
 
     def in_lexicon_unit_phase(self, epoch: Optional[int]) -> bool:
@@ -141,6 +200,7 @@ class LLATranslationTask(LexicalTranslationTask):
 
             best = getattr(checkpoint_utils.save_checkpoint, "best", None)
             self.best_score = best if best is not None and math.isfinite(best) else None
+            self.record.resume()
         if epoch == n + 1 and select and n > 0:
             if self.best_unit is None:
                 raise RuntimeError(
@@ -155,6 +215,9 @@ class LLATranslationTask(LexicalTranslationTask):
                 f"{LEXICON_UNIT_METRIC}, {bce:g}) is used from now on"
             )
             self.best_unit = None
+            self.record.lexicon_unit(unit_epoch, bce)
+        elif epoch == n + 1 and n > 0:  # --lexicon-unit-selection last
+            self.record.lexicon_unit(n, self.record.data["lexicon_unit"]["curve"].get(str(n)))
         model.set_epoch(epoch)
 
     # -- model selection -----------------------------------------------------------------------------------------
@@ -204,8 +267,10 @@ class LLATranslationTask(LexicalTranslationTask):
                     state = {k: v.detach().clone() for k, v in model.encoder.lexicon_unit.state_dict().items()}
                     self.best_unit = (self.epoch, bce, state)
             stats[SELECTION_METRIC] = NOT_SELECTABLE
+            self.record.validation(self.epoch, stats, stats.get(LEXICON_UNIT_METRIC))
             return
         value = self.selection_value(stats[metric])
         if value != NOT_SELECTABLE:
             self.best_score = value
         stats[SELECTION_METRIC] = value
+        self.record.validation(self.epoch, stats)
