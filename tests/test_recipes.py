@@ -1122,7 +1122,8 @@ def test_the_recipes_delete_only_what_they_wrote(tmp_path):
     recipe's files and keeps the user's."""
     from recipes.cli import build_parser
     from recipes.console import RecipeError
-    from recipes.runner import RUN_OUTPUTS, Recipe, remove_outputs
+    from recipes.rundir import RUN_OUTPUTS, remove_outputs
+    from recipes.runner import Recipe
     from recipes.tasks import TASKS, Prepared
 
     write_tiny_layouts(tmp_path)

@@ -19,12 +19,10 @@ from __future__ import annotations
 import argparse
 import collections
 import datetime
-import glob
 import os
 import platform
 import random
 import shlex
-import shutil
 import sys
 import tempfile
 import time
@@ -38,6 +36,7 @@ from lexical_offline.metrics.aggregate import aggregate_dir, format_mean_std
 from recipes import ROOT, fairseq_log, process
 from recipes.console import RecipeError, hms, say, show
 from recipes.process import KEEP_BEST_TASK, run_logged, tool
+from recipes.rundir import PREPROCESS_OUTPUTS, RunDirectory, refuse_foreign_files, remove_outputs
 from recipes.settings import TRANSFORMER_CPU_SMALL, TRANSFORMER_PAPER, TransformerSettings
 from recipes.textio import count_entries, read_corpus, read_json, sha1_files, write_json
 
@@ -230,7 +229,9 @@ class Experiment:
                 "--workers",
                 "1",
             ]
-            shutil.rmtree(d + "/bin", ignore_errors=True)
+            if os.path.isdir(d + "/bin"):  # the earlier data-bin's files go, a user's file stops the driver
+                refuse_foreign_files(d + "/bin", PREPROCESS_OUTPUTS, "the data-bin")
+                remove_outputs(d + "/bin", PREPROCESS_OUTPUTS)
             run_logged(cmd, d + "/preprocess.log", what="fairseq-preprocess")
             write_json(d + "/prepared.json", key)
             say(f"== n{size}: SentencePiece + fairseq-preprocess in {d} ({hms(time.time() - t0)})")
@@ -454,48 +455,33 @@ class Experiment:
             "data": read_json(self.tdir(size) + "/prepared.json"),
             "lexicon_sha1": sha1_files([lex]) if SYSTEMS[system].lexicon == "learned" else None,
         }
-        old = read_json(out + "/config.json").get("fingerprint") if os.path.isfile(out + "/config.json") else None
-        if os.path.isfile(out + "/score.json") and not self.args.force:
-            if old != fp:
-                raise RecipeError(f"{out} was finished with other settings or data; use --force or another --work")
-            score = read_json(out + "/score.json")
-            say(
-                f"{index} n{size} {system} seed {seed}: BLEU {score['bleu']:.2f} chrF {score['chrf']:.2f} "
-                f"(done before: skipped)"
-            )
-            return score
-        if old != fp and glob.glob(out + "/*.pt") and not self.args.force:
-            raise RecipeError(
-                f"{out} holds an unfinished run (its checkpoints) made with other settings or data; "
-                "use --force to start it again, or another --work"
-            )
-        if old != fp or self.args.force:  # else fairseq resumes from checkpoint_last.pt
-            shutil.rmtree(out, ignore_errors=True)
-        os.makedirs(out, exist_ok=True)
-        write_json(
-            out + "/config.json",
+        who = f"{index} n{size} {system} seed {seed}"
+        rundir = RunDirectory(out, fp, who, out + "/checkpoint_best.pt", force=self.args.force)
+        state = rundir.open(
             {
                 "size": size,
                 "system": system,
                 "label": SYSTEMS[system].label,
                 "seed": seed,
                 "settings": self.label,
-                "fingerprint": fp,
                 "commands": {k: show(v) for k, v in cmds.items()},
-            },
+            }
         )
-        if not (os.path.isfile(out + "/train.done") and os.path.isfile(out + "/checkpoint_best.pt")):
-            say(
-                f"{index} n{size} {system} seed {seed}: training ({self.cfg.ts.max_update} updates max, dev loss "
-                f"every {self.cfg.validate_every}) ..."
-            )
+        if state.score is not None:
+            score = state.score
+            say(f"{who}: BLEU {score['bleu']:.2f} chrF {score['chrf']:.2f} (done before: skipped)")
+            return score
+        if state.trained is None:
+            say(f"{who}: training ({self.cfg.ts.max_update} updates max, dev loss every {self.cfg.validate_every}) ...")
             t_train = run_logged(
                 cmds["train"],
                 out + "/train.log",
                 what=f"fairseq-train (n{size} {system})",
-                append=os.path.isfile(out + "/checkpoint_last.pt"),
+                append=state.resuming,
                 progress=f"{index}    n{size} {system}: ",
             )
+            if not os.path.isfile(rundir.checkpoint):
+                raise RecipeError(f"{rundir.checkpoint} was not written (see {out}/train.log)")
             write_json(
                 out + "/train.done",
                 {"train_s": round(t_train, 1), "training": fairseq_log.training_summary(out + "/train.log")},
@@ -505,8 +491,7 @@ class Experiment:
             cmds["generate"], out + "/generate.txt", out + "/generate.log", what=f"fairseq-generate (n{size} {system})"
         )
         run_logged(cmds["score"], out + "/score.json.tmp", out + "/score.log", what=f"score.py (n{size} {system})")
-        os.replace(out + "/score.json.tmp", out + "/score.json")
-        score = read_json(out + "/score.json")
+        score = rundir.write_score(out + "/score.json.tmp")
         p_gate = last_valid_p_gate(out + "/train.log")
         write_json(
             out + "/run.json",
@@ -519,12 +504,10 @@ class Experiment:
                 "host": platform.node(),
             },
         )
-        for name in os.listdir(out):  # keep the evaluated checkpoint only
-            if name.endswith(".pt") and name != "checkpoint_best.pt":
-                os.remove(os.path.join(out, name))
+        rundir.clean_checkpoints("used")
         gate = f"; dev p_gate {p_gate:.3f} (1 - p_copy)" if p_gate is not None else ""
         say(
-            f"{index} n{size} {system} seed {seed}: BLEU {score['bleu']:.2f} chrF {score['chrf']:.2f} "
+            f"{who}: BLEU {score['bleu']:.2f} chrF {score['chrf']:.2f} "
             f"(train {hms(done['train_s'])}, {done['training']['text']}; decode {hms(t_gen)}{gate})"
         )
         return score

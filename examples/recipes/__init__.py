@@ -24,10 +24,11 @@ train.log.1, ...; one with other settings stops the recipe, as a finished one do
 (before that it starts again).
 
 Modules: catalogue (models, lexicon methods), settings (hyper-parameters), tasks/ (one per dataset, with the
-papers' numbers), cli (command line), runner (the pipeline, caching and resuming, the commands), lla (Thrush 2020's
-two-phase training and checkpoint selection), process (running programs), fairseq_log (reading fairseq-train's
-logs), reports (tables, summary.json), console (messages, errors, exit statuses), textio (reading and writing
-files), campaign/ (GPU campaigns, tools/gpu_campaign.sh). Importing them loads neither fairseq nor torch.
+papers' numbers), cli (command line), runner (the pipeline, the commands), rundir (a run's directory: reuse,
+resume, refusal, what may be deleted; also examples/cat_oci's), lla (Thrush 2020's two-phase training and
+checkpoint selection), process (running programs), fairseq_log (reading fairseq-train's logs), reports (tables,
+summary.json), console (messages, errors, exit statuses), textio (reading and writing files), campaign/ (GPU
+campaigns, tools/gpu_campaign.sh). Importing them loads neither fairseq nor torch.
 """
 
 import os

@@ -28,6 +28,13 @@ from recipes.catalogue import (
 )
 from recipes.console import PROG, RecipeError, hms, say, show
 from recipes.lla import LEXICON_UNIT_METRIC, LlaSteps
+from recipes.rundir import (
+    PREPROCESS_OUTPUTS,
+    RunDirectory,
+    has_results,
+    refuse_foreign_files,
+    remove_outputs,
+)
 from recipes.process import KEEP_BEST_TASK, child_env, run_concurrently, run_logged, run_sharded, tool
 from recipes.settings import (
     CPU_LSTM_ARCH_SIZES,
@@ -69,35 +76,6 @@ def job_outcome(log: str) -> str:
     errors = [line for line in lines if line.startswith(PROG + ": ")]
     results = [m.group(1) for line in lines if (m := RESULT_LINE.fullmatch(line))]
     return (errors or results or lines or ["(empty log)"])[-1]
-
-
-# What the recipes write in a data-bin (fairseq-preprocess's files and the stamp) and in a run directory: the only
-# names they ever delete. Anything else there is the user's.
-PREPROCESS_OUTPUTS = re.compile(
-    r"dict\.[\w.-]+\.txt|(train|valid|test)\d*\.[\w.-]+\.(bin|idx)|preprocess\.log|"
-    r"prepared\.json"
-)
-RUN_OUTPUTS = re.compile(
-    r"checkpoint[\w.-]*\.pt|[\w.-]+\.log(\.\d+)?|(config|run|score|selection)\.json|"
-    r"train\.done|generate[\w.-]*\.txt|damage[\w.-]*\.json|[\w.-]+\.tmp"
-)
-
-
-def foreign_files(directory: str, ours: "re.Pattern[str]") -> List[str]:
-    """Names in ``directory`` the recipes do not write (subdirectories included)."""
-    if not os.path.isdir(directory):
-        return []
-    return sorted(
-        n for n in os.listdir(directory) if not (os.path.isfile(os.path.join(directory, n)) and ours.fullmatch(n))
-    )
-
-
-def remove_outputs(directory: str, ours: "re.Pattern[str]", keep=lambda name: False) -> None:
-    """Delete the recipes' own files in ``directory`` (not ``keep``'s); everything else stays."""
-    for name in os.listdir(directory):
-        path = os.path.join(directory, name)
-        if os.path.isfile(path) and ours.fullmatch(name) and not keep(name):
-            os.remove(path)
 
 
 def out_of_vocabulary_notes(train, test, threshold: float = 0.2) -> List[str]:
@@ -159,16 +137,6 @@ def lock_work_directory(work: str):
     handle.write(f"pid {os.getpid()}, started {datetime.datetime.now().isoformat(timespec='seconds')}\n")
     handle.flush()
     return handle
-
-
-def refuse_foreign_files(directory: str, ours: "re.Pattern[str]", what: str) -> None:
-    foreign = foreign_files(directory, ours)
-    if foreign:
-        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
-        raise RecipeError(
-            f"{directory} holds files the recipe did not write ({shown}); it would have to replace "
-            f"{what} there: move them, or choose another --work"
-        )
 
 
 class Recipe(LlaSteps):
@@ -245,7 +213,7 @@ class Recipe(LlaSteps):
         other = []
         for model, seed in self.pairs:
             out = self.run_dir(model, seed)
-            if self.has_results(out) and os.path.isfile(f"{out}/config.json"):
+            if has_results(out) and os.path.isfile(f"{out}/config.json"):
                 recorded = (read_json(f"{out}/config.json").get("fingerprint") or {}).get("data_sha1")
                 if recorded is not None and recorded != self.data_sha1:
                     other.append(f"{out}: data differ")
@@ -642,26 +610,29 @@ class Recipe(LlaSteps):
             + f"  ({hms(secs)})"
         )
 
-    @staticmethod
-    def has_results(out: str) -> bool:
-        """A finished run, or an unfinished one whose checkpoint holds its training so far: neither is deleted for
-        other settings without --force (hours of training went with a changed command line)."""
-        return os.path.isfile(f"{out}/score.json") or os.path.isfile(f"{out}/checkpoint_last.pt")
+    def run_directory(self, model: str, seed: int, commands: Dict[str, List[str]], who: str = "") -> RunDirectory:
+        out = self.run_dir(model, seed)
+        fp = self.fingerprint(model, seed, commands)
+        # runs finished before the entries-only lexicon fingerprint recorded the whole file's SHA-1
+        spec = MODELS[model]
+        earlier = {"lexicon_sha1": sha1_files([self.lexicon_path(spec.lexicon)])} if fp.get("lexicon_sha1") else {}
+        return RunDirectory(
+            out,
+            fp,
+            who or f"the {model} run (seed {seed})",
+            self.checkpoint_path(out, model),
+            force=self.args.force,
+            # an lla run stopped within the Lexicon Unit epochs cannot resume (LlaSteps.lla_resumable)
+            resumable=self.lla_resumable if spec.lla else lambda out: True,
+            why_not="an lla run stopped within the Lexicon Unit epochs: their selection is not in {last}",
+            equivalent=earlier,
+        )
 
     def stale(self, model: str, seed: int, prep: Prepared) -> Optional[str]:
         """Why the run of (model, seed), finished or with a checkpoint, does not match the current settings, or
         None."""
         out = self.run_dir(model, seed)
-        if self.args.force or not self.has_results(out):
-            return None
-        fp = self.fingerprint(model, seed, self.commands(model, seed, out, prep))
-        config_path = f"{out}/config.json"
-        old = (read_json(config_path).get("fingerprint") or {}) if os.path.isfile(config_path) else {}
-        # runs finished before the entries-only lexicon fingerprint recorded the whole file's SHA-1
-        spec = MODELS[model]
-        earlier = {"lexicon_sha1": sha1_files([self.lexicon_path(spec.lexicon)])} if fp.get("lexicon_sha1") else {}
-        diff = [k.replace("_sha1", "") for k in fp if old.get(k) != fp[k] and old.get(k) != earlier.get(k, fp[k])]
-        return f"{out}: {', '.join(diff)} differ" if diff else None
+        return self.run_directory(model, seed, self.commands(model, seed, out, prep)).stale()
 
     def check_finished_runs(self, prep: Prepared) -> None:
         problems = [p for model, seed in self.pairs if (p := self.stale(model, seed, prep))]
@@ -680,60 +651,8 @@ class Recipe(LlaSteps):
             if self.damage is not None and MODELS[model].lla:
                 say(f"   damage: {show(self.damage_command(model, seed, out))}")
             return None
-        fp = self.fingerprint(model, seed, commands)
-        config_path, score_path = f"{out}/config.json", f"{out}/score.json"
-        if os.path.isfile(score_path) and not self.args.force:
-            why = self.stale(model, seed, prep)
-            if why:
-                raise RecipeError(f"finished run with other settings: {why}; use --force or another --work")
-            score = read_json(score_path)
-            say(f"{index} seed {seed}  {model}  {self.task.result_line(score)}  (done before: skipped)")
-            if self.damage is not None and MODELS[model].lla:
-                self.run_damage(model, seed, out, index)
-            return score
-        trained = None  # an earlier invocation's finished training, reused when only decoding/scoring is missing
-        resuming = False
-        ckpt = self.checkpoint_path(out, model)
-        if os.path.isdir(out) and not os.path.isfile(config_path):  # not a run of the recipes
-            refuse_foreign_files(out, re.compile(r"(?!)"), f"the {model} run (seed {seed})")
-        if os.path.isdir(out):
-            old = read_json(config_path).get("fingerprint") if os.path.isfile(config_path) else None
-            same = old == fp and not self.args.force
-            # an lla run stopped within the Lexicon Unit epochs cannot resume (LlaSteps.lla_resumable)
-            resumable = os.path.isfile(f"{out}/checkpoint_last.pt") and (
-                not MODELS[model].lla or self.lla_resumable(out)
-            )
-            if same and os.path.isfile(f"{out}/train.done") and os.path.isfile(ckpt):
-                trained = read_json(f"{out}/train.done")
-                say(f"{who}: training finished before, decoding {ckpt}")
-            elif same and resumable:
-                resuming = True
-                say(f"{who}: resuming training from {out}/checkpoint_last.pt")
-            elif same:  # stopped before its first checkpoint (or an lla run before epoch N + 1): start again,
-                # keeping the attempt's logs (x.log.N)
-                what = (
-                    "an lla run stopped within the Lexicon Unit epochs: their selection is not in "
-                    f"{out}/checkpoint_last.pt"
-                    if os.path.isfile(f"{out}/checkpoint_last.pt")
-                    else "no checkpoint of the unfinished run to resume"
-                )
-                kept = []
-                for name in sorted(os.listdir(out)):
-                    path = os.path.join(out, name)
-                    if name.endswith(".log") and os.path.isfile(path):
-                        n = 1
-                        while os.path.exists(f"{path}.{n}"):
-                            n += 1
-                        os.replace(path, f"{path}.{n}")
-                        kept.append(f"{name}.{n}")
-                remove_outputs(out, RUN_OUTPUTS, keep=lambda name: re.fullmatch(r".+\.log\.\d+", name))
-                say(f"{who}: {what}; starting again (its logs kept: {', '.join(kept) or 'none'})")
-            else:  # other settings (or --force): the earlier run's files go, the user's stay
-                remove_outputs(out, RUN_OUTPUTS)
-                foreign = foreign_files(out, RUN_OUTPUTS)
-                if foreign:
-                    say(f"{who}: starting again; kept in {out} (not the recipe's): {', '.join(foreign)}")
-        os.makedirs(out, exist_ok=True)
+        rundir = self.run_directory(model, seed, commands, who)
+        ckpt, score_path = rundir.checkpoint, f"{out}/score.json"
         config = {
             "task": self.task.name,
             "model": model,
@@ -748,10 +667,15 @@ class Recipe(LlaSteps):
             if MODELS[model].lexicon in LEXICON_METHODS
             else MODELS[model].lexicon,
             "checkpoint": ckpt,
-            "fingerprint": fp,
             "commands": {k: show(v) for k, v in commands.items()},
         }
-        write_json(config_path, config)
+        state = rundir.open(config)
+        if state.score is not None:
+            say(f"{index} seed {seed}  {model}  {self.task.result_line(state.score)}  (done before: skipped)")
+            if self.damage is not None and MODELS[model].lla:
+                self.run_damage(model, seed, out, index)
+            return state.score
+        trained = state.trained  # an earlier invocation's finished training: only decoding/scoring is missing
         start = time.time()
         if trained is None:
             t_train = 0.0
@@ -763,7 +687,7 @@ class Recipe(LlaSteps):
                 commands["train"],
                 f"{out}/train.log",
                 what=f"fairseq-train ({model}, seed {seed})",
-                append=resuming,
+                append=state.resuming,
                 progress=f"{index}    {pair}: ",
             )
             stopped = fairseq_log.training_summary(f"{out}/train.log")
@@ -799,8 +723,7 @@ class Recipe(LlaSteps):
         t_score = run_logged(
             commands["score"], score_path + ".tmp", f"{out}/score.log", what=f"score.py ({model}, seed {seed})"
         )
-        os.replace(score_path + ".tmp", score_path)
-        score = read_json(score_path)
+        score = rundir.write_score(score_path + ".tmp")
         total = time.time() - start + (t_train if trained is not None else 0.0)
         write_json(
             f"{out}/run.json",
@@ -820,22 +743,13 @@ class Recipe(LlaSteps):
             self.run_damage(model, seed, out, index)
             run = read_json(f"{out}/run.json")
             write_json(f"{out}/run.json", {**run, "damage_s": round(time.time() - t0, 1)})
-        self.clean_checkpoints(out, model)
+        rundir.clean_checkpoints(self.args.keep_checkpoints)
         say(
             f"{index} seed {seed}  {model}  {self.task.result_line(score)}  "
             f"(train {hms(t_train)}{', ' + stopped['text'] if stopped['text'] else ''}; "
             f"decode {hms(t_gen)}; total {hms(total)})"
         )
         return score
-
-    def clean_checkpoints(self, out: str, model: Optional[str] = None) -> None:
-        keep = self.args.keep_checkpoints
-        if keep == "all":
-            return
-        used = os.path.basename(self.checkpoint_path(out, model))
-        for name in os.listdir(out):
-            if name.endswith(".pt") and (keep == "none" or name != used):
-                os.remove(os.path.join(out, name))
 
     # -- everything -----------------------------------------------------------------------------------------------
     def config(self) -> Dict[str, object]:

@@ -1,0 +1,72 @@
+"""examples/recipes/rundir.py: the rules for one run's directory, shared by the paper recipes and examples/cat_oci."""
+
+import json
+import sys
+
+import pytest
+
+from conftest import EXAMPLES
+
+sys.path.insert(0, EXAMPLES)
+
+from recipes.console import RecipeError  # noqa: E402
+from recipes.rundir import RunDirectory  # noqa: E402
+
+FP = {"train": "fairseq-train A", "data_sha1": "d1"}
+
+
+def rundir(out, fingerprint=FP, force=False, resumable=lambda out: True):
+    return RunDirectory(str(out), fingerprint, "[1/1] lstm seed 1", str(out / "checkpoint_last.pt"), force, resumable)
+
+
+def files(out):
+    return sorted(p.name for p in out.iterdir())
+
+
+def test_a_new_run_writes_its_config_with_the_fingerprint(tmp_path):
+    out = tmp_path / "run"
+    state = rundir(out).open({"model": "lstm"})
+    assert (state.score, state.trained, state.resuming) == (None, None, False)
+    assert json.loads((out / "config.json").read_text()) == {"model": "lstm", "fingerprint": FP}
+
+
+def test_a_finished_run_is_reused_with_its_settings_and_refused_with_others(tmp_path):
+    out = tmp_path / "run"
+    rundir(out).open({})
+    (out / "score.json").write_text('{"exact_match": 0.5}')
+    assert rundir(out).open({}).score == {"exact_match": 0.5}
+    with pytest.raises(RecipeError, match=r"finished run with other settings: .*: train differ; use --force or"):
+        rundir(out, {**FP, "train": "fairseq-train B"}).open({})
+    assert rundir(out, {**FP, "train": "fairseq-train B"}, force=True).open({}).score is None
+    assert files(out) == ["config.json"]
+
+
+def test_an_unfinished_run_resumes_or_is_refused_with_other_settings_untouched(tmp_path):
+    out = tmp_path / "run"
+    rundir(out).open({})
+    for name in ("checkpoint_last.pt", "train.log", "NOTES.txt"):
+        (out / name).write_text("x")
+    assert rundir(out).open({}).resuming
+    with pytest.raises(RecipeError, match="unfinished run with other settings: .*data differ; use --force to start"):
+        rundir(out, {**FP, "data_sha1": "d2"}).open({})
+    assert files(out) == ["NOTES.txt", "checkpoint_last.pt", "config.json", "train.log"]
+    rundir(out, {**FP, "data_sha1": "d2"}, force=True).open({})  # the run's files go, the user's stay
+    assert files(out) == ["NOTES.txt", "config.json"]
+
+
+def test_a_run_with_nothing_to_resume_starts_again_keeping_its_logs(tmp_path):
+    out = tmp_path / "run"
+    rundir(out).open({})
+    (out / "train.log").write_text("first attempt")
+    (out / "checkpoint_last.pt").write_text("x")
+    rundir(out, resumable=lambda out: False).open({})  # e.g. an lla run stopped in its Lexicon Unit epochs
+    assert files(out) == ["config.json", "train.log.1"] and (out / "train.log.1").read_text() == "first attempt"
+
+
+def test_a_directory_the_pipelines_did_not_write_is_refused(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "checkpoint_last.pt").write_text("someone else's")
+    with pytest.raises(RecipeError, match=r"holds files the recipe did not write \(checkpoint_last.pt\)"):
+        rundir(out).open({})
+    assert files(out) == ["checkpoint_last.pt"]
