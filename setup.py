@@ -50,7 +50,8 @@ setup(
         ],
     },
     extras_require={
-        "test": ["pytest", "hypothesis", "ruff"],
+        # pytest-xdist: tools/test.sh runs the test files in parallel workers
+        "test": ["pytest", "pytest-xdist", "hypothesis", "ruff"],
         # fairseq-train --tensorboard-logdir writes nothing without it (fairseq only logs a warning).
         "logging": ["tensorboard"],
         # fast_align itself, as the reference aligner of `tools/build_lexicon.py --aligner fast_align`.
