@@ -381,6 +381,24 @@ def test_unk_is_never_generated_once_the_model_is_prepared_for_inference():
     assert generating.argmax().item() == 4  # RED: (0.2 / 6 + 0.8 * 0.1) / (1 - 0.753)
 
 
+@pytest.mark.parametrize("p_unk", [1e-9, 0.3, 0.5, 1 - 1e-5])
+def test_renormalizing_without_unk_divides_by_one_minus_its_probability(p_unk):
+    """renormalized_without takes 1 - p(<unk>) from log p(<unk>) alone: equal, in fp32, to the float64 division
+    over the whole distribution, also where <unk> holds almost all of it."""
+    from fairseq_lexical.modules.lexical_head import renormalized_without
+
+    gen = torch.Generator().manual_seed(3)
+    rest = torch.rand(4, 2, 9, generator=gen, dtype=torch.float64)
+    p = torch.cat(
+        [rest / rest.sum(-1, keepdim=True) * (1 - p_unk), torch.full((4, 2, 1), p_unk, dtype=torch.float64)], -1
+    )
+    expected = (p / (1 - p_unk)).log()
+    expected[..., 9] = float("-inf")
+    got = renormalized_without(p.log().float(), 9)
+    torch.testing.assert_close(got.double(), expected, rtol=0, atol=2e-5 if p_unk > 0.9 else 1e-6)
+    assert got.exp()[..., :9].sum(-1).double().sub(1).abs().max() < 2e-5
+
+
 def test_generate_unk_leaves_unk_in_place_at_inference():
     head, inputs = _unk_head(unk_index=None)
     trained, _ = head(*inputs)

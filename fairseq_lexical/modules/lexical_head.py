@@ -70,9 +70,16 @@ class LexiconMismatchError(ValueError):
 
 
 def renormalized_without(log_probs: Tensor, index: int) -> Tensor:
-    """log p(w | w != index): that word's probability set to 0, the others divided by what is left."""
-    masked = log_probs.index_fill(-1, torch.tensor([index], device=log_probs.device), float("-inf"))
-    return masked - torch.logsumexp(masked, dim=-1, keepdim=True)
+    """log p(w | w != index): that word's probability set to 0, the others divided by what is left, 1 - p(index),
+    taken from log p(index) alone (log(1 - e^x), accurate for p near 0 and near 1): a beam step's cost is then one
+    subtraction over the vocabulary rather than a second logsumexp. Without autograd (generation) ``log_probs``
+    itself is changed and returned: no second |V|-sized buffer."""
+    log_p = log_probs[..., index : index + 1]
+    log_rest = torch.where(log_p > -math.log(2.0), torch.log(-torch.expm1(log_p)), torch.log1p(-torch.exp(log_p)))
+    in_place = not (torch.is_grad_enabled() and log_probs.requires_grad)
+    out = log_probs.sub_(log_rest) if in_place else log_probs - log_rest
+    out[..., index] = float("-inf")
+    return out
 
 
 class _LexicalMixture(torch.autograd.Function):
