@@ -399,6 +399,25 @@ def test_renormalizing_without_unk_divides_by_one_minus_its_probability(p_unk):
     assert got.exp()[..., :9].sum(-1).double().sub(1).abs().max() < 2e-5
 
 
+@pytest.mark.parametrize("unk_listed", [False, True], ids=["unk-unlisted", "unk-in-rows"])
+def test_generation_drops_unk_within_the_mixtures_pass(unk_listed):
+    """Without autograd (fairseq-generate) the sparse mixture renormalises without <unk> in its own pass over the
+    vocabulary (sparse_mixture_without): the same log-probabilities as the mixture followed by
+    renormalized_without, with <unk> among the rows' targets (the fallback) or not, and repeated targets."""
+    table = random_table(12, 40, k=3, seed=5, uniform_every=0)
+    if unk_listed:
+        table.targets[::3, 0] = 3
+    head = LexicalTranslationHead(table, gate_input_dim=6, unk_index=3)
+    head.make_generation_fast_()
+    attn, src, logits, feats = random_inputs(3, 4, 7, 12, 40, seed=6)
+    assert not head.dense_is_cheaper(src)  # the sparse mixture (7 x 3 slots < 40 words)
+    unfused, gate = head(logits, feats, attn, src)  # with autograd: mixture, then renormalized_without
+    with torch.no_grad():
+        fused, fused_gate = head(logits, feats, attn, src)
+    torch.testing.assert_close(fused, unfused.detach(), rtol=0, atol=2e-6)
+    assert torch.equal(fused_gate, gate.detach()) and torch.isinf(fused[..., 3]).all()
+
+
 def test_generate_unk_leaves_unk_in_place_at_inference():
     head, inputs = _unk_head(unk_index=None)
     trained, _ = head(*inputs)

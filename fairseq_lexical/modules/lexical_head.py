@@ -69,13 +69,17 @@ class LexiconMismatchError(ValueError):
     """A checkpoint holds another lexicon than the one the model was built from (`--lexicon`)."""
 
 
+def log1mexp(log_p: Tensor) -> Tensor:
+    """log(1 - e^x) for x <= 0, accurate for p = e^x near 0 and near 1."""
+    return torch.where(log_p > -math.log(2.0), torch.log(-torch.expm1(log_p)), torch.log1p(-torch.exp(log_p)))
+
+
 def renormalized_without(log_probs: Tensor, index: int) -> Tensor:
     """log p(w | w != index): that word's probability set to 0, the others divided by what is left, 1 - p(index),
     taken from log p(index) alone (log(1 - e^x), accurate for p near 0 and near 1): a beam step's cost is then one
     subtraction over the vocabulary rather than a second logsumexp. Without autograd (generation) ``log_probs``
     itself is changed and returned: no second |V|-sized buffer."""
-    log_p = log_probs[..., index : index + 1]
-    log_rest = torch.where(log_p > -math.log(2.0), torch.log(-torch.expm1(log_p)), torch.log1p(-torch.exp(log_p)))
+    log_rest = log1mexp(log_probs[..., index : index + 1])
     in_place = not (torch.is_grad_enabled() and log_probs.requires_grad)
     out = log_probs.sub_(log_rest) if in_place else log_probs - log_rest
     out[..., index] = float("-inf")
@@ -178,6 +182,30 @@ class _SparseLexicalMixture(torch.autograd.Function):
         grad_mass = grad_at * torch.exp((log_not_g - out_at).clamp(max=80.0))
         write_dtype, gate_dtype = ctx.dtypes
         return grad_logits.to(write_dtype), grad_gate.to(gate_dtype), grad_mass, None, None
+
+
+@torch.no_grad()
+def sparse_mixture_without(
+    write_logits: Tensor, gate_logit: Tensor, mass: Tensor, index: Tensor, slot_of: Tensor, drop: int
+) -> Tensor:
+    """Generation's eq. 10 with word ``drop`` (<unk>) given probability 0 and the rest renormalised: equal to
+    renormalized_without(_SparseLexicalMixture(...), drop), with the division folded into the one pass over the
+    vocabulary that adds log g. p(drop) is computed first, from its write logit and the lexicon's mass on it."""
+    lsm = torch.log_softmax(fp32_or_wider(write_logits), dim=-1)
+    s = fp32_or_wider(gate_logit).unsqueeze(-1)
+    log_g, log_not_g = F.logsigmoid(s), F.logsigmoid(-s)
+    slot_of = slot_of.expand_as(index)
+    p_at = torch.zeros_like(mass).scatter_add_(-1, slot_of, mass).gather(-1, slot_of)
+    out_at = torch.logaddexp(lsm.gather(-1, index) + log_g, torch.log(p_at.clamp_min(_TINY)) + log_not_g)
+    lex_drop = mass.masked_fill(index != drop, 0.0).sum(-1, keepdim=True)
+    write_drop = lsm[..., drop : drop + 1] + log_g
+    out_drop = torch.where(
+        lex_drop > 0, torch.logaddexp(write_drop, torch.log(lex_drop.clamp_min(_TINY)) + log_not_g), write_drop
+    )
+    log_rest = log1mexp(out_drop)
+    out = lsm.add_(log_g - log_rest).scatter_(-1, index, out_at - log_rest)
+    out[..., drop] = float("-inf")
+    return out
 
 
 def _distinct_slots(index: Tensor) -> Tensor:
@@ -590,6 +618,11 @@ class LexicalTranslationHead(nn.Module):
                 log_probs = lexical_mixture_log_probs(write_logits, gate_logit, p_lex)
             else:
                 mass, index = self.lexical_mass(attn, src_tokens, (rows["targets"], rows["weights"]))
+                if self.masking_unk and not torch.is_grad_enabled():  # generation: <unk> dropped in the same pass
+                    log_probs = sparse_mixture_without(
+                        write_logits, gate_logit, mass, index, rows["slot_of"], self.unk_index
+                    )
+                    return log_probs, torch.sigmoid(fp32_or_wider(gate_logit))
                 log_probs = _SparseLexicalMixture.apply(write_logits, gate_logit, mass, index, rows["slot_of"])
         if self.masking_unk:
             # Source words without an entry map to <unk> (the table's fallback), so the lexicon can put its mass
