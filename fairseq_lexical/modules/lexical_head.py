@@ -126,6 +126,22 @@ def lexical_mixture_log_probs(write_logits: Tensor, gate_logit: Tensor, p_lex: T
     return _LexicalMixture.apply(write_logits, gate_logit, fp32_or_wider(p_lex))
 
 
+def _sparse_mixture_at_slots(write_logits: Tensor, gate_logit: Tensor, mass: Tensor, index: Tensor, slot_of=None):
+    """What the sparse mixture needs before its pass over the vocabulary: (log_softmax of the write logits, the gate
+    logit as (B, T, 1), log g, log(1 - g), log_softmax at the indexed words, eq. 10 at the indexed words)."""
+    lsm = torch.log_softmax(fp32_or_wider(write_logits), dim=-1)
+    s = fp32_or_wider(gate_logit).unsqueeze(-1)
+    log_g, log_not_g = F.logsigmoid(s), F.logsigmoid(-s)
+    # Sum the mass of repeated targets (scatter-add in slot order), then read it back at every indexed slot.
+    # The sums are taken over the row's distinct targets, not over a |V|-sized buffer (same order, same sums).
+    # (``slot_of``: _distinct_slots(index) computed once per sentence by the caller, in incremental decoding.)
+    slot_of = _distinct_slots(index) if slot_of is None else slot_of.expand_as(index)
+    p_at = torch.zeros_like(mass).scatter_add_(-1, slot_of, mass).gather(-1, slot_of)
+    lsm_at = lsm.gather(-1, index)
+    out_at = torch.logaddexp(lsm_at + log_g, torch.log(p_at.clamp_min(_TINY)) + log_not_g)
+    return lsm, s, log_g, log_not_g, lsm_at, out_at
+
+
 class _SparseLexicalMixture(torch.autograd.Function):
     """Eq. 10 when p_lex is given as scattered mass: p_lex(w) = sum of ``mass[..., m]`` over m with
     ``index[..., m] = w`` (m runs over source positions x lexicon slots, eq. 9).
@@ -138,16 +154,7 @@ class _SparseLexicalMixture(torch.autograd.Function):
     def forward(
         ctx, write_logits: Tensor, gate_logit: Tensor, mass: Tensor, index: Tensor, slot_of: Optional[Tensor] = None
     ) -> Tensor:
-        lsm = torch.log_softmax(fp32_or_wider(write_logits), dim=-1)
-        s = fp32_or_wider(gate_logit).unsqueeze(-1)
-        log_g, log_not_g = F.logsigmoid(s), F.logsigmoid(-s)
-        # Sum the mass of repeated targets (scatter-add in slot order), then read it back at every indexed slot.
-        # The sums are taken over the row's distinct targets, not over a |V|-sized buffer (same order, same sums).
-        # (``slot_of``: _distinct_slots(index) computed once per sentence by the caller, in incremental decoding.)
-        slot_of = _distinct_slots(index) if slot_of is None else slot_of.expand_as(index)
-        p_at = torch.zeros_like(mass).scatter_add_(-1, slot_of, mass).gather(-1, slot_of)
-        lsm_at = lsm.gather(-1, index)
-        out_at = torch.logaddexp(lsm_at + log_g, torch.log(p_at.clamp_min(_TINY)) + log_not_g)
+        lsm, s, log_g, _, lsm_at, out_at = _sparse_mixture_at_slots(write_logits, gate_logit, mass, index, slot_of)
         out = lsm.add_(log_g).scatter_(-1, index, out_at)  # in place: lsm is not needed as such any more
         # Saving the output rather than log_softmax: the loss saves the same tensor, so the layer costs one
         # |V|-sized saved tensor, like a plain softmax output layer. log_softmax is rebuilt from it below.
@@ -191,12 +198,7 @@ def sparse_mixture_without(
     """Generation's eq. 10 with word ``drop`` (<unk>) given probability 0 and the rest renormalised: equal to
     renormalized_without(_SparseLexicalMixture(...), drop), with the division folded into the one pass over the
     vocabulary that adds log g. p(drop) is computed first, from its write logit and the lexicon's mass on it."""
-    lsm = torch.log_softmax(fp32_or_wider(write_logits), dim=-1)
-    s = fp32_or_wider(gate_logit).unsqueeze(-1)
-    log_g, log_not_g = F.logsigmoid(s), F.logsigmoid(-s)
-    slot_of = slot_of.expand_as(index)
-    p_at = torch.zeros_like(mass).scatter_add_(-1, slot_of, mass).gather(-1, slot_of)
-    out_at = torch.logaddexp(lsm.gather(-1, index) + log_g, torch.log(p_at.clamp_min(_TINY)) + log_not_g)
+    lsm, _, log_g, log_not_g, _, out_at = _sparse_mixture_at_slots(write_logits, gate_logit, mass, index, slot_of)
     lex_drop = mass.masked_fill(index != drop, 0.0).sum(-1, keepdim=True)
     write_drop = lsm[..., drop : drop + 1] + log_g
     out_drop = torch.where(
