@@ -31,7 +31,6 @@ from recipes.lla import LEXICON_UNIT_METRIC, LlaSteps
 from recipes.rundir import (
     PREPROCESS_OUTPUTS,
     RunDirectory,
-    has_results,
     refuse_foreign_files,
     remove_outputs,
 )
@@ -210,13 +209,17 @@ class Recipe(LlaSteps):
         other data (check_finished_runs checks the rest, once the commands are known)."""
         if self.args.force:
             return
-        other = []
-        for model, seed in self.pairs:
-            out = self.run_dir(model, seed)
-            if has_results(out) and os.path.isfile(f"{out}/config.json"):
-                recorded = (read_json(f"{out}/config.json").get("fingerprint") or {}).get("data_sha1")
-                if recorded is not None and recorded != self.data_sha1:
-                    other.append(f"{out}: data differ")
+        # the data part of each run's fingerprint (a run that recorded none is not refused for it)
+        data_only = {"data_sha1": self.data_sha1}
+        other = [
+            why
+            for model, seed in self.pairs
+            if (
+                why := RunDirectory(
+                    self.run_dir(model, seed), data_only, "", "", equivalent={"data_sha1": None}
+                ).stale()
+            )
+        ]
         if other:
             raise stale_runs_error(other, " (nothing was written)")
 
