@@ -38,6 +38,7 @@ from recipes.console import RecipeError, hms, say, show
 from recipes.process import KEEP_BEST_TASK, run_logged, tool
 from recipes.rundir import PREPROCESS_OUTPUTS, RunDirectory, refuse_foreign_files, remove_outputs
 from recipes.settings import TRANSFORMER_CPU_SMALL, TRANSFORMER_PAPER, TransformerSettings
+from recipes.steps import Step
 from recipes.textio import count_entries, read_corpus, read_json, sha1_files, write_json
 
 DEFAULT_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data", "cat_oci")
@@ -190,13 +191,9 @@ class Experiment:
             f"prefixes ({info['duplicate_pairs_in_training']} repeated pairs kept in the largest)"
         )
 
-    def stamped(self, path: str, key: dict) -> bool:
-        return os.path.isfile(path) and read_json(path) == key
-
-    def prepare_size(self, size: int) -> None:
-        """Joint SentencePiece model, pieces, the fairseq dictionary, data-bin and (for pgn_lex) the lexicon."""
+    def data_step(self, size: int) -> Step:
+        """SentencePiece pieces and the data-bin of one training size, and what they are made from."""
         a, d, data = self.args, self.tdir(size), self.work + "/data"
-        os.makedirs(d + "/pieces", exist_ok=True)
         key = {
             "data_sha1": sha1_files(
                 [f"{data}/{s}.{l}" for s in ("train", "valid", "test") for l in (self.src, self.tgt)]
@@ -206,8 +203,14 @@ class Experiment:
             "model_type": "bpe",
             "character_coverage": 1.0,
         }
-        if not self.stamped(d + "/prepared.json", key) or a.force:
-            t0 = time.time()
+        return Step(f"n{size} data", d + "/prepared.json", key, [f"{d}/bin/dict.{self.src}.txt"])
+
+    def prepare_size(self, size: int) -> None:
+        """Joint SentencePiece model, pieces, the fairseq dictionary, data-bin and (for pgn_lex) the lexicon."""
+        d, data = self.tdir(size), self.work + "/data"
+
+        def make():
+            os.makedirs(d + "/pieces", exist_ok=True)
             self.make_pieces(size, d, data)
             cmd = [
                 tool("fairseq-preprocess"),
@@ -233,10 +236,12 @@ class Experiment:
                 refuse_foreign_files(d + "/bin", PREPROCESS_OUTPUTS, "the data-bin")
                 remove_outputs(d + "/bin", PREPROCESS_OUTPUTS)
             run_logged(cmd, d + "/preprocess.log", what="fairseq-preprocess")
-            write_json(d + "/prepared.json", key)
-            say(f"== n{size}: SentencePiece + fairseq-preprocess in {d} ({hms(time.time() - t0)})")
-        else:
+
+        secs = self.data_step(size).run(make, self.args.force)
+        if secs is None:
             say(f"== n{size}: pieces and data-bin up to date ({d})")
+        else:
+            say(f"== n{size}: SentencePiece + fairseq-preprocess in {d} ({hms(secs)})")
         if "pgn_lex" in self.systems:
             self.build_lexicon(size, d)
 
@@ -318,10 +323,10 @@ class Experiment:
             "pieces_sha1": sha1_files([f"{d}/pieces/train.{self.src}", f"{d}/pieces/train.{self.tgt}"]),
             "command": show(cmd[1:]).replace(self.work, "$WORK"),
         }
-        if self.stamped(d + "/lexicon.json", key) and os.path.isfile(d + "/lexicon.tsv") and not self.args.force:
+        step = Step(f"n{size} lexicon", d + "/lexicon.json", key, [d + "/lexicon.tsv"], d + "/lexicon.log")
+        secs = step.run(lambda: run_logged(cmd, d + "/lexicon.log", what="build_lexicon.py"), self.args.force)
+        if secs is None:
             return
-        secs = run_logged(cmd, d + "/lexicon.log", what="build_lexicon.py")
-        write_json(d + "/lexicon.json", key)
         entries = count_entries(d + "/lexicon.tsv")
         same = sum(
             1
@@ -452,7 +457,7 @@ class Experiment:
         lex = self.tdir(size) + "/lexicon.tsv"
         fp = {
             "commands": norm,
-            "data": read_json(self.tdir(size) + "/prepared.json"),
+            "data": dict(self.data_step(size).key),
             "lexicon_sha1": sha1_files([lex]) if SYSTEMS[system].lexicon == "learned" else None,
         }
         who = f"{index} n{size} {system} seed {seed}"

@@ -48,6 +48,7 @@ from recipes.cli import build_parser as recipe_parser
 from recipes.console import RecipeError, hms, say, show
 from recipes.process import run_logged, tool
 from recipes.runner import Recipe
+from recipes.steps import Step
 from recipes.tasks import TASKS
 from recipes.textio import read_json, sha1_files, write_json
 
@@ -168,26 +169,22 @@ class Runner:
         progress: Optional[str] = None,
     ) -> None:
         """Run cmd (stdout to `stdout` or the log, stderr to the log) unless up to date."""
-        stamp_path = os.path.join(self.stamps, name.replace("/", "_") + ".json")
-        stamp = {"command": show(cmd).replace(self.work, "$WORK"), "inputs_sha1": sha1_files(inputs)}
-        old = read_json(stamp_path) if os.path.isfile(stamp_path) else {}
-        if (
-            not self.force
-            and all(os.path.exists(o) for o in outputs)
-            and all(old.get(k) == v for k, v in stamp.items())
-        ):
-            self.seconds[name] = old.get("seconds")  # the time it took when it ran
+        step = Step(
+            name,
+            os.path.join(self.stamps, name.replace("/", "_") + ".json"),
+            {"command": show(cmd).replace(self.work, "$WORK"), "inputs_sha1": sha1_files(inputs)},
+            outputs,
+            log,
+        )
+        secs = step.run(
+            lambda: run_logged(cmd, stdout or log, log if stdout else None, what=name, progress=progress), self.force
+        )
+        if secs is None:
+            self.seconds[name] = step.seconds()  # the time it took when it ran
             say(f"   {name}: up to date")
-            return
-        if os.path.isfile(stamp_path):
-            os.remove(stamp_path)
-        secs = run_logged(cmd, stdout or log, log if stdout else None, what=name, progress=progress)
-        missing = [o for o in outputs if not os.path.exists(o)]
-        if missing:
-            raise SplitError(f"{name} did not write {', '.join(missing)}; log: {log}")
-        self.seconds[name] = round(secs, 1)
-        write_json(stamp_path, {**stamp, "seconds": self.seconds[name]})
-        say(f"   {name}: done ({hms(secs)})")
+        else:
+            self.seconds[name] = round(secs, 1)
+            say(f"   {name}: done ({hms(secs)})")
 
     def parallel(self, tasks: Sequence[Callable[[], None]]) -> None:
         """Run the tasks, --jobs at a time; the first error is raised once all have ended."""

@@ -11,7 +11,7 @@ Layout of WORK:
     config.json                      the recipe's settings (paper or CPU-small), models, seeds, data files
     data/                            train/valid/test .src/.tgt (whitespace-normalised), lexcorpus.src/.tgt
     bin/                             fairseq-preprocess output (+ prepared.json: what it was made from)
-    lexicons/<method>.tsv            learned lexicons (+ .log)
+    lexicons/<method>.tsv            learned lexicons (+ .log, and .json: what it was made from)
     <model>/seed<N>/                 config.json, train.log, generate.txt, generate.log, score.json, run.json
     jobs/<model>_seed<N>.log         with --jobs N > 1: the output of that pair's own recipe process
     summary.json                     mean +/- std over the seeds of this invocation, per model and metric
@@ -25,10 +25,11 @@ train.log.1, ...; one with other settings stops the recipe, as a finished one do
 
 Modules: catalogue (models, lexicon methods), settings (hyper-parameters), tasks/ (one per dataset, with the
 papers' numbers), cli (command line), runner (the pipeline, the commands), rundir (a run's directory: reuse,
-resume, refusal, what may be deleted; also examples/cat_oci's), lla (Thrush 2020's two-phase training and
-checkpoint selection), process (running programs), fairseq_log (reading fairseq-train's logs), reports (tables,
-summary.json), console (messages, errors, exit statuses), textio (reading and writing files), campaign/ (GPU
-campaigns, tools/gpu_campaign.sh). Importing them loads neither fairseq nor torch.
+resume, refusal, what may be deleted; also examples/cat_oci's), steps (a data-bin or lexicon made once and reused
+while its inputs are unchanged; also cat_oci's and compositional_split's steps), lla (Thrush 2020's two-phase
+training and checkpoint selection), process (running programs), fairseq_log (reading fairseq-train's logs),
+reports (tables, summary.json), console (messages, errors, exit statuses), textio (reading and writing files),
+campaign/ (GPU campaigns, tools/gpu_campaign.sh). Importing them loads neither fairseq nor torch.
 """
 
 import os

@@ -44,6 +44,7 @@ from recipes.settings import (
     parse_seeds,
     transformer_settings,
 )
+from recipes.steps import Step
 from recipes.tasks import Prepared, Task
 from recipes.textio import count_entries, read_json, sha1_files, sha1_lexicon_entries, write_json
 
@@ -244,16 +245,23 @@ class Recipe(LlaSteps):
         return cmd + (["--joined-dictionary"] if destdir == self.bin_joined else [])
 
     def preprocess(self, destdir: str, cmd: List[str], log: str) -> None:
-        stamp_path = destdir + "/prepared.json"
-        stamp = {"data_sha1": self.data_sha1, "command": show(cmd)}
-        if os.path.isfile(stamp_path) and read_json(stamp_path) == stamp:
-            say(f"== fairseq-preprocess: up to date ({destdir})")
-        else:
+        step = Step(
+            "fairseq-preprocess",
+            destdir + "/prepared.json",
+            {"data_sha1": self.data_sha1, "command": show(cmd)},
+            [f"{destdir}/dict.{side}.txt" for side in ("src", "tgt")],
+        )
+
+        def make():
             if os.path.isdir(destdir):
                 refuse_foreign_files(destdir, PREPROCESS_OUTPUTS, "the data-bin")
                 remove_outputs(destdir, PREPROCESS_OUTPUTS)
-            secs = run_logged(cmd, self.work + "/" + log, what="fairseq-preprocess")
-            write_json(stamp_path, stamp)
+            run_logged(cmd, self.work + "/" + log, what="fairseq-preprocess")
+
+        secs = step.run(make)
+        if secs is None:
+            say(f"== fairseq-preprocess: up to date ({destdir})")
+        else:
             say(f"== fairseq-preprocess: {destdir} ({hms(secs)})")
 
     def bin_for(self, model: str) -> str:
@@ -285,8 +293,6 @@ class Recipe(LlaSteps):
     def build_lexicons(self) -> None:
         methods = [MODELS[m].lexicon for m in self.models if MODELS[m].lexicon in LEXICON_METHODS]
         os.makedirs(self.lexdir, exist_ok=True)
-        stamp_path = self.lexdir + "/built.json"
-        stamps = read_json(stamp_path) if os.path.isfile(stamp_path) else {}
         for method in dict.fromkeys(methods):
             path = self.lexicon_path(method)
             desc = LEXICON_METHODS[method][1]
@@ -294,16 +300,14 @@ class Recipe(LlaSteps):
                 say(f"== lexicon (given with --lexicon): {count_entries(path)} entries in {path}")
                 continue
             cmd = self.lexicon_command(method)
+            log = f"{self.lexdir}/{method}.log"
             key = {"data_sha1": self.data_sha1, "command": show(cmd[1:])}
+            step = Step(f"build_lexicon.py --method {method}", f"{self.lexdir}/{method}.json", key, [path], log)
             # a --jobs child's --force re-runs its pair only: the parent has rebuilt the lexicons its siblings use
             force = self.args.force and not self.args.as_job
-            if os.path.isfile(path) and stamps.get(method) == key and not force:
-                say(f"== lexicon ({desc}): {count_entries(path)} entries in {path} (up to date)")
-                continue
-            secs = run_logged(cmd, f"{self.lexdir}/{method}.log", what=f"build_lexicon.py --method {method}")
-            stamps[method] = key
-            write_json(stamp_path, stamps)
-            say(f"== lexicon ({desc}): {count_entries(path)} entries in {path} ({hms(secs)})")
+            secs = step.run(lambda: run_logged(cmd, log, what=step.name), force)
+            done = "up to date" if secs is None else hms(secs)
+            say(f"== lexicon ({desc}): {count_entries(path)} entries in {path} ({done})")
 
     # -- one (model, seed) ---------------------------------------------------------------------------------------
     def arch(self, spec: ModelSpec) -> str:
