@@ -33,13 +33,14 @@ from lexical_offline.textio import read_lines, write_parallel
 from lexical_offline.metrics.aggregate import aggregate_dir, format_mean_std
 
 # examples/recipes (run.sh puts examples/ on PYTHONPATH): the runner helpers and Transformer training settings
-from recipes import ROOT, fairseq_log, process
+from recipes import ROOT, process
 from recipes.console import RecipeError, hms, say, show
+from recipes.execute import RunSpec, execute_run
 from recipes.process import KEEP_BEST_TASK, run_logged, tool
-from recipes.rundir import PREPROCESS_OUTPUTS, RunDirectory, refuse_foreign_files, remove_outputs
+from recipes.rundir import PREPROCESS_OUTPUTS, refuse_foreign_files, remove_outputs
 from recipes.settings import TRANSFORMER_CPU_SMALL, TRANSFORMER_PAPER, TransformerSettings
 from recipes.steps import Step
-from recipes.textio import count_entries, read_corpus, read_json, sha1_files, write_json
+from recipes.textio import count_entries, read_corpus, sha1_files, write_json
 
 DEFAULT_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data", "cat_oci")
 FILES = {"ca": "tatoeba.ca", "oc": "tatoeba.oc"}
@@ -447,7 +448,7 @@ class Experiment:
         ]
         return {"train": train, "generate": generate, "score": score}
 
-    def run_one(self, size: int, system: str, seed: int, index: str) -> dict:
+    def spec(self, size: int, system: str, seed: int, index: str) -> RunSpec:
         out = f"{self.tdir(size)}/{system}/seed{seed}"
         cmds = self.commands(size, system, seed, out)
         norm = {
@@ -460,60 +461,39 @@ class Experiment:
             "data": dict(self.data_step(size).key),
             "lexicon_sha1": sha1_files([lex]) if SYSTEMS[system].lexicon == "learned" else None,
         }
-        who = f"{index} n{size} {system} seed {seed}"
-        rundir = RunDirectory(out, fp, who, out + "/checkpoint_best.pt", force=self.args.force)
-        state = rundir.open(
-            {
-                "size": size,
-                "system": system,
-                "label": SYSTEMS[system].label,
-                "seed": seed,
-                "settings": self.label,
-                "commands": {k: show(v) for k, v in cmds.items()},
-            }
+        config = {
+            "size": size,
+            "system": system,
+            "label": SYSTEMS[system].label,
+            "seed": seed,
+            "settings": self.label,
+            "commands": {k: show(v) for k, v in cmds.items()},
+        }
+        return RunSpec(
+            who=f"{index} n{size} {system} seed {seed}",
+            name=f"n{size} {system}",
+            out=out,
+            commands=cmds,
+            fingerprint=fp,
+            config=config,
+            checkpoint=out + "/checkpoint_best.pt",
+            training=f" ({self.cfg.ts.max_update} updates max, dev loss every {self.cfg.validate_every})",
+            progress=f"{index}    n{size} {system}: ",
+            force=self.args.force,
         )
-        if state.score is not None:
-            score = state.score
-            say(f"{who}: BLEU {score['bleu']:.2f} chrF {score['chrf']:.2f} (done before: skipped)")
+
+    def run_one(self, size: int, system: str, seed: int, index: str) -> dict:
+        run = self.spec(size, system, seed, index)
+        outcome = execute_run(run, after_run=lambda _: {"valid_p_gate_last": last_valid_p_gate(run.out + "/train.log")})
+        score = outcome.score
+        if outcome.reused:
+            say(f"{run.who}: BLEU {score['bleu']:.2f} chrF {score['chrf']:.2f} (done before: skipped)")
             return score
-        if state.trained is None:
-            say(f"{who}: training ({self.cfg.ts.max_update} updates max, dev loss every {self.cfg.validate_every}) ...")
-            t_train = run_logged(
-                cmds["train"],
-                out + "/train.log",
-                what=f"fairseq-train (n{size} {system})",
-                append=state.resuming,
-                progress=f"{index}    n{size} {system}: ",
-            )
-            if not os.path.isfile(rundir.checkpoint):
-                raise RecipeError(f"{rundir.checkpoint} was not written (see {out}/train.log)")
-            write_json(
-                out + "/train.done",
-                {"train_s": round(t_train, 1), "training": fairseq_log.training_summary(out + "/train.log")},
-            )
-        done = read_json(out + "/train.done")
-        t_gen = run_logged(
-            cmds["generate"], out + "/generate.txt", out + "/generate.log", what=f"fairseq-generate (n{size} {system})"
-        )
-        run_logged(cmds["score"], out + "/score.json.tmp", out + "/score.log", what=f"score.py (n{size} {system})")
-        score = rundir.write_score(out + "/score.json.tmp")
-        p_gate = last_valid_p_gate(out + "/train.log")
-        write_json(
-            out + "/run.json",
-            {
-                "train_s": done["train_s"],
-                "generate_s": round(t_gen, 1),
-                "training": done["training"],
-                "valid_p_gate_last": p_gate,
-                "finished": datetime.datetime.now().isoformat(),
-                "host": platform.node(),
-            },
-        )
-        rundir.clean_checkpoints("used")
+        p_gate = last_valid_p_gate(run.out + "/train.log")
         gate = f"; dev p_gate {p_gate:.3f} (1 - p_copy)" if p_gate is not None else ""
         say(
-            f"{who}: BLEU {score['bleu']:.2f} chrF {score['chrf']:.2f} "
-            f"(train {hms(done['train_s'])}, {done['training']['text']}; decode {hms(t_gen)}{gate})"
+            f"{run.who}: BLEU {score['bleu']:.2f} chrF {score['chrf']:.2f} "
+            f"(train {hms(outcome.train_s)}, {outcome.training['text']}; decode {hms(outcome.generate_s)}{gate})"
         )
         return score
 

@@ -16,7 +16,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from lexical_offline.textio import write_parallel
 
-from recipes import ROOT, fairseq_log, reports
+from recipes import ROOT, reports
 from recipes.catalogue import (
     AUTHORS_DECODER,
     AUTHORS_GATE,
@@ -27,6 +27,7 @@ from recipes.catalogue import (
     parse_models,
 )
 from recipes.console import PROG, RecipeError, hms, say, show
+from recipes.execute import RunOutcome, RunSpec, execute_run
 from recipes.lla import LEXICON_UNIT_METRIC, LlaSteps
 from recipes.rundir import (
     PREPROCESS_OUTPUTS,
@@ -34,7 +35,7 @@ from recipes.rundir import (
     refuse_foreign_files,
     remove_outputs,
 )
-from recipes.process import KEEP_BEST_TASK, child_env, run_concurrently, run_logged, run_sharded, tool
+from recipes.process import KEEP_BEST_TASK, child_env, run_concurrently, run_logged, tool
 from recipes.settings import (
     CPU_LSTM_ARCH_SIZES,
     PRESET_LABELS,
@@ -137,6 +138,9 @@ def lock_work_directory(work: str):
     handle.write(f"pid {os.getpid()}, started {datetime.datetime.now().isoformat(timespec='seconds')}\n")
     handle.flush()
     return handle
+
+
+LLA_NOT_RESUMABLE = "an lla run stopped within the Lexicon Unit epochs: their selection is not in {last}"
 
 
 class Recipe(LlaSteps):
@@ -617,49 +621,14 @@ class Recipe(LlaSteps):
             + f"  ({hms(secs)})"
         )
 
-    def run_directory(self, model: str, seed: int, commands: Dict[str, List[str]], who: str = "") -> RunDirectory:
-        out = self.run_dir(model, seed)
+    def spec(self, model: str, seed: int, prep: Prepared, index: str = "") -> RunSpec:
+        """The run of (model, seed): directory, commands, fingerprint, config.json."""
+        out, spec, pair = self.run_dir(model, seed), MODELS[model], self.pair_name(model, seed)
+        commands = self.commands(model, seed, out, prep)
         fp = self.fingerprint(model, seed, commands)
         # runs finished before the entries-only lexicon fingerprint recorded the whole file's SHA-1
-        spec = MODELS[model]
         earlier = {"lexicon_sha1": sha1_files([self.lexicon_path(spec.lexicon)])} if fp.get("lexicon_sha1") else {}
-        return RunDirectory(
-            out,
-            fp,
-            who or f"the {model} run (seed {seed})",
-            self.checkpoint_path(out, model),
-            force=self.args.force,
-            # an lla run stopped within the Lexicon Unit epochs cannot resume (LlaSteps.lla_resumable)
-            resumable=self.lla_resumable if spec.lla else lambda out: True,
-            why_not="an lla run stopped within the Lexicon Unit epochs: their selection is not in {last}",
-            equivalent=earlier,
-        )
-
-    def stale(self, model: str, seed: int, prep: Prepared) -> Optional[str]:
-        """Why the run of (model, seed), finished or with a checkpoint, does not match the current settings, or
-        None."""
-        out = self.run_dir(model, seed)
-        return self.run_directory(model, seed, self.commands(model, seed, out, prep)).stale()
-
-    def check_finished_runs(self, prep: Prepared) -> None:
-        problems = [p for model, seed in self.pairs if (p := self.stale(model, seed, prep))]
-        if problems:
-            raise stale_runs_error(problems)
-
-    def run_one(self, model: str, seed: int, prep: Prepared, index: str) -> Optional[dict]:
-        out = self.run_dir(model, seed)
-        pair = self.pair_name(model, seed)
-        who = f"{index} {pair}"
-        commands = self.commands(model, seed, out, prep)
-        if self.args.dry_run:
-            say(f"{who}:")
-            for k, cmd in commands.items():
-                say(f"   {k}: {show(cmd)}")
-            if self.damage is not None and MODELS[model].lla:
-                say(f"   damage: {show(self.damage_command(model, seed, out))}")
-            return None
-        rundir = self.run_directory(model, seed, commands, who)
-        ckpt, score_path = rundir.checkpoint, f"{out}/score.json"
+        checkpoint = self.checkpoint_path(out, model)
         config = {
             "task": self.task.name,
             "model": model,
@@ -668,95 +637,101 @@ class Recipe(LlaSteps):
             "settings": self.settings,
             "settings_label": self.settings_label,
             "hparams": asdict(self.hp),
-            **({"transformer": asdict(self.ts)} if MODELS[model].transformer else {}),
+            **({"transformer": asdict(self.ts)} if spec.transformer else {}),
             "patience": self.task.patience_for(model, self.hp) if self.hp.validate_every else None,
-            "lexicon": self.lexicon_path(MODELS[model].lexicon)
-            if MODELS[model].lexicon in LEXICON_METHODS
-            else MODELS[model].lexicon,
-            "checkpoint": ckpt,
+            "lexicon": self.lexicon_path(spec.lexicon) if spec.lexicon in LEXICON_METHODS else spec.lexicon,
+            "checkpoint": checkpoint,
             "commands": {k: show(v) for k, v in commands.items()},
         }
-        state = rundir.open(config)
-        if state.score is not None:
-            say(f"{index} seed {seed}  {model}  {self.task.result_line(state.score)}  (done before: skipped)")
-            if self.damage is not None and MODELS[model].lla:
-                self.run_damage(model, seed, out, index)
-            return state.score
-        trained = state.trained  # an earlier invocation's finished training: only decoding/scoring is missing
-        start = time.time()
-        if trained is None:
-            t_train = 0.0
-            if MODELS[model].lla:
-                say(f"{who}: training, {self.lla.describe()} ...")
-            else:
-                say(f"{who}: training ({self.hp.max_update} updates max) ...")
-            t_train = run_logged(
-                commands["train"],
-                f"{out}/train.log",
-                what=f"fairseq-train ({model}, seed {seed})",
-                append=state.resuming,
-                progress=f"{index}    {pair}: ",
-            )
-            stopped = fairseq_log.training_summary(f"{out}/train.log")
-            if MODELS[model].lla and self.lla.checkpoint == "best":
-                # what lla_translation selected, from its log: the update count above is the whole run's (to the
-                # last epoch or the early stop), the evaluated model is checkpoint_best.pt's
-                selection = self.lla_selection(out)
-                write_json(f"{out}/selection.json", selection)
-                unit = selection["lexicon_unit"]
-                say(
-                    f"{index}    {pair}: Lexicon Unit of epoch {unit['epoch']} (lowest validation BCE, "
-                    f"{unit[LEXICON_UNIT_METRIC]:g}); best validation {selection['metric']} "
-                    f"{selection[selection['metric']]:g} first at epoch {selection['epoch']}"
-                )
-                where = f"epoch {selection['epoch']}"
-                if selection["epoch"] < selection["last_epoch"]:
-                    stopped["selected_updates"] = selection["updates"]
-                    where += f" (update {stopped['selected_updates']})"
-                stopped["text"] += f"; {where} of {selection['last_epoch']} evaluated"
-                stopped["selected_epoch"] = selection["epoch"]
-            if not os.path.isfile(ckpt):
-                raise RecipeError(f"{ckpt} was not written (see {out}/train.log)")
-            write_json(f"{out}/train.done", {"train_s": round(t_train, 1), "training": stopped})
-        else:
-            t_train, stopped = trained["train_s"], trained["training"]
-        t_gen = run_sharded(
-            commands["generate"],
-            self.args.decode_jobs,
-            f"{out}/generate.txt",
-            f"{out}/generate.log",
-            what=f"fairseq-generate ({model}, seed {seed})",
+        return RunSpec(
+            who=f"{index} {pair}" if index else f"the {model} run (seed {seed})",
+            name=f"{model}, seed {seed}",
+            out=out,
+            commands=commands,
+            fingerprint=fp,
+            config=config,
+            checkpoint=checkpoint,
+            training=f", {self.lla.describe()}" if spec.lla else f" ({self.hp.max_update} updates max)",
+            progress=f"{index}    {pair}: ",
+            decode_jobs=self.args.decode_jobs,
+            keep_checkpoints=self.args.keep_checkpoints,
+            run_fields={"settings": self.settings},
+            # an lla run stopped within the Lexicon Unit epochs cannot resume (LlaSteps.lla_resumable)
+            **(dict(resumable=self.lla_resumable, why_not=LLA_NOT_RESUMABLE) if spec.lla else {}),
+            equivalent=earlier,
+            force=self.args.force,
         )
-        t_score = run_logged(
-            commands["score"], score_path + ".tmp", f"{out}/score.log", what=f"score.py ({model}, seed {seed})"
-        )
-        score = rundir.write_score(score_path + ".tmp")
-        total = time.time() - start + (t_train if trained is not None else 0.0)
-        write_json(
-            f"{out}/run.json",
-            {
-                "train_s": round(t_train, 1),
-                "generate_s": round(t_gen, 1),
-                "score_s": round(t_score, 1),
-                "total_s": round(total, 1),
-                "training": stopped,
-                "finished": datetime.datetime.now().isoformat(),
-                "host": platform.node(),
-                "settings": self.settings,
-            },
-        )
-        if self.damage is not None and MODELS[model].lla:  # after run.json: a failure here keeps the run finished
-            t0 = time.time()
-            self.run_damage(model, seed, out, index)
-            run = read_json(f"{out}/run.json")
-            write_json(f"{out}/run.json", {**run, "damage_s": round(time.time() - t0, 1)})
-        rundir.clean_checkpoints(self.args.keep_checkpoints)
+
+    def stale(self, model: str, seed: int, prep: Prepared) -> Optional[str]:
+        """Why the run of (model, seed), finished or with a checkpoint, does not match the current settings, or
+        None."""
+        return self.spec(model, seed, prep).directory().stale()
+
+    def check_finished_runs(self, prep: Prepared) -> None:
+        problems = [p for model, seed in self.pairs if (p := self.stale(model, seed, prep))]
+        if problems:
+            raise stale_runs_error(problems)
+
+    def with_lla_selection(self, model: str, seed: int, index: str, training: Dict[str, object]) -> Dict[str, object]:
+        """The training summary of an lla run evaluated at checkpoint_best.pt, with what lla_translation selected
+        (its lla_selection.json; also written to selection.json): the update count of the summary is the whole
+        run's (to the last epoch or the early stop), the evaluated model is checkpoint_best.pt's."""
+        out, pair = self.run_dir(model, seed), self.pair_name(model, seed)
+        selection = self.lla_selection(out)
+        write_json(f"{out}/selection.json", selection)
+        unit = selection["lexicon_unit"]
         say(
-            f"{index} seed {seed}  {model}  {self.task.result_line(score)}  "
-            f"(train {hms(t_train)}{', ' + stopped['text'] if stopped['text'] else ''}; "
-            f"decode {hms(t_gen)}; total {hms(total)})"
+            f"{index}    {pair}: Lexicon Unit of epoch {unit['epoch']} (lowest validation BCE, "
+            f"{unit[LEXICON_UNIT_METRIC]:g}); best validation {selection['metric']} "
+            f"{selection[selection['metric']]:g} first at epoch {selection['epoch']}"
         )
-        return score
+        where = f"epoch {selection['epoch']}"
+        training = dict(training)
+        if selection["epoch"] < selection["last_epoch"]:
+            training["selected_updates"] = selection["updates"]
+            where += f" (update {training['selected_updates']})"
+        training["text"] += f"; {where} of {selection['last_epoch']} evaluated"
+        training["selected_epoch"] = selection["epoch"]
+        return training
+
+    def run_one(self, model: str, seed: int, prep: Prepared, index: str) -> Optional[dict]:
+        run = self.spec(model, seed, prep, index)
+        damage = self.damage is not None and MODELS[model].lla
+        if self.args.dry_run:
+            say(f"{run.who}:")
+            for k, cmd in run.commands.items():
+                say(f"   {k}: {show(cmd)}")
+            if damage:
+                say(f"   damage: {show(self.damage_command(model, seed, run.out))}")
+            return None
+
+        def after_run(outcome: RunOutcome) -> Optional[dict]:
+            if not damage:
+                return None
+            t0 = time.time()
+            self.run_damage(model, seed, run.out, index)
+            return {"damage_s": round(time.time() - t0, 1)}
+
+        lla_best = MODELS[model].lla and self.lla.checkpoint == "best"
+        outcome = execute_run(
+            run,
+            after_training=(lambda training: self.with_lla_selection(model, seed, index, training))
+            if lla_best
+            else None,
+            after_run=after_run,
+        )
+        if outcome.reused:
+            say(f"{index} seed {seed}  {model}  {self.task.result_line(outcome.score)}  (done before: skipped)")
+            if damage:
+                self.run_damage(model, seed, run.out, index)
+            return outcome.score
+        stopped = outcome.training
+        say(
+            f"{index} seed {seed}  {model}  {self.task.result_line(outcome.score)}  "
+            f"(train {hms(outcome.train_s)}{', ' + stopped['text'] if stopped['text'] else ''}; "
+            f"decode {hms(outcome.generate_s)}; total {hms(outcome.total_s)})"
+        )
+        return outcome.score
 
     # -- everything -----------------------------------------------------------------------------------------------
     def config(self) -> Dict[str, object]:
