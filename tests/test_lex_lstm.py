@@ -482,3 +482,64 @@ def test_left_to_right_padding_is_fairseqs_conversion_without_a_host_read(monkey
     monkeypatch.undo()
     torch.testing.assert_close(converted, expected, atol=0, rtol=0)
     torch.testing.assert_close(unpadded, tokens[4:5], atol=0, rtol=0)
+
+
+def _dropout_model(toy_data, placement, *more):
+    torch.manual_seed(7)
+    model, task, _ = build_model(
+        toy_data / "bin",
+        "--arch",
+        "lstm_plain_small",
+        "--decoder-output",
+        "combined",
+        "--dropout-placement",
+        placement,
+        "--dropout",
+        "0",
+        *more,
+    )
+    return model, task
+
+
+@pytest.mark.parametrize("placement", ["authors", "fairseq"])
+def test_authors_dropout_placement_drops_the_input_feed_where_it_enters_the_step(toy_data, placement):
+    """The authors' decoder drops [e(y_t-1); o_t-1] where the step starts, and that dropped o_t-1 is also what the
+    combined output reads. With the decoder's input dropout at 1 (everything dropped) the model in training equals
+    the model without dropout whose embeddings and input-feed weights (first cell and combined output) are zero;
+    with fairseq's placement the input feed is kept, and it does not."""
+    model, task = _dropout_model(toy_data, placement, "--decoder-dropout-in", "1")
+    net = toy_batch(task, PAIRS)["net_input"]
+    model.train()
+    with torch.no_grad():
+        trained = model(**net)[0]
+    dec, E, H = model.decoder, model.decoder.embed_tokens.embedding_dim, model.decoder.hidden_size
+    with torch.no_grad():
+        dec.embed_tokens.weight.zero_()
+        dec.layers[0].weight_ih[:, E:].zero_()  # W_f in the first cell's gates
+        dec.attention.output_proj.weight[:, E : E + H].zero_()  # W_f o_t-1 in the combined output
+    model.eval()
+    with torch.no_grad():
+        expected = model(**net)[0]
+    if placement == "authors":
+        torch.testing.assert_close(trained, expected, atol=1e-6, rtol=1e-6)
+    else:
+        assert not torch.allclose(trained, expected, atol=1e-3)
+
+
+@pytest.mark.parametrize("placement", ["authors", "fairseq"])
+def test_authors_dropout_placement_keeps_the_encoders_outputs(toy_data, placement):
+    model, task = _dropout_model(
+        toy_data, placement, "--encoder-layers", "1", "--decoder-layers", "1", "--encoder-dropout-out", "1"
+    )
+    net = toy_batch(task, PAIRS)["net_input"]
+    outputs = {}
+    for mode in ("train", "eval"):
+        getattr(model, mode)()
+        with torch.no_grad():
+            outputs[mode] = model.encoder(net["src_tokens"], net["src_lengths"])[0]
+    if placement == "authors":  # dropout_out between layers only (none with one layer)
+        torch.testing.assert_close(outputs["train"], outputs["eval"])
+    else:
+        assert outputs["train"].abs().max() == 0 and outputs["eval"].abs().max() > 0
+    plain, _ = _dropout_model(toy_data, "fairseq", "--encoder-layers", "1", "--decoder-layers", "1")
+    assert list(plain.state_dict()) == list(model.state_dict())  # the same parameters: checkpoints load either way

@@ -62,7 +62,13 @@ def left_to_right_padding(tokens: Tensor, padding_idx: int) -> Tensor:
 
 
 class LexLSTMEncoder(LSTMEncoder):
-    """LSTMEncoder whose output also carries the source tokens (the head's x_j), reordered with the beam."""
+    """LSTMEncoder whose output also carries the source tokens (the head's x_j), reordered with the beam.
+    ``output_dropout=False`` keeps dropout_out between the layers only (the authors' encoder, --dropout-placement)."""
+
+    def __init__(self, *args, output_dropout: bool = True, **kwargs):
+        super().__init__(*args, **kwargs)
+        if not output_dropout:
+            self.dropout_out_module = FairseqDropout(0.0, module_name="LSTMEncoder")
 
     def forward(self, src_tokens: Tensor, src_lengths: Tensor, enforce_sorted: bool = True):
         out = super().forward(src_tokens, src_lengths, enforce_sorted)
@@ -225,6 +231,7 @@ class LexLSTMDecoder(LexicalDecoder, FairseqIncrementalDecoder):
         share_input_output_embed: bool = False,
         max_target_positions: int = DEFAULT_MAX_TARGET_POSITIONS,
         write_dropout: float = 0.0,
+        feed_dropout: bool = False,
     ):
         super().__init__(dictionary)
         # Modules are made in the order of fairseq's LSTMDecoder constructor: a seed draws the weights it drew there.
@@ -253,6 +260,9 @@ class LexLSTMDecoder(LexicalDecoder, FairseqIncrementalDecoder):
         if not share_input_output_embed:
             self.fc_out = Linear(out_embed_dim, len(dictionary))
         self.write_dropout = nn.Dropout(write_dropout)
+        # --dropout-placement authors: dropout_in also on the input feed o_t-1 where it enters the step, as the
+        # authors' decoder drops [e(y_t-1); o_t-1] (so it also reaches the combined output's W_f o_t-1)
+        self.feed_dropout = feed_dropout
         self.combined_output = False
 
     def use_combined_output(self):
@@ -357,8 +367,11 @@ class LexLSTMDecoder(LexicalDecoder, FairseqIncrementalDecoder):
         between = [self.step_masks(self.dropout_out_module, steps, hiddens[i]) for i in range(1, self.num_layers)]
         out_masks = self.step_masks(self.dropout_out_module, steps, feed)
         write_masks = self.step_masks(self.write_dropout, steps, feed) if combined else None
+        feed_masks = self.step_masks(self.dropout_in_module, steps, feed) if self.feed_dropout else None
         outputs, tops, weights = [], [], []
         for t in range(steps):
+            if feed_masks is not None:
+                feed = feed * feed_masks[t]
             with fp32_only:
                 if combined:
                     gates_in, out_partial = first_input(t, feed).split([4 * H, H], dim=1)
@@ -536,6 +549,13 @@ class LexLSTMModel(KeepBestHub, LSTMModel):
             "released code used; the embeddings follow --embedding-init",
         )
         parser.add_argument(
+            "--dropout-placement",
+            choices=["fairseq", "authors"],
+            help="fairseq (default): fairseq's LSTM, dropout on the decoder's input embeddings, between layers, on "
+            "o_t and on the encoder's outputs; authors: as the authors' released code, the decoder's input dropout "
+            "also on the input feed o_t-1, and none on the encoder's outputs (between its layers only)",
+        )
+        parser.add_argument(
             "--tf32",
             action="store_true",
             help="TF32 matrix products on CUDA GPUs that have them (Ampere and newer): faster, with "
@@ -626,6 +646,7 @@ class LexLSTMModel(KeepBestHub, LSTMModel):
             num_layers=args.encoder_layers,
             dropout_in=args.encoder_dropout_in,
             dropout_out=args.encoder_dropout_out,
+            output_dropout=args.dropout_placement != "authors",
             bidirectional=args.encoder_bidirectional,
             pretrained_embed=encoder_embed,
             max_source_positions=getattr(args, "max_source_positions", DEFAULT_MAX_SOURCE_POSITIONS),
@@ -643,6 +664,7 @@ class LexLSTMModel(KeepBestHub, LSTMModel):
             share_input_output_embed=args.share_decoder_input_output_embed,
             max_target_positions=getattr(args, "max_target_positions", DEFAULT_MAX_TARGET_POSITIONS),
             write_dropout=args.write_dropout,
+            feed_dropout=args.dropout_placement == "authors",
         )
         return encoder, decoder
 
@@ -661,6 +683,7 @@ def lex_lstm_base(args):
     args.decoder_output = getattr(args, "decoder_output", None) or "luong"
     args.tf32 = getattr(args, "tf32", False)
     args.weight_init = getattr(args, "weight_init", None) or "fairseq"
+    args.dropout_placement = getattr(args, "dropout_placement", None) or "fairseq"
     # fairseq's LSTMModel.build_model reads args.criterion (adaptive softmax iff adaptive_loss). Under
     # fairseq-hydra-train the model config holds no criterion (the criterion is its own config group): None, i.e.
     # no adaptive softmax, which lex_lstm never has.
