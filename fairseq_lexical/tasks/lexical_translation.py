@@ -1,6 +1,7 @@
 """`lexical_translation`: fairseq's translation task whose generator keeps the best hypothesis.
 
-Everything but ``build_generator`` is fairseq's ``translation`` (same options, same data, same training).
+Everything but ``build_generator`` is fairseq's ``translation`` (same options, same data, same training; with
+``--batch-order random`` the training batches are the authors' code's instead).
 ``build_generator`` is the one place where fairseq-generate, fairseq-interactive, the hub, ``--eval-bleu`` validation
 and ``SequenceScorer`` get their search, so a task is the fairseq mechanism that switches the search without
 touching fairseq for other models: ``--task lexical_translation`` gives ``KeepBestSequenceGenerator``
@@ -13,8 +14,10 @@ import logging
 from dataclasses import dataclass, field
 from typing import Optional
 
+import numpy as np
 from omegaconf import OmegaConf, open_dict
 
+from fairseq.data import data_utils, iterators
 from fairseq.dataclass import ChoiceEnum
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
@@ -36,6 +39,15 @@ class LexicalTranslationConfig(TranslationConfig):
             "ones, and greedy decoding's hypothesis is always among the candidates (never worse than greedy in "
             "model score); 'fairseq': fairseq's search, which ends a sentence once --beam hypotheses have "
             "ended. --beam 1 is greedy decoding either way (docs/search.md)"
+        },
+    )
+    batch_order: ChoiceEnum(["length", "random"]) = field(
+        default="length",
+        metadata={
+            "help": "training batches: 'length' (fairseq's: sentences of similar lengths batched together, the "
+            "batches shuffled); 'random': each epoch the training sentences in a new random order, cut into "
+            "batches (--batch-size / --max-tokens) in that order, as the authors' released code batches "
+            "(docs/authors_code.md). Validation and generation batch by length either way"
         },
     )
     lexicon_override: Optional[str] = field(
@@ -71,6 +83,12 @@ class LexicalTranslationTask(TranslationTask):
         new.datasets = task.datasets
         return new
 
+    def get_batch_iterator(self, dataset, *args, **kwargs):
+        training = dataset is self.datasets.get(self.cfg.train_subset)
+        if self.cfg.batch_order != "random" or not training:
+            return super().get_batch_iterator(dataset, *args, **kwargs)
+        return random_order_batches(self, dataset, *args, **kwargs)
+
     def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None, prefix_allowed_tokens_fn=None):
         # the hub's keywords, else the options; applied (or undone) on every generator, so one call's terms do not
         # stay in the model for the next
@@ -94,3 +112,54 @@ class LexicalTranslationTask(TranslationTask):
             extra_gen_cls_kwargs=extra_gen_cls_kwargs,
             prefix_allowed_tokens_fn=prefix_allowed_tokens_fn,
         )
+
+
+def random_order_batches(
+    task,
+    dataset,
+    max_tokens=None,
+    max_sentences=None,
+    max_positions=None,
+    ignore_invalid_inputs=False,
+    required_batch_size_multiple=1,
+    seed=1,
+    num_shards=1,
+    shard_id=0,
+    num_workers=0,
+    epoch=1,
+    data_buffer_size=0,
+    disable_iterator_cache=False,
+    skip_remainder_batch=False,
+    grouped_shuffling=False,
+    update_epoch_batch_itr=False,
+):
+    """fairseq's EpochBatchIterator over batches made anew each epoch from a random order of the sentences (a
+    function of seed and epoch, so a resumed epoch gets its batches again). The collater sorts each batch by source
+    length, as the authors' code sorts inside its random batches."""
+
+    def make_batches(dataset, epoch):
+        with data_utils.numpy_seed(seed + epoch):
+            order = np.random.permutation(len(dataset))
+        if max_positions is not None:  # keeps the order
+            order = task.filter_indices_by_size(order, dataset, max_positions, ignore_invalid_inputs)
+        return dataset.batch_by_size(
+            order,
+            max_tokens=max_tokens,
+            max_sentences=max_sentences,
+            required_batch_size_multiple=required_batch_size_multiple,
+        )
+
+    dataset.set_epoch(epoch)
+    return iterators.EpochBatchIterator(
+        dataset=dataset,
+        collate_fn=dataset.collater,
+        batch_sampler=make_batches,
+        seed=seed,
+        num_shards=num_shards,
+        shard_id=shard_id,
+        num_workers=num_workers,
+        epoch=epoch,
+        buffer_size=data_buffer_size,
+        skip_remainder_batch=skip_remainder_batch,
+        grouped_shuffling=grouped_shuffling,
+    )
