@@ -95,3 +95,23 @@ def test_cat_oci_tiny_end_to_end(tmp_path):
     other = run_example(*[a if a != "4" else "5" for a in args])  # --max-update 5
     assert other.returncode == 2 and "unfinished run" in other.stderr and "--force" in other.stderr, other.stderr
     assert (nmt / "checkpoint_last.pt").is_file() and (nmt / "generate.txt").is_file()
+
+
+def test_a_second_invocation_on_the_same_work_directory_is_refused(tmp_path):
+    """Two drivers on one --work would resume each other's trainings: the second stops before writing anything."""
+    sys.path.insert(0, os.path.join(REPO, "examples"))
+    from recipes.rundir import lock_work_directory
+
+    data, work = tmp_path / "data", tmp_path / "work"
+    data.mkdir()
+    work.mkdir()
+    for name in ("tatoeba.ca", "tatoeba.oc"):
+        (data / name).write_text("una frase\n" * 50)
+    held = lock_work_directory(str(work))  # this process plays the running driver
+    try:
+        r = run_example("--data", str(data), "--work", str(work), "--cpu-small", "--sizes", "20")
+    finally:
+        held.close()
+    assert r.returncode == 2, r.stdout[-2000:] + r.stderr[-2000:]
+    assert f"--work {work} is in use by a running recipe (pid {os.getpid()}" in r.stderr
+    assert sorted(p.name for p in work.iterdir()) == [".lock"]

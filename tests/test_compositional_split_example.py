@@ -132,3 +132,22 @@ def test_compositional_split_end_to_end(tmp_path):
         assert f"{step}: up to date" in proc.stdout, step
     assert "sample: done" in proc.stdout
     assert [int(x) for x in (work / "select" / "sel.selected.ids").read_text().split()] != ids
+
+
+def test_a_second_invocation_on_the_same_work_directory_is_refused(tmp_path):
+    """Two drivers on one --work would resume each other's trainings: the second stops before writing anything."""
+    sys.path.insert(0, os.path.join(REPO, "examples"))
+    from recipes.rundir import lock_work_directory
+
+    work = tmp_path / "work"
+    work.mkdir()
+    for name in FILES:
+        (tmp_path / name).write_text("a cat\t一 只 猫\n")
+    held = lock_work_directory(str(work))  # this process plays the running driver
+    try:
+        proc = run_split("--data", str(tmp_path), "--work", str(work))
+    finally:
+        held.close()
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert f"--work {work} is in use by a running recipe (pid {os.getpid()}" in proc.stderr
+    assert sorted(p.name for p in work.iterdir()) == [".lock"]

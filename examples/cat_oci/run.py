@@ -37,7 +37,7 @@ from recipes import ROOT, process
 from recipes.console import RecipeError, hms, say, show
 from recipes.execute import RunSpec, execute_run
 from recipes.process import KEEP_BEST_TASK, run_logged, tool
-from recipes.rundir import PREPROCESS_OUTPUTS, refuse_foreign_files, remove_outputs
+from recipes.rundir import PREPROCESS_OUTPUTS, lock_work_directory, refuse_foreign_files, remove_outputs
 from recipes.settings import TRANSFORMER_CPU_SMALL, TRANSFORMER_PAPER, TransformerSettings
 from recipes.steps import Step
 from recipes.textio import count_entries, read_corpus, sha1_files, write_json
@@ -510,6 +510,7 @@ class Experiment:
         )
         say(f"== systems: {', '.join(self.systems)}; sizes: {self.sizes}; seeds: {self.seeds}")
         os.makedirs(self.work, exist_ok=True)
+        self._lock = lock_work_directory(self.work)  # held until the process ends
         write_json(
             self.work + "/config.json",
             {

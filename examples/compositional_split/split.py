@@ -47,6 +47,7 @@ from recipes.catalogue import LEXICON_METHODS, MODELS
 from recipes.cli import build_parser as recipe_parser
 from recipes.console import RecipeError, hms, say, show
 from recipes.process import run_logged, tool
+from recipes.rundir import lock_work_directory
 from recipes.runner import Recipe
 from recipes.steps import Step
 from recipes.tasks import TASKS
@@ -305,7 +306,9 @@ class Split:
             if getattr(args, name) < 1:
                 raise SplitError(f"--{name.replace('_', '-')} must be >= 1")
         self.files = locate(args.data)
-        for d in (self.work, os.path.dirname(self.sel), f"{self.eval}/sets"):
+        os.makedirs(self.work, exist_ok=True)
+        self._lock = lock_work_directory(self.work)  # held until the process ends
+        for d in (os.path.dirname(self.sel), f"{self.eval}/sets"):
             os.makedirs(d, exist_ok=True)
         self.runner = Runner(self.work, args.force, args.jobs)
         self.members = recipe_for(args, self.work, [args.member_model], args.member_updates)

@@ -9,10 +9,12 @@ examples/compositional_split (through runner.Recipe) and examples/cat_oci.
 - Only the names in RUN_OUTPUTS are ever deleted, and a directory holding none of the pipeline's files (no
   config.json) is refused rather than written into.
 - score.json is written whole (a temporary file, renamed): its presence means the run finished.
+- A pipeline holds WORK/.lock while it runs (lock_work_directory): a second one on the same --work stops.
 """
 
 from __future__ import annotations
 
+import datetime
 import os
 import re
 from dataclasses import dataclass
@@ -189,3 +191,26 @@ class RunDirectory:
         for name in os.listdir(self.out):
             if name.endswith(".pt") and (keep == "none" or name != used):
                 os.remove(self.path(name))
+
+
+def lock_work_directory(work: str):
+    """An exclusive lock on WORK/.lock for this process' lifetime (released by the OS when it ends, however it
+    ends), or a RecipeError naming the process that holds it: two recipes in one work directory would resume each
+    other's training and rename each other's logs."""
+    import fcntl
+
+    handle = open(os.path.join(work, ".lock"), "a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.seek(0)
+        holder = handle.read().strip() or "another process"
+        handle.close()
+        raise RecipeError(
+            f"--work {work} is in use by a running recipe ({holder}); wait for it to end or choose another --work"
+        ) from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"pid {os.getpid()}, started {datetime.datetime.now().isoformat(timespec='seconds')}\n")
+    handle.flush()
+    return handle

@@ -29,12 +29,7 @@ from recipes.catalogue import (
 from recipes.console import PROG, RecipeError, hms, say, show
 from recipes.execute import RunOutcome, RunSpec, execute_run
 from recipes.lla import LEXICON_UNIT_METRIC, LlaSteps
-from recipes.rundir import (
-    PREPROCESS_OUTPUTS,
-    RunDirectory,
-    refuse_foreign_files,
-    remove_outputs,
-)
+from recipes.rundir import PREPROCESS_OUTPUTS, RunDirectory, lock_work_directory, refuse_foreign_files, remove_outputs
 from recipes.process import KEEP_BEST_TASK, child_env, run_concurrently, run_logged, tool
 from recipes.settings import (
     CPU_LSTM_ARCH_SIZES,
@@ -115,29 +110,6 @@ def stale_runs_error(problems: Sequence[str], note: str = "") -> RecipeError:
         + "\nuse --force to re-run them, or another --work"
         + note
     )
-
-
-def lock_work_directory(work: str):
-    """An exclusive lock on WORK/.lock for this process' lifetime (released by the OS when it ends, however it
-    ends), or a RecipeError naming the process that holds it: two recipes in one work directory would resume each
-    other's training and rename each other's logs."""
-    import fcntl
-
-    handle = open(os.path.join(work, ".lock"), "a+")
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        handle.seek(0)
-        holder = handle.read().strip() or "another process"
-        handle.close()
-        raise RecipeError(
-            f"--work {work} is in use by a running recipe ({holder}); wait for it to end or choose another --work"
-        ) from None
-    handle.seek(0)
-    handle.truncate()
-    handle.write(f"pid {os.getpid()}, started {datetime.datetime.now().isoformat(timespec='seconds')}\n")
-    handle.flush()
-    return handle
 
 
 LLA_NOT_RESUMABLE = "an lla run stopped within the Lexicon Unit epochs: their selection is not in {last}"
