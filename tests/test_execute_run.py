@@ -63,6 +63,7 @@ def test_a_run_trains_decodes_scores_and_keeps_the_used_checkpoint(tmp_path, cap
     assert done["training"]["updates"] == 10 and done["training"] == outcome.training
     record = json.loads((out / "run.json").read_text())
     assert record["settings"] == "cpu-small" and record["damage_s"] == 0.5 and record["training"]["updates"] == 10
+    assert outcome.added == {"damage_s": 0.5}
     assert sorted(p.name for p in out.glob("*.pt")) == ["checkpoint_best.pt"]  # --keep-checkpoints used
 
     again = execute_run(run, after_run=lambda o: pytest.fail("a finished run runs nothing"))

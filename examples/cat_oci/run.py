@@ -489,7 +489,7 @@ class Experiment:
         if outcome.reused:
             say(f"{run.who}: BLEU {score['bleu']:.2f} chrF {score['chrf']:.2f} (done before: skipped)")
             return score
-        p_gate = last_valid_p_gate(run.out + "/train.log")
+        p_gate = outcome.added["valid_p_gate_last"]
         gate = f"; dev p_gate {p_gate:.3f} (1 - p_copy)" if p_gate is not None else ""
         say(
             f"{run.who}: BLEU {score['bleu']:.2f} chrF {score['chrf']:.2f} "

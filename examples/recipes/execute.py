@@ -16,7 +16,7 @@ from recipes import fairseq_log
 from recipes.console import RecipeError, say
 from recipes.process import run_logged, run_sharded
 from recipes.rundir import RunDirectory
-from recipes.textio import read_json, write_json
+from recipes.textio import write_json
 
 
 @dataclass
@@ -61,6 +61,7 @@ class RunOutcome:
     generate_s: float = 0.0
     total_s: float = 0.0
     training: Dict[str, object] = field(default_factory=dict)  # fairseq_log.training_summary (+ after_training)
+    added: Dict[str, object] = field(default_factory=dict)  # what after_run added to run.json
 
 
 def execute_run(
@@ -120,8 +121,8 @@ def execute_run(
     }
     write_json(f"{out}/run.json", run)
     if after_run is not None:
-        more = after_run(outcome)
-        if more:
-            write_json(f"{out}/run.json", {**read_json(f"{out}/run.json"), **more})
+        outcome.added = dict(after_run(outcome) or {})
+        if outcome.added:
+            write_json(f"{out}/run.json", {**run, **outcome.added})
     rundir.clean_checkpoints(spec.keep_checkpoints)
     return outcome
