@@ -132,6 +132,7 @@ class Experiment:
         self.args = args
         self.src, self.tgt = args.direction.split("-")
         self.cfg = settings(args)
+        self.data_steps: Dict[int, Step] = {}
         self.systems = [s.strip() for s in args.systems.split(",") if s.strip()]
         bad = [s for s in self.systems if s not in SYSTEMS]
         if bad or not self.systems:
@@ -193,7 +194,10 @@ class Experiment:
         )
 
     def data_step(self, size: int) -> Step:
-        """SentencePiece pieces and the data-bin of one training size, and what they are made from."""
+        """SentencePiece pieces and the data-bin of one training size, and what they are made from (hashed once:
+        prepare_data has written the data before, and every run's fingerprint reads it)."""
+        if size in self.data_steps:
+            return self.data_steps[size]
         a, d, data = self.args, self.tdir(size), self.work + "/data"
         key = {
             "data_sha1": sha1_files(
@@ -204,7 +208,8 @@ class Experiment:
             "model_type": "bpe",
             "character_coverage": 1.0,
         }
-        return Step(f"n{size} data", d + "/prepared.json", key, [f"{d}/bin/dict.{self.src}.txt"])
+        self.data_steps[size] = Step(f"n{size} data", d + "/prepared.json", key, [f"{d}/bin/dict.{self.src}.txt"])
+        return self.data_steps[size]
 
     def prepare_size(self, size: int) -> None:
         """Joint SentencePiece model, pieces, the fairseq dictionary, data-bin and (for pgn_lex) the lexicon."""
