@@ -98,16 +98,41 @@ def dry_run(task, data, *args):
     return ok(run_recipe(task, "--dry-run", *args, timeout=120))
 
 
-def test_dry_run_commands_carry_the_papers_settings(tmp_path):
+def planned(task_name, data, *args):
+    """(the Recipe, its runs as {(model, seed): RunSpec}) of `examples/<task>/run.sh [--data DATA] ARGS`, built in this
+    process: the runs whose commands --dry-run prints, checked as data (the printed form is pinned by
+    tests/test_recipe_dry_run.py's goldens)."""
+    from recipes.cli import build_parser, check_args
+    from recipes.runner import Recipe
+    from recipes.tasks import TASKS
+
+    task = TASKS[task_name]
+    parser = build_parser(task)
+    argv = [*(["--data", str(data)] if data else []), *map(str, args)]
+    args = parser.parse_args(argv)
+    check_args(parser, args)
+    task.args, args.recipe_argv = args, [task_name, *argv]  # as recipes.cli.main
+    recipe = Recipe(task, args)
+    return recipe, recipe.planned_runs()
+
+
+def shown(runs, step="train"):
+    """{model: the step's command as --dry-run shows it} of the seed-1 runs."""
+    from recipes.console import show
+
+    return {model: show(run.commands[step]) for (model, seed), run in runs.items() if seed == 1}
+
+
+def test_the_runs_carry_the_papers_settings(tmp_path):
     write_tiny_layouts(tmp_path)
     work = ("--work", tmp_path / "w")
-    scan = dry_run("scan", tmp_path / "scan", "--split", "around_right", *work)
+    recipe, runs = planned("scan", tmp_path / "scan", "--split", "around_right", *work)
     # Appendix C.1 (+ the authors' scripts): 2x512, Noam lr 1.0 (peak 512^-0.5 * 4000^-0.5), batch 128 x 4, clip 5,
     # 8000 updates, validation every 500 updates; extra dropout 0.5 on p_write (lexical models) for SCAN.
-    assert "[1/6] lstm seed 1" in scan and "[6/6] bayes seed 1" in scan
-    assert "== lstm, simple, pmi, ibm2, ibm1, bayes: 512-unit 2-layer LSTM, batch 128 x 4" in scan
-    lstm_train = next(l for l in scan.splitlines() if "--arch lstm_plain " in l)
-    simple_train = next(l for l in scan.splitlines() if "--lexicon" in l and "simple.tsv" in l)
+    assert list(runs) == [(m, 1) for m in ("lstm", "simple", "pmi", "ibm2", "ibm1", "bayes")]
+    assert runs["bayes", 1].who == "[6/6] bayes seed 1"
+    train = shown(runs)
+    assert "--arch lstm_plain " in train["lstm"] and "simple.tsv" in train["simple"]
     for opt in (
         "--lr 0.000698771",
         "--warmup-updates 4000",
@@ -118,130 +143,116 @@ def test_dry_run_commands_carry_the_papers_settings(tmp_path):
         "--validate-interval-updates 500",
         "--sentence-avg",
     ):
-        assert opt in lstm_train and opt in simple_train, opt
-    assert "--write-dropout" not in lstm_train and "--write-dropout 0.5" in simple_train
-    assert "--patience 10" in lstm_train and "--patience 20" in simple_train
-    assert "tasks_train_template_around_right.txt" in scan
+        assert opt in train["lstm"] and opt in train["simple"], opt
+    assert "--write-dropout" not in train["lstm"] and "--write-dropout 0.5" in train["simple"]
+    assert "--patience 10" in train["lstm"] and "--patience 20" in train["simple"]
+    assert recipe.files["train"].endswith("tasks_train_template_around_right.txt")
 
-    cogs = dry_run("cogs", tmp_path / "cogs", *work)
-    for model in ("lstm", "copy", "simple", "pmi", "ibm2", "ibm1", "bayes", "uniform", "soft", "learned"):
-        assert f" {model} seed 1:" in cogs, model
-    assert "--lexicon identity" in cogs and "--lexicon uniform --lexicon-trainable" in cogs
-    assert "--lexicon-temperature 0.1 --lexicon-trainable" in cogs
-    assert "--write-dropout" not in cogs and "--max-len-b 512" in cogs
-    assert "--categories " + str(tmp_path / "cogs" / "gen.tsv") + " --cogs-table3" in cogs
+    _, runs = planned("cogs", tmp_path / "cogs", *work)
+    models = ("lstm", "copy", "simple", "pmi", "ibm2", "ibm1", "bayes", "uniform", "soft", "learned")
+    assert [m for m, _ in runs] == list(models)
+    train, generate, score = shown(runs), shown(runs, "generate"), shown(runs, "score")
+    assert "--lexicon identity" in train["copy"] and "--lexicon uniform --lexicon-trainable" in train["uniform"]
+    assert "--lexicon-temperature 0.1 " in train["soft"] and "--lexicon-trainable" not in train["soft"]
+    assert "--lexicon-temperature 0.1 --lexicon-trainable" in train["learned"]
+    assert not any("--write-dropout" in t for t in train.values())
+    assert all("--max-len-b 512" in g for g in generate.values())
+    assert all("--categories " + str(tmp_path / "cogs" / "gen.tsv") + " --cogs-table3" in c for c in score.values())
 
-    eng = dry_run("eng_cmn", tmp_path / "eng_cmn", *work)
-    assert "--bleu --tokenize none --train-source" in eng and "--no-fallback" in eng
-    assert " bayes seed" not in eng and " ibm1 seed 1:" in eng
+    recipe, runs = planned("eng_cmn", tmp_path / "eng_cmn", *work)
+    assert all("--bleu --tokenize none --train-source" in c for c in shown(runs, "score").values())
+    assert "--no-fallback" in " ".join(recipe.lexicon_command("simple"))
+    assert ("ibm1", 1) in runs and ("bayes", 1) not in runs
 
-    colors = dry_run("colors", None, "--models", "paper", "--cpu-small", *work)
-    assert "--arch lex_lstm_small" in colors and "--batch-size 5" in colors and "--max-update 560" in colors
-    assert "--disable-validation" in colors and "CPU-SMALL" in colors
-    assert not (tmp_path / "w" / "bin").exists()  # a dry run runs nothing
+    recipe, runs = planned("colors", None, "--models", "paper", "--cpu-small", *work)
+    train = shown(runs)
+    for opt in ("--arch lex_lstm_small", "--batch-size 5", "--max-update 560", "--disable-validation"):
+        assert opt in train["simple"], opt
+    assert "CPU-SMALL" in recipe.settings_label
+    assert not (tmp_path / "w").exists()  # planning writes nothing
 
 
-def test_dry_run_lla_models_thrush_schedule_metrics_and_damage(tmp_path):
+def test_the_lla_runs_follow_thrush_schedule_metrics_and_damage(tmp_path):
     """lla / lla_noadv (Thrush 2020): one training call through the task lla_translation (Lexicon Unit epochs 1-30
     with batch 1, then to epoch 1000 with batch 30, Adam 0.001 constant), --thrush scoring, tools/damage.py with
     Table 2's groups."""
+    from recipes.console import show
+
     write_tiny_layouts(tmp_path)
     work = ("--work", tmp_path / "w")
-    colors = dry_run("colors", None, "--models", "lla,lla_noadv", "--damage", *work)
-    lines = colors.splitlines()
-    assert not any("train_lexicon:" in l for l in lines)
-    rest = [l for l in lines if l.strip().startswith("train:")]
-    assert len(rest) == 2
-    for line in rest:
+    recipe, runs = planned("colors", None, "--models", "lla,lla_noadv", "--damage", *work)
+    assert all(list(run.commands) == ["train", "generate", "score"] for run in runs.values())  # one training call
+    train = shown(runs)
+    for line in train.values():
         for opt in (
             "--arch lla_lstm ",
             "--lexicon-unit-epochs 30",
             "--lr 0.001 --lr-scheduler fixed",
             "--clip-norm 0",
             "--task lla_translation",
+            "--lexicon-unit-batch-size 1 --batch-size 30 --max-epoch 1000",
         ):
             assert opt in line, opt
         assert "--write-dropout" not in line and "--warmup-updates" not in line
-    assert all("--lexicon-unit-batch-size 1 --batch-size 30 --max-epoch 1000" in l for l in rest)
-    # the Lexicon Unit with the lowest validation BCE is kept; Thrush's model selection: every epoch validated on
-    # exact match (Colors: the training set), checkpoint_best.pt the first epoch with the best score
-    assert all(
-        "--lexicon-unit-selection valid_bce --validate-interval 1 --save-interval 1 --best-checkpoint-metric "
-        "lla_selection --maximize-best-checkpoint-metric --lla-selection-metric exact_match"
-        in l
-        and "--disable-validation" not in l
-        for l in rest
-    )
-    assert sum("checkpoint_best.pt" in l for l in lines if l.strip().startswith(("generate:", "damage:"))) == 4
-    last = dry_run("colors", None, "--models", "lla", "--lla-checkpoint", "last", *work)
-    assert "exact_match" not in last and last.count("--disable-validation") == 1
-    assert "--lexicon-unit-selection last --disable-validation --save-interval 1000" in last
-    assert "checkpoint_best.pt" not in last and "seed1/checkpoint_last.pt" in last
-    assert sum("--no-adversary" in l for l in rest) == 1  # lla_noadv's one call
-    assert sum("score.py" in l and "--thrush" in l for l in lines) == 2
-    damage = [l for l in lines if l.strip().startswith("damage:")]
-    assert "--damage none,lstm,lexicon,adversary --seed 1" in damage[0] and "wif kiki lug" in damage[0]
-    assert "--damage none,lstm,lexicon --seed 1" in damage[1]  # no adversary to damage
-    assert "[Thrush 2020's schedule]" in colors
+        # the Lexicon Unit with the lowest validation BCE is kept; Thrush's model selection: every epoch validated
+        # on exact match (Colors: the training set), checkpoint_best.pt the first epoch with the best score
+        assert (
+            "--lexicon-unit-selection valid_bce --validate-interval 1 --save-interval 1 --best-checkpoint-metric "
+            "lla_selection --maximize-best-checkpoint-metric --lla-selection-metric exact_match"
+        ) in line and "--disable-validation" not in line
+    assert "--no-adversary" in train["lla_noadv"] and "--no-adversary" not in train["lla"]
+    damage = {m: show(recipe.damage_command(m, 1, run.out)) for (m, _), run in runs.items()}
+    assert all(run.checkpoint.endswith("checkpoint_best.pt") for run in runs.values())
+    assert all("checkpoint_best.pt" in d for d in damage.values())
+    assert all("--thrush" in c for c in shown(runs, "score").values())
+    assert "--damage none,lstm,lexicon,adversary --seed 1" in damage["lla"] and "wif kiki lug" in damage["lla"]
+    assert "--damage none,lstm,lexicon --seed 1" in damage["lla_noadv"]  # no adversary to damage
 
-    reduced = dry_run("colors", None, "--models", "lla", "--lla-max-epoch", "200", *work)
-    assert "--max-epoch 200" in reduced and "REDUCED" in reduced and "damage:" not in reduced
+    recipe, runs = planned("colors", None, "--models", "lla", "--lla-checkpoint", "last", *work)
+    train = shown(runs)["lla"]
+    assert "exact_match" not in train and "--disable-validation" in train
+    assert "--lexicon-unit-selection last --disable-validation --save-interval 1000" in train
+    assert runs["lla", 1].checkpoint.endswith("seed1/checkpoint_last.pt")
 
-    eng = dry_run(
-        "eng_cmn",
-        tmp_path / "eng_cmn",
-        "--models",
-        "lla",
-        "--tokenization",
-        "thrush",
-        "--damage",
-        "none,lexicon",
-        *work,
+    recipe, runs = planned("colors", None, "--models", "lla", "--lla-max-epoch", "200", *work)
+    assert "--max-epoch 200" in shown(runs)["lla"] and not recipe.lla.is_paper() and recipe.damage is None
+
+    eng_data = tmp_path / "eng_cmn"
+    _, runs = planned(
+        "eng_cmn", eng_data, "--models", "lla", "--tokenization", "thrush", "--damage", "none,lexicon", *work
     )
-    assert "--bleu --tokenize none" in eng and "--thrush" in eng and "--validate-interval 1" in eng
+    assert "--bleu --tokenize none" in shown(runs, "score")["lla"] and "--thrush" in shown(runs, "score")["lla"]
+    assert "--validate-interval 1" in shown(runs)["lla"]
     assert (
         "--best-checkpoint-metric lla_selection --maximize-best-checkpoint-metric --lla-selection-metric bleu "
         "--eval-bleu"
-    ) in eng
-    assert "--damage none,lexicon" in eng
+    ) in shown(runs)["lla"]
     # --patience counts the Lexicon Unit epochs' validations too (lla_translation): fewer is refused
-    proc = run_recipe(
-        "eng_cmn", "--data", tmp_path / "eng_cmn", "--models", "lla", "--patience", "5", "--dry-run", *work
-    )
+    proc = run_recipe("eng_cmn", "--data", eng_data, "--models", "lla", "--patience", "5", "--dry-run", *work)
     assert proc.returncode == 2 and "--patience 5 with the lla rows" in proc.stderr and "--patience 30" in proc.stderr
-    eng = dry_run(
-        "eng_cmn", tmp_path / "eng_cmn", "--models", "lla", "--patience", "30", "--lla-checkpoint", "last", *work
-    )
+    _, runs = planned("eng_cmn", eng_data, "--models", "lla", "--patience", "30", "--lla-checkpoint", "last", *work)
     assert (
         "--lexicon-unit-selection last --validate-interval 1 --save-interval 1 --best-checkpoint-metric "
         "lla_selection --maximize-best-checkpoint-metric --lla-selection-metric loss --lla-selection-minimize "
         "--patience 30"
-    ) in eng
+    ) in shown(runs)["lla"]
 
-    cogs = dry_run("cogs", tmp_path / "cogs", "--models", "all", *work)
-    assert "lla_lstm" not in cogs and " lla seed" not in cogs  # 'all' = Akyurek & Andreas' models
+    _, runs = planned("cogs", tmp_path / "cogs", "--models", "all", *work)
+    assert not any(m.startswith("lla") for m, _ in runs)  # 'all' = Akyurek & Andreas' models
     proc = run_recipe("cogs", "--data", tmp_path / "cogs", "--models", "lstm", "--damage", "--dry-run", *work)
     assert proc.returncode == 2 and "--damage applies to the lla models" in proc.stderr
 
 
-def test_dry_run_transformer_family_rows(tmp_path):
+def test_the_transformer_family_runs(tmp_path):
     """transformer, lex_transformer, pgn, dangle, rdangle_shr, rdangle_sep, rdangle_sep_o1: arch, interval, kv-mode,
     the joined dictionary of pgn; the _tiny archs under --cpu-small; not in 'all'."""
+    from recipes.console import show
+
     write_tiny_layouts(tmp_path)
     work = ("--work", tmp_path / "w")
     names = "transformer,lex_transformer,pgn,dangle,rdangle_shr,rdangle_sep,rdangle_sep_o1"
-    cogs = dry_run("cogs", tmp_path / "cogs", "--models", names, *work)
-    lines = cogs.splitlines()
-    # the banner gives these rows their own settings line and no LSTM line
-    assert "2-layer LSTM" not in cogs and "4096 x 1, 30000 updates, validation every" in cogs
-    train = {
-        m: next(l for i, l in enumerate(lines) if l.strip().startswith("train:") and f" {m} seed 1:" in lines[i - 1])
-        for m in names.split(",")
-    }
-    gen = {
-        m: next(l for i, l in enumerate(lines) if l.strip().startswith("generate:") and f" {m} seed 1:" in lines[i - 2])
-        for m in names.split(",")
-    }
+    recipe, runs = planned("cogs", tmp_path / "cogs", "--models", names, *work)
+    train, gen = shown(runs), shown(runs, "generate")
     assert "--arch lex_transformer --lexicon none --encoder-embed-dim 512" in train["transformer"]
     assert (
         "--arch lex_transformer --lexicon " + str(tmp_path / "w" / "lexicons" / "simple.tsv")
@@ -267,19 +278,25 @@ def test_dry_run_transformer_family_rows(tmp_path):
         assert "--sentence-avg" not in line and "--write-dropout" not in line
         joined = str(tmp_path / "w" / "bin_joined") + " "
         assert (joined in line and joined in gen[m]) == (m == "pgn"), m
-    prep = [l for l in lines if "fairseq-preprocess" in l]
-    assert len(prep) == 2 and "--joined-dictionary" in prep[1] and "bin_joined" in prep[1]
-    assert "--joined-dictionary" not in prep[0]
+    assert "--joined-dictionary" in show(recipe.preprocess_command(recipe.bin_joined))
+    assert "--joined-dictionary" not in show(recipe.preprocess_command(recipe.bin))
 
-    small = dry_run("scan", tmp_path / "scan", "--split", "around_right", "--models", names, "--cpu-small", *work)
-    assert small.count("--arch lex_transformer_tiny") == 3 and small.count("--arch rdangle_transformer_tiny") == 4
-    assert "--encoder-embed-dim" not in small and "--kv-mode sep --reencode-interval 4" in small
-    assert "--batch-size 64" in small and "--max-update 2000" in small and "CPU-SMALL" in small
+    recipe, runs = planned(
+        "scan", tmp_path / "scan", "--split", "around_right", "--models", names, "--cpu-small", *work
+    )
+    train = " ".join(shown(runs).values())
+    assert train.count("--arch lex_transformer_tiny") == 3 and train.count("--arch rdangle_transformer_tiny") == 4
+    assert "--encoder-embed-dim" not in train and "--kv-mode sep --reencode-interval 4" in train
+    assert train.count("--batch-size 64") == 7 and train.count("--max-update 2000") == 7
+    assert "CPU-SMALL" in recipe.settings_label
 
-    eng = dry_run("eng_cmn", tmp_path / "eng_cmn", "--models", "rdangle_sep,lstm", "--max-update", "123", *work)
-    assert eng.count("--max-update 123") == 2 and "--kv-mode sep" in eng and "bin_joined" not in eng
+    _, runs = planned("eng_cmn", tmp_path / "eng_cmn", "--models", "rdangle_sep,lstm", "--max-update", "123", *work)
+    train = shown(runs)
+    assert all("--max-update 123" in t for t in train.values()) and "--kv-mode sep" in train["rdangle_sep"]
+    assert "bin_joined" not in " ".join(train.values())
 
-    everything = dry_run("cogs", tmp_path / "cogs", "--models", "all", *work)
+    _, runs = planned("cogs", tmp_path / "cogs", "--models", "all", *work)
+    everything = " ".join(shown(runs).values()) + " ".join(shown(runs, "generate").values())
     assert "--arch lex_transformer" not in everything and "rdangle" not in everything
     assert "bin_joined" not in everything
 
@@ -825,9 +842,12 @@ def test_hidden_picks_the_cpu_arch_and_scales_the_lr(tmp_path, tiny_scan):
     work = ("--work", tmp_path / "work")
     out = dry_run("scan", tiny_scan, *work, "--cpu-medium", "--hidden", "256", "--models", "lstm,simple")
     assert "== lstm, simple: 256-unit 2-layer LSTM, batch 64 x 1, lr 0.00313 (inverse sqrt, 400 warm-up)" in out
-    assert "--arch lstm_plain_medium" in out and "--arch lex_lstm_medium" in out and "--lr 0.003125 " in out
-    out = dry_run("scan", tiny_scan, *work, "--cpu-small", "--hidden", "256", "--lr", "0.001", "--models", "simple")
-    assert "--arch lex_lstm_medium" in out and "--lr 0.001 " in out
+    _, runs = planned("scan", tiny_scan, *work, "--cpu-medium", "--hidden", "256", "--models", "lstm,simple")
+    train = shown(runs)
+    assert "--arch lstm_plain_medium" in train["lstm"] and "--arch lex_lstm_medium" in train["simple"]
+    assert all("--lr 0.003125 " in t for t in train.values())
+    _, runs = planned("scan", tiny_scan, *work, "--cpu-small", "--hidden", "256", "--lr", "0.001", "--models", "simple")
+    assert "--arch lex_lstm_medium" in shown(runs)["simple"] and "--lr 0.001 " in shown(runs)["simple"]
     refused = run_recipe("scan", "--data", tiny_scan, *work, "--dry-run", "--hidden", "256")
     assert refused.returncode == 2 and "--hidden picks a CPU-sized LSTM arch" in refused.stderr
     refused = run_recipe("scan", "--data", tiny_scan, *work, "--dry-run", "--cpu-medium", "--hidden", "64")

@@ -801,8 +801,7 @@ class Recipe(LlaSteps):
                     )
                 )
             )
-            prep_args = self.task.prepare(self.args, self.files).score_args
-            self.run_pairs(Prepared([], None, [], [], {}, score_args=prep_args))
+            self.run_pairs(self.dry_run_prepared())
             if self.args.jobs > 1 and len(self.pairs) > 1:
                 total = len(self.pairs)
                 say(
@@ -849,6 +848,16 @@ class Recipe(LlaSteps):
     def pair_name(model: str, seed: int) -> str:
         """'<model> seed <N>': how the logs, the failure list and the report's missing list name a pair."""
         return f"{model} seed {seed}"
+
+    def dry_run_prepared(self) -> Prepared:
+        """What is known of the prepared data before anything is written: the task's scoring options."""
+        return Prepared([], None, [], [], {}, score_args=self.task.prepare(self.args, self.files).score_args)
+
+    def planned_runs(self) -> Dict[Tuple[str, int], RunSpec]:
+        """Every (model, seed) run of this invocation as data, in order, with nothing run or written: the runs whose
+        commands --dry-run prints."""
+        prep, pairs = self.dry_run_prepared(), self.pairs
+        return {(m, s): self.spec(m, s, prep, f"[{k}/{len(pairs)}]") for k, (m, s) in enumerate(pairs, 1)}
 
     def run_pairs(self, prep: Prepared) -> None:
         """Every pair in this process, one after the other."""
