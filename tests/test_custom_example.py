@@ -183,28 +183,28 @@ def test_loss_curves_read_fairseqs_simple_log(tmp_path):
     assert custom.loss_curves(str(log)) == {"valid": [(30, 0.995), (60, 0.5)], "train": [(10, 2.316)]}
 
 
-def test_dry_run_transformer_family_has_a_lexical_row_per_method(data, tmp_path):
-    proc = run_custom(
-        "--train",
-        data / "train.tsv",
-        "--test",
-        data / "test.tsv",
-        "--family",
-        "transformer",
-        "--lexicons",
-        "simple,ibm2,pmi",
-        "--cpu",
-        "--dry-run",
-        "--work",
-        tmp_path / "work",
-    )
-    assert proc.returncode == 0, proc.stderr
-    out = proc.stdout
-    assert "models: transformer, transformer_simple, transformer_ibm2, transformer_pmi" in out
+def planned(*args):
+    """(the pipeline, {(model, seed): {step: command as --dry-run shows it}}) of `run.py ARGS`, built in this process
+    with nothing written (the printed form is pinned by tests/test_recipe_dry_run.py's goldens)."""
+    import run as custom
+    from recipes.console import show
+
+    pipeline = custom.build_run(custom.build_parser().parse_args([str(a) for a in args]))
+    runs = pipeline.planned_runs()
+    return pipeline, {key: {step: show(cmd) for step, cmd in run.commands.items()} for key, run in runs.items()}
+
+
+def test_the_transformer_family_has_a_lexical_row_per_method(data, tmp_path):
+    work = tmp_path / "work"
+    train, test = data / "train.tsv", data / "test.tsv"
+    args = ("--train", train, "--test", test, "--family", "transformer", "--lexicons", "simple,ibm2,pmi", "--cpu")
+    _, runs = planned(*args, "--work", work)
+    assert [m for m, _ in runs] == ["transformer", "transformer_simple", "transformer_ibm2", "transformer_pmi"]
     for method in ("simple", "ibm2", "pmi"):
-        assert f"--lexicon {tmp_path}/work/lexicons/{method}.tsv" in out
-    assert out.count("--arch lex_transformer_tiny --lexicon none") == 1
-    assert "tools/score.py" in out and "--metrics em,bleu,chrf" in out
+        assert f"--lexicon {work}/lexicons/{method}.tsv" in runs["transformer_" + method, 1]["train"]
+    assert "--arch lex_transformer_tiny --lexicon none" in runs["transformer", 1]["train"]
+    assert all("tools/score.py" in r["score"] and "--metrics em,bleu,chrf" in r["score"] for r in runs.values())
+    assert not work.exists()  # planning writes nothing
 
 
 def test_open_vocabulary_data_builds_lexicons_without_the_fallback(tmp_path):
@@ -212,27 +212,21 @@ def test_open_vocabulary_data_builds_lexicons_without_the_fallback(tmp_path):
     the mutual-exclusivity fallback; a closed vocabulary keeps it."""
     import run as custom
 
+    def without_fallback(path):
+        pipeline, _ = planned("--train", path, "--test", path, "--work", tmp_path / "work")
+        return {m: "--no-fallback" in pipeline.lexicon_command(m) for m in pipeline.methods()}
+
     n = custom.OPEN_VOCABULARY_TYPES
     (tmp_path / "open.tsv").write_text("".join(f"s{i} s{i + 1}\tt{i} t{i + 1}\n" for i in range(n)))
-    proc = run_custom(
-        "--train", tmp_path / "open.tsv", "--test", tmp_path / "open.tsv", "--dry-run", "--work", tmp_path / "work"
-    )
-    assert proc.returncode == 0, proc.stderr
-    lexicons = next(line for line in proc.stdout.splitlines() if line.strip().startswith("lexicons:"))
-    assert lexicons.count("--no-fallback") == 2  # simple and ibm2
+    assert without_fallback(tmp_path / "open.tsv") == {"simple": True, "ibm2": True}
     (tmp_path / "closed.tsv").write_text("".join(f"s{i}\tt{i % 5}\n" for i in range(50)))
-    proc = run_custom(
-        "--train", tmp_path / "closed.tsv", "--test", tmp_path / "closed.tsv", "--dry-run", "--work", tmp_path / "work"
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert "--no-fallback" not in proc.stdout
+    assert without_fallback(tmp_path / "closed.tsv") == {"simple": False, "ibm2": False}
 
 
-def test_dry_run_lstm_paper_preset(data, tmp_path):
-    proc = run_custom("--train", data / "train", "--test", data / "test", "--dry-run", "--work", tmp_path / "work")
-    assert proc.returncode == 0, proc.stderr
-    assert "--arch lstm_plain " in proc.stdout and "--arch lex_lstm " in proc.stdout
-    assert "512-unit 2-layer LSTM" in proc.stdout and "8000 updates" in proc.stdout
+def test_the_lstm_paper_preset(data, tmp_path):
+    pipeline, runs = planned("--train", data / "train", "--test", data / "test", "--work", tmp_path / "work")
+    assert "--arch lstm_plain " in runs["lstm", 1]["train"] and "--arch lex_lstm " in runs["simple", 1]["train"]
+    assert (pipeline.hp.hidden, pipeline.hp.max_update) == (512, 8000)
 
 
 # -- end to end (slow) -----------------------------------------------------------------------------------------

@@ -646,51 +646,52 @@ def recipe_argv(opts, models: Sequence[str], data_dir: str) -> List[str]:
     return argv + [flag for flag, on in (("--force", opts.force), ("--dry-run", opts.dry_run)) if on]
 
 
+def build_run(opts: argparse.Namespace) -> "CustomRun":
+    """The pipeline of these options, every check made and nothing written: ``.run()`` runs it, ``.planned_runs()``
+    gives its (model, seed) runs as data. Bad input is a RecipeError naming the option and file."""
+    methods = parse_lexicons(opts.lexicons)
+    if opts.seeds < 1:
+        raise RecipeError(f"--seeds must be >= 1, got {opts.seeds}")
+    splits, files = {}, {}
+    for role in ("train", "valid", "test"):
+        path = getattr(opts, role)
+        if path is not None:
+            splits[role], files[role] = read_split(role, path, opts.source_lang, opts.target_lang)
+    if len(splits["train"]) < 2:
+        raise RecipeError(f"--train {opts.train}: {len(splits['train'])} pair; at least 2 are needed")
+    work = os.path.abspath(opts.work or os.path.join(os.environ.get("TMPDIR", "/tmp"), "fairseq_lexical_custom"))
+    written = [
+        (f"--work {work}", f"{work}/data/{name}.{side}")
+        for name in ("train", "valid", "test", "lexcorpus")
+        for side in ("src", "tgt")
+    ]
+    try:
+        refuse_overwriting_inputs(written, [(f"--{role}", f) for role, paths in files.items() for f in paths])
+    except OutputOverwritesInputError as e:
+        raise RecipeError(f"{e} (the pipeline writes its copy of the data to WORK/data/)") from None
+    task = CustomData(opts, splits, files, primary_metric(splits["train"], opts.primary_metric))
+    models = model_names(opts.family, methods)
+    opts.work = work
+    parser = recipe_parser(task)
+    args = parser.parse_args(recipe_argv(opts, models, os.path.dirname(files["train"][0])))
+    check_args(build_parser(), args)  # the errors name this program's options, which are the same
+    task.args = args
+    process.PROGRESS_EVERY = max(1.0, args.progress_every)
+    run = CustomRun(task, args)
+    if opts.preset == "smoke":
+        run.settings = "smoke"
+        run.settings_label = (
+            f"SMOKE preset: {args.max_update} updates of CPU-sized models, beam {args.beam} "
+            f"(checks that every step runs; the scores mean nothing)"
+        )
+    elif opts.preset == "cpu":
+        run.settings_label = "CPU preset (the recipes' --cpu-small settings, not the papers')"
+    return run
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     opts = build_parser().parse_args(argv)
-
-    def start() -> int:
-        # Every check before anything is written or trained.
-        methods = parse_lexicons(opts.lexicons)
-        if opts.seeds < 1:
-            raise RecipeError(f"--seeds must be >= 1, got {opts.seeds}")
-        splits, files = {}, {}
-        for role in ("train", "valid", "test"):
-            path = getattr(opts, role)
-            if path is not None:
-                splits[role], files[role] = read_split(role, path, opts.source_lang, opts.target_lang)
-        if len(splits["train"]) < 2:
-            raise RecipeError(f"--train {opts.train}: {len(splits['train'])} pair; at least 2 are needed")
-        work = os.path.abspath(opts.work or os.path.join(os.environ.get("TMPDIR", "/tmp"), "fairseq_lexical_custom"))
-        written = [
-            (f"--work {work}", f"{work}/data/{name}.{side}")
-            for name in ("train", "valid", "test", "lexcorpus")
-            for side in ("src", "tgt")
-        ]
-        try:
-            refuse_overwriting_inputs(written, [(f"--{role}", f) for role, paths in files.items() for f in paths])
-        except OutputOverwritesInputError as e:
-            raise RecipeError(f"{e} (the pipeline writes its copy of the data to WORK/data/)") from None
-        task = CustomData(opts, splits, files, primary_metric(splits["train"], opts.primary_metric))
-        models = model_names(opts.family, methods)
-        opts.work = work
-        parser = recipe_parser(task)
-        args = parser.parse_args(recipe_argv(opts, models, os.path.dirname(files["train"][0])))
-        check_args(build_parser(), args)  # the errors name this program's options, which are the same
-        task.args = args
-        process.PROGRESS_EVERY = max(1.0, args.progress_every)
-        run = CustomRun(task, args)
-        if opts.preset == "smoke":
-            run.settings = "smoke"
-            run.settings_label = (
-                f"SMOKE preset: {args.max_update} updates of CPU-sized models, beam {args.beam} "
-                f"(checks that every step runs; the scores mean nothing)"
-            )
-        elif opts.preset == "cpu":
-            run.settings_label = "CPU preset (the recipes' --cpu-small settings, not the papers')"
-        return run.run()
-
-    return exit_status_of(start, PROG)
+    return exit_status_of(lambda: build_run(opts).run(), PROG)
 
 
 if __name__ == "__main__":
