@@ -669,13 +669,6 @@ class Recipe(LlaSteps):
     def run_one(self, model: str, seed: int, prep: Prepared, index: str) -> Optional[dict]:
         run = self.spec(model, seed, prep, index)
         damage = self.damage is not None and MODELS[model].lla
-        if self.args.dry_run:
-            say(f"{run.who}:")
-            for k, cmd in run.commands.items():
-                say(f"   {k}: {show(cmd)}")
-            if damage:
-                say(f"   damage: {show(self.damage_command(model, seed, run.out))}")
-            return None
 
         def after_run(outcome: RunOutcome) -> Optional[dict]:
             if not damage:
@@ -801,7 +794,12 @@ class Recipe(LlaSteps):
                     )
                 )
             )
-            self.run_pairs(self.dry_run_prepared())
+            for (model, seed), run in self.planned_runs().items():
+                say(f"{run.who}:")
+                for k, cmd in run.commands.items():
+                    say(f"   {k}: {show(cmd)}")
+                if self.damage is not None and MODELS[model].lla:
+                    say(f"   damage: {show(self.damage_command(model, seed, run.out))}")
             if self.args.jobs > 1 and len(self.pairs) > 1:
                 total = len(self.pairs)
                 say(
@@ -849,14 +847,11 @@ class Recipe(LlaSteps):
         """'<model> seed <N>': how the logs, the failure list and the report's missing list name a pair."""
         return f"{model} seed {seed}"
 
-    def dry_run_prepared(self) -> Prepared:
-        """What is known of the prepared data before anything is written: the task's scoring options."""
-        return Prepared([], None, [], [], {}, score_args=self.task.prepare(self.args, self.files).score_args)
-
     def planned_runs(self) -> Dict[Tuple[str, int], RunSpec]:
-        """Every (model, seed) run of this invocation as data, in order, with nothing run or written: the runs whose
-        commands --dry-run prints."""
-        prep, pairs = self.dry_run_prepared(), self.pairs
+        """Every (model, seed) run of this invocation as data, in order, with nothing run or written (what --dry-run
+        prints). Of the prepared data only the task's scoring options are known yet."""
+        prep = Prepared([], None, [], [], {}, score_args=self.task.prepare(self.args, self.files).score_args)
+        pairs = self.pairs
         return {(m, s): self.spec(m, s, prep, f"[{k}/{len(pairs)}]") for k, (m, s) in enumerate(pairs, 1)}
 
     def run_pairs(self, prep: Prepared) -> None:
