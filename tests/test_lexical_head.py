@@ -402,7 +402,7 @@ def test_renormalizing_without_unk_divides_by_one_minus_its_probability(p_unk):
 @pytest.mark.parametrize("unk_listed", [False, True], ids=["unk-unlisted", "unk-in-rows"])
 def test_generation_drops_unk_within_the_mixtures_pass(unk_listed):
     """Without autograd (fairseq-generate) the sparse mixture renormalises without <unk> in its own pass over the
-    vocabulary (sparse_mixture_without): the same log-probabilities as the mixture followed by
+    vocabulary (sparse_mixture_no_grad): the same log-probabilities as the mixture followed by
     renormalized_without, with <unk> among the rows' targets (the fallback) or not, and repeated targets."""
     table = random_table(12, 40, k=3, seed=5, uniform_every=0)
     if unk_listed:
@@ -416,6 +416,25 @@ def test_generation_drops_unk_within_the_mixtures_pass(unk_listed):
         fused, fused_gate = head(logits, feats, attn, src)
     torch.testing.assert_close(fused, unfused.detach(), rtol=0, atol=2e-6)
     assert torch.equal(fused_gate, gate.detach()) and torch.isinf(fused[..., 3]).all()
+
+
+@pytest.mark.parametrize("masking_unk", [False, True], ids=["keep-unk", "drop-unk"])
+def test_beam_steps_write_over_the_logits_and_teacher_forcing_never_does(masking_unk):
+    """In incremental decoding on a CPU the mixture is written over the fp32 write logits (the decoder's own buffer,
+    read by nothing else): the same log-probabilities, no new |V|-sized buffer. Without an incremental state (scoring,
+    fairseq-lexical-explain, which reads the logits afterwards) the caller's logits are left as they were."""
+    head = LexicalTranslationHead(random_table(12, 40, k=3, seed=7, uniform_every=0), gate_input_dim=6, unk_index=3)
+    if masking_unk:
+        head.make_generation_fast_()
+    attn, src, logits, feats = random_inputs(3, 1, 7, 12, 40, seed=8)
+    before = logits.clone()
+    with torch.no_grad():
+        forced, forced_gate = head(logits, feats, attn, src)
+        assert torch.equal(logits, before)
+        stepped, stepped_gate = head(logits, feats, attn, src, incremental_state={})
+    assert stepped.data_ptr() == logits.data_ptr() and not torch.equal(logits, before)
+    torch.testing.assert_close(stepped, forced, rtol=0, atol=0)
+    assert torch.equal(stepped_gate, forced_gate)
 
 
 def test_generate_unk_leaves_unk_in_place_at_inference():

@@ -126,10 +126,14 @@ def lexical_mixture_log_probs(write_logits: Tensor, gate_logit: Tensor, p_lex: T
     return _LexicalMixture.apply(write_logits, gate_logit, fp32_or_wider(p_lex))
 
 
-def _sparse_mixture_at_slots(write_logits: Tensor, gate_logit: Tensor, mass: Tensor, index: Tensor, slot_of=None):
+def _sparse_mixture_at_slots(
+    write_logits: Tensor, gate_logit: Tensor, mass: Tensor, index: Tensor, slot_of=None, overwrite_logits=False
+):
     """What the sparse mixture needs before its pass over the vocabulary: (log_softmax of the write logits, the gate
-    logit as (B, T, 1), log g, log(1 - g), log_softmax at the indexed words, eq. 10 at the indexed words)."""
-    lsm = torch.log_softmax(fp32_or_wider(write_logits), dim=-1)
+    logit as (B, T, 1), log g, log(1 - g), log_softmax at the indexed words, eq. 10 at the indexed words).
+    ``overwrite_logits``: log_softmax is written over the (fp32) write logits, which the caller no longer needs."""
+    logits = fp32_or_wider(write_logits)
+    lsm = torch.log_softmax(logits, dim=-1, out=logits) if overwrite_logits else torch.log_softmax(logits, dim=-1)
     s = fp32_or_wider(gate_logit).unsqueeze(-1)
     log_g, log_not_g = F.logsigmoid(s), F.logsigmoid(-s)
     # Sum the mass of repeated targets (scatter-add in slot order), then read it back at every indexed slot.
@@ -192,13 +196,25 @@ class _SparseLexicalMixture(torch.autograd.Function):
 
 
 @torch.no_grad()
-def sparse_mixture_without(
-    write_logits: Tensor, gate_logit: Tensor, mass: Tensor, index: Tensor, slot_of: Tensor, drop: int
+def sparse_mixture_no_grad(
+    write_logits: Tensor,
+    gate_logit: Tensor,
+    mass: Tensor,
+    index: Tensor,
+    slot_of: Tensor,
+    drop: Optional[int] = None,
+    overwrite_logits: bool = False,
 ) -> Tensor:
-    """Generation's eq. 10 with word ``drop`` (<unk>) given probability 0 and the rest renormalised: equal to
-    renormalized_without(_SparseLexicalMixture(...), drop), with the division folded into the one pass over the
-    vocabulary that adds log g. p(drop) is computed first, from its write logit and the lexicon's mass on it."""
-    lsm, _, log_g, log_not_g, _, out_at = _sparse_mixture_at_slots(write_logits, gate_logit, mass, index, slot_of)
+    """_SparseLexicalMixture's forward without autograd (generation, validation), in one pass over the vocabulary
+    after log_softmax. ``drop`` (<unk> in generation): that word gets probability 0 and the rest are renormalised,
+    equal to renormalized_without(mixture, drop) with the division folded into the same pass; p(drop) is computed
+    first, from its write logit and the lexicon's mass on it. ``overwrite_logits``: the result is written over the
+    fp32 write logits (beam search, where the decoder's logits have no other reader)."""
+    lsm, _, log_g, log_not_g, _, out_at = _sparse_mixture_at_slots(
+        write_logits, gate_logit, mass, index, slot_of, overwrite_logits
+    )
+    if drop is None:
+        return lsm.add_(log_g).scatter_(-1, index, out_at)
     lex_drop = mass.masked_fill(index != drop, 0.0).sum(-1, keepdim=True)
     write_drop = lsm[..., drop : drop + 1] + log_g
     out_drop = torch.where(
@@ -620,9 +636,17 @@ class LexicalTranslationHead(nn.Module):
                 log_probs = lexical_mixture_log_probs(write_logits, gate_logit, p_lex)
             else:
                 mass, index = self.lexical_mass(attn, src_tokens, (rows["targets"], rows["weights"]))
-                if self.masking_unk and not torch.is_grad_enabled():  # generation: <unk> dropped in the same pass
-                    log_probs = sparse_mixture_without(
-                        write_logits, gate_logit, mass, index, rows["slot_of"], self.unk_index
+                if not torch.is_grad_enabled():  # generation, validation: no autograd.Function
+                    log_probs = sparse_mixture_no_grad(
+                        write_logits,
+                        gate_logit,
+                        mass,
+                        index,
+                        rows["slot_of"],
+                        drop=self.unk_index if self.masking_unk else None,
+                        # beam search on a CPU: a fresh |V|-sized buffer per step costs cache misses and page
+                        # faults (the GPU's caching allocator reuses its blocks: nothing to gain there)
+                        overwrite_logits=incremental_state is not None and write_logits.device.type == "cpu",
                     )
                     return log_probs, torch.sigmoid(fp32_or_wider(gate_logit))
                 log_probs = _SparseLexicalMixture.apply(write_logits, gate_logit, mass, index, rows["slot_of"])
