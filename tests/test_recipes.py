@@ -172,6 +172,21 @@ def test_the_runs_carry_the_papers_settings(tmp_path):
     assert not (tmp_path / "w").exists()  # planning writes nothing
 
 
+def test_a_given_lexicon_names_the_rows_that_read_it(tmp_path):
+    """--lexicon FILE replaces the Simple rows' lexicon: their labels (config.json, summary, report) name the file,
+    not "Simple", and the rows without a lexicon keep theirs. (--dry-run's "lexicons:" line, which says the file is
+    not built, is pinned by the colors_given_lexicon golden.)"""
+    given = tmp_path / "cedict.tsv"
+    given.write_text("a\tb\t1\n")
+    recipe, runs = planned("colors", None, "--models", "lstm,simple,soft", "--lexicon", given, "--work", tmp_path / "w")
+    labels = {model: run.config["label"] for (model, seed), run in runs.items() if seed == 1}
+    assert labels["simple"] == "LSTM + Lex.: cedict.tsv (--lexicon) (--arch lex_lstm)"
+    assert labels["soft"] == "LSTM + Lex.: cedict.tsv (--lexicon), Soft (tau 0.1) (--arch lex_lstm)"
+    assert labels["lstm"] == recipe.label("lstm") and "Lex." not in labels["lstm"]
+    recipe, _ = planned("colors", None, "--models", "simple", "--work", tmp_path / "w2")
+    assert recipe.label("simple") == "LSTM + Lex.: Simple (--arch lex_lstm)"
+
+
 def test_the_lla_runs_follow_thrush_schedule_metrics_and_damage(tmp_path):
     """lla / lla_noadv (Thrush 2020): one training call through the task lla_translation (Lexicon Unit epochs 1-30
     with batch 1, then to epoch 1000 with batch 30, Adam 0.001 constant), --thrush scoring, tools/damage.py with

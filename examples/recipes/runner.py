@@ -246,7 +246,7 @@ class Recipe(LlaSteps):
 
     # -- lexicons -----------------------------------------------------------------------------------------------
     def lexicon_path(self, method: str) -> str:
-        if method == "simple" and self.args.lexicon:
+        if self.given_lexicon(method):
             return os.path.abspath(self.args.lexicon)
         return f"{self.lexdir}/{method}.tsv"
 
@@ -266,13 +266,20 @@ class Recipe(LlaSteps):
             "--no-progress",
         ]
 
+    def lexicon_methods(self) -> List[str]:
+        """The lexicon methods the models read, each once, in the models' order."""
+        return list(dict.fromkeys(MODELS[m].lexicon for m in self.models if MODELS[m].lexicon in LEXICON_METHODS))
+
+    def given_lexicon(self, method: str) -> bool:
+        """Whether the method's lexicon is the user's file (--lexicon replaces the Simple rows' lexicon)."""
+        return method == "simple" and bool(self.args.lexicon)
+
     def build_lexicons(self) -> None:
-        methods = [MODELS[m].lexicon for m in self.models if MODELS[m].lexicon in LEXICON_METHODS]
         os.makedirs(self.lexdir, exist_ok=True)
-        for method in dict.fromkeys(methods):
+        for method in self.lexicon_methods():
             path = self.lexicon_path(method)
             desc = LEXICON_METHODS[method][1]
-            if method == "simple" and self.args.lexicon:
+            if self.given_lexicon(method):
                 say(f"== lexicon (given with --lexicon): {count_entries(path)} entries in {path}")
                 continue
             cmd = self.lexicon_command(method)
@@ -295,7 +302,10 @@ class Recipe(LlaSteps):
 
     def label(self, model: str) -> str:
         spec = MODELS[model]
-        return f"{spec.label} (--arch {self.arch(spec)})"
+        label = spec.label
+        if self.given_lexicon(spec.lexicon):  # the row reads the user's file, not a Simple lexicon
+            label = label.replace("Simple", f"{os.path.basename(self.args.lexicon)} (--lexicon)", 1)
+        return f"{label} (--arch {self.arch(spec)})"
 
     def model_args(self, model: str) -> List[str]:
         spec = MODELS[model]
@@ -788,10 +798,10 @@ class Recipe(LlaSteps):
             say(
                 "   lexicons: "
                 + "; ".join(
-                    show(self.lexicon_command(m))
-                    for m in dict.fromkeys(
-                        MODELS[x].lexicon for x in self.models if MODELS[x].lexicon in LEXICON_METHODS
-                    )
+                    f"given with --lexicon: {self.lexicon_path(m)} (not built)"
+                    if self.given_lexicon(m)
+                    else show(self.lexicon_command(m))
+                    for m in self.lexicon_methods()
                 )
             )
             for (model, seed), run in self.planned_runs().items():
