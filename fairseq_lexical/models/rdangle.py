@@ -214,14 +214,24 @@ class RDangleDecoder(LexicalDecoder, FairseqIncrementalDecoder):
         """The source states the values are made of (H_t when shared, H^v when separate): the gate's c_t."""
         return key_states if self.kv_mode == "shared" else encoder_out["value_states"][0]
 
-    def output(self, features: Tensor, attn: Tensor, context: Optional[Tensor], x_in: Tensor, src_tokens: Tensor):
-        """Output layer and, when present, the lexical head. ``context`` (B, T, C) is c_t = sum_j a_tj v_j."""
+    def output(
+        self,
+        features: Tensor,
+        attn: Tensor,
+        context: Optional[Tensor],
+        x_in: Tensor,
+        src_tokens: Tensor,
+        incremental_state=None,
+    ):
+        """Output layer and, when present, the lexical head. ``context`` (B, T, C) is c_t = sum_j a_tj v_j. In
+        incremental decoding the head keeps the sentence's lexicon rows in ``incremental_state``."""
         return self.lexical_output(
             self.output_projection(features),
             {"context": context, "hidden": features, "input": x_in},
             attn,
             src_tokens,
             {},
+            incremental_state,
         )
 
     @property
@@ -236,7 +246,7 @@ class RDangleDecoder(LexicalDecoder, FairseqIncrementalDecoder):
             features, attn, context, x_in = self._teacher_forced(prev_output_tokens, encoder_out)
         if features_only:
             return features, {"attn": [attn]}
-        return self.output(features, attn, context, x_in, encoder_out["src_tokens"][0])
+        return self.output(features, attn, context, x_in, encoder_out["src_tokens"][0], incremental_state)
 
     def extract_features(self, prev_output_tokens, encoder_out=None, incremental_state=None, **kwargs):
         return self.forward(prev_output_tokens, encoder_out, incremental_state, features_only=True)
