@@ -175,7 +175,9 @@ def test_the_runs_carry_the_papers_settings(tmp_path):
 def test_a_given_lexicon_names_the_rows_that_read_it(tmp_path):
     """--lexicon FILE replaces the Simple rows' lexicon: their labels (config.json, summary, report) name the file,
     not "Simple", and the rows without a lexicon keep theirs. (--dry-run's "lexicons:" line, which says the file is
-    not built, is pinned by the colors_given_lexicon golden.)"""
+    not built, is pinned by the colors_given_lexicon golden.) A --lexicon that no model would read is refused."""
+    from recipes.console import RecipeError
+
     given = tmp_path / "cedict.tsv"
     given.write_text("a\tb\t1\n")
     recipe, runs = planned("colors", None, "--models", "lstm,simple,soft", "--lexicon", given, "--work", tmp_path / "w")
@@ -185,6 +187,8 @@ def test_a_given_lexicon_names_the_rows_that_read_it(tmp_path):
     assert labels["lstm"] == recipe.label("lstm") and "Lex." not in labels["lstm"]
     recipe, _ = planned("colors", None, "--models", "simple", "--work", tmp_path / "w2")
     assert recipe.label("simple") == "LSTM + Lex.: Simple (--arch lex_lstm)"
+    with pytest.raises(RecipeError, match=r"--lexicon .*cedict\.tsv: none of --models \(lstm, copy\) would read it"):
+        planned("colors", None, "--models", "lstm,copy", "--lexicon", given, "--work", tmp_path / "w3")
 
 
 def test_the_lla_runs_follow_thrush_schedule_metrics_and_damage(tmp_path):

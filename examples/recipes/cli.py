@@ -147,7 +147,9 @@ def build_parser(task: Task) -> argparse.ArgumentParser:
     avg.add_argument("--token-avg", dest="sentence_avg", action="store_false", help="loss averaged over tokens")
     g.add_argument("--adam-betas", help="e.g. '(0.9, 0.998)'")
     g.add_argument(
-        "--lexicon", help="use this lexicon file for the Simple rows (simple, soft, learned) instead of learning one"
+        "--lexicon",
+        help="use this lexicon file for the Simple rows (simple, soft, learned, lex_transformer) instead of "
+        "learning one",
     )
     g.add_argument("--lexicon-top-k", type=int, help="keep at most K targets per lexicon row in the model (0: all)")
     g.add_argument("--train-args", default="", help="further fairseq-train options (one quoted string)")

@@ -144,6 +144,12 @@ class Recipe(LlaSteps):
         self.settings_label = PRESET_LABELS[args.preset]
         if args.lexicon and not os.path.isfile(args.lexicon):
             raise RecipeError(f"--lexicon {args.lexicon}: file not found")
+        if args.lexicon and not args.as_job and not any(self.given_lexicon(MODELS[m].lexicon) for m in self.models):
+            readers = ", ".join(k for k, spec in MODELS.items() if spec.lexicon == "simple")
+            raise RecipeError(
+                f"--lexicon {args.lexicon}: none of --models ({', '.join(self.models)}) would read it; it replaces "
+                f"the lexicon of the Simple rows ({readers})"
+            )
         if not os.path.isdir(args.data):
             raise RecipeError(f"--data {args.data}: not a directory")
         self.files = task.locate(os.path.abspath(args.data))
