@@ -214,7 +214,7 @@ def test_open_vocabulary_data_builds_lexicons_without_the_fallback(tmp_path):
 
     def without_fallback(path):
         pipeline, _ = planned("--train", path, "--test", path, "--work", tmp_path / "work")
-        return {m: "--no-fallback" in pipeline.lexicon_command(m) for m in pipeline.methods()}
+        return {m: "--no-fallback" in pipeline.lexicon_command(m) for m in pipeline.lexicon_methods()}
 
     n = custom.OPEN_VOCABULARY_TYPES
     (tmp_path / "open.tsv").write_text("".join(f"s{i} s{i + 1}\tt{i} t{i + 1}\n" for i in range(n)))

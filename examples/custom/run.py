@@ -271,15 +271,12 @@ class CustomRun(Recipe):
         )
 
     # -- report pieces -----------------------------------------------------------------------------------------
-    def methods(self) -> List[str]:
-        return list(dict.fromkeys(MODELS[m].lexicon for m in self.models if MODELS[m].lexicon in LEXICON_METHODS))
-
     def lexicon_heatmaps(self, report_dir: str) -> Dict[str, Tuple[str, int]]:
         """method -> (PNG file name, number of entries): the rows of the words with the strongest entries."""
         from lexical_offline.lexicon import read_lexicon
 
         out = {}
-        for method in self.methods():
+        for method in self.lexicon_methods():
             path = self.lexicon_path(method)
             entries, _ = read_lexicon(path)
             strongest: Dict[str, float] = {}
