@@ -465,3 +465,11 @@ def test_benchmark_transformer_comparison_runs_at_a_tiny_size():
     lines = table.splitlines()
     assert "gen sent/s" in lines[0]
     assert lines[1].startswith("transformer (fairseq)") and lines[2].startswith("lex_transformer (identity)")
+    # --plain: the plugin's classes without the head, between the two (bounds the harness' bias)
+    opts.plain = True
+    lines = benchmark.bench_transformer(opts, progress=lambda msg: None).splitlines()
+    assert [line.split("  ")[0] for line in lines[1:4]] == [
+        "transformer (fairseq)",
+        "lex_transformer (no lexicon)",
+        "lex_transformer (identity)",
+    ]

@@ -55,6 +55,12 @@ def main(argv=None):
         metavar="PATH",
         help="also write torch.profiler tables of a few training steps of each model to PATH",
     )
+    parser.add_argument(
+        "--plain",
+        action="store_true",
+        help="also time the plugin's model without a lexicon (--lexicon none): lstm, lex_lstm's decoder loop alone; "
+        "transformer, lex_transformer's classes without the head, which bounds the harness' own bias",
+    )
     lstm = parser.add_argument_group("lstm")
     lstm.add_argument(
         "--decoder-output",
@@ -67,11 +73,6 @@ def main(argv=None):
         action="store_true",
         help="also count the aten operations of one training step of each model (host-side work, "
         "mostly kernel launches on a GPU)",
-    )
-    lstm.add_argument(
-        "--plain",
-        action="store_true",
-        help="also time lex_lstm without a lexicon (--lexicon none): the decoder loop alone",
     )
     gen = parser.add_argument_group("generation (transformer, rdangle)")
     gen.add_argument("--beam", type=int, default=5)

@@ -526,10 +526,14 @@ def bench_transformer(opts: argparse.Namespace, progress=print) -> str:
             "transformer (fairseq)": attach_criterion(
                 build_fairseq_model(["--arch", "transformer", *size], task), task, False
             ),
-            lex_name: attach_criterion(
-                build_fairseq_model(["--arch", "lex_transformer", *size, *lex_args], task), task, True
-            ),
         }
+        if getattr(opts, "plain", False):  # fairseq's decoder through the plugin's classes: criterion as stock's
+            models["lex_transformer (no lexicon)"] = attach_criterion(
+                build_fairseq_model(["--arch", "lex_transformer", *size, "--lexicon", "none"], task), task, False
+            )
+        models[lex_name] = attach_criterion(
+            build_fairseq_model(["--arch", "lex_transformer", *size, *lex_args], task), task, True
+        )
     batches = synthetic_batches(vocab, vocab, 4, opts.batch_size, opts.src_len, opts.tgt_len, opts.seed)
     results = compare_training(models, batches, opts.steps, opts.warmup, opts.device, progress)
     write_profile(opts, models, batches[0])
