@@ -90,16 +90,16 @@ class _LexicalMixture(torch.autograd.Function):
     """log(g softmax(z) + (1 - g) p_lex), written as logaddexp in log space (eq. 10).
 
     A hand-written backward keeps three |V|-sized tensors alive instead of the six that autograd would save
-    for the same expression (log_softmax, both branches, their logs and the result).
+    for the same expression (log_softmax, both branches, their logs and the result), and each pass allocates
+    three |V|-sized buffers, working in place on them (a fresh buffer costs page faults and cache misses on a CPU).
     """
 
     @staticmethod
     def forward(ctx, write_logits: Tensor, gate_logit: Tensor, p_lex: Tensor) -> Tensor:
         lsm = torch.log_softmax(fp32_or_wider(write_logits), dim=-1)
         s = fp32_or_wider(gate_logit).unsqueeze(-1)
-        write_branch = lsm + F.logsigmoid(s)
-        lex_branch = torch.log(p_lex.clamp_min(_TINY)) + F.logsigmoid(-s)
-        out = torch.logaddexp(write_branch, lex_branch)
+        lex_branch = p_lex.clamp_min(_TINY).log_().add_(F.logsigmoid(-s))
+        out = torch.logaddexp(lsm + F.logsigmoid(s), lex_branch, out=lex_branch)
         ctx.save_for_backward(lsm, s, out)
         ctx.dtypes = (write_logits.dtype, gate_logit.dtype)
         return out
@@ -108,15 +108,16 @@ class _LexicalMixture(torch.autograd.Function):
     def backward(ctx, grad_out: Tensor):
         lsm, s, out = ctx.saved_tensors
         # r = share of the write branch in p(w): g p_write(w) / p(w).
-        r = torch.exp(lsm + F.logsigmoid(s) - out)
-        grad_write = grad_out * r
-        grad_logits = grad_write - torch.exp(lsm) * grad_write.sum(-1, keepdim=True)
-        sig = torch.sigmoid(s)
-        grad_gate = (grad_write * (1 - sig) - (grad_out - grad_write) * sig).sum(-1)
+        grad_write = torch.add(lsm, F.logsigmoid(s)).sub_(out).exp_().mul_(grad_out)
+        write_total = grad_write.sum(-1, keepdim=True)
+        # sum over w of d out / d s: grad_write (1 - g) - (grad_out - grad_write) g = grad_write - g grad_out
+        grad_gate = (write_total - torch.sigmoid(s) * grad_out.sum(-1, keepdim=True)).squeeze(-1)
+        grad_logits = torch.exp(lsm)
+        torch.addcmul(grad_write, grad_logits, write_total, value=-1.0, out=grad_logits)
         # d out / d p_lex = (1 - g) / p(w), also where p_lex(w) = 0: that gradient is what moves attention
         # towards a source word whose lexicon row holds w. The exponent is capped so that a token of
         # probability < e^-80 cannot overflow fp32 (its gradient is then underestimated, never inf or NaN).
-        grad_plex = grad_out * torch.exp((F.logsigmoid(-s) - out).clamp(max=80.0))
+        grad_plex = torch.sub(F.logsigmoid(-s), out).clamp_max_(80.0).exp_().mul_(grad_out)
         write_dtype, gate_dtype = ctx.dtypes
         return grad_logits.to(write_dtype), grad_gate.to(gate_dtype), grad_plex
 
