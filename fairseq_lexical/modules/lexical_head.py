@@ -41,10 +41,19 @@ def fp32_or_wider(x: Tensor) -> Tensor:
     return x if x.dtype == torch.float64 else x.float()
 
 
+def autocast_on(device_type: str) -> bool:
+    try:
+        return torch.is_autocast_enabled(device_type)
+    except TypeError:  # torch < 2.4: CUDA's autocast only, or CPU's by its own function
+        return torch.is_autocast_enabled() if device_type == "cuda" else torch.is_autocast_cpu_enabled()
+
+
 def fp32_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
     """x W^T + b in fp32 (or wider) whatever the tensors' dtypes and autocast (for quantities with an unbounded
     range)."""
     w = fp32_or_wider
+    if not autocast_on(x.device.type):  # (autocast's context is entered only where it is on: it is not free)
+        return F.linear(w(x), w(weight), None if bias is None else w(bias))
     with torch.autocast(x.device.type, enabled=False):
         return F.linear(w(x), w(weight), None if bias is None else w(bias))
 
