@@ -33,6 +33,8 @@ def test_dry_run_prints_each_step_and_the_recipe_accepts_its_options(tmp_path):
     # stock lstm against lex_lstm's loop with and without TF32 on both sides, at two shapes
     assert sum(" lstm " in c and "--tf32" in c for c in benches) == 2
     assert sum(" lstm " in c and "--decoder-output combined" in c for c in benches) == 2
+    # the identity-lexicon transformer beside the plugin's classes without the head
+    assert sum(" transformer " in c and "--top-k 1" in c and "--plain" in c for c in benches) == 1
     recipes = [c for c in commands if " -m recipes scan " in c]
     assert [c.split("--work ")[1].split()[0].rsplit("_", 1)[1] for c in recipes] == ["fp32", "fp16", "amp", "bf16"]
     assert not (tmp_path / "out").exists()  # a dry run writes nothing

@@ -86,7 +86,8 @@ for step in "${STEPS[@]}"; do
        --steps 40 --warmup 5 --device cuda --plain)
     bench lstm_scan lstm "${S[@]}" --count-ops
     bench lstm_scan_tf32 lstm "${S[@]}" --tf32
-    bench pgn transformer "${T[@]}" --top-k 1 --profile "$(scratch profile_pgn.txt)"
+    # --plain: lex_transformer without its head beside it, so that the head's cost is read net of the harness'
+    bench pgn transformer "${T[@]}" --top-k 1 --plain --profile "$(scratch profile_pgn.txt)"
     bench lex_transformer transformer "${T[@]}" --top-k 8
     bench rdangle_o1 rdangle "${R[@]}" --intervals 1 --steps 6 --gen-batches 0
     bench rdangle rdangle "${R[@]}" --intervals 1,8 --steps 10 --no-naive --profile "$(scratch profile_rdangle.txt)"
