@@ -30,7 +30,7 @@ from fairseq.models.lstm import (
 from fairseq.models.lstm import base_architecture as lstm_base_architecture
 from fairseq.modules import FairseqDropout
 
-from ..modules.lexical_head import autocast_on, fp32_linear, fp32_or_wider
+from ..modules.lexical_head import autocast_off, autocast_on, fp32_linear, fp32_or_wider
 from .keep_best_hub import KeepBestHub
 from .lexical_decoder import GateFeatures, LexicalDecoder, add_lexical_decoder_args, lexical_decoder_defaults
 
@@ -317,11 +317,7 @@ class LexLSTMDecoder(LexicalDecoder, FairseqIncrementalDecoder):
         w_out = att.output_proj.weight
         combined = self.combined_output
         # the combined output and the first cell compute in fp32 (fp32_linear, here for the whole loop)
-        fp32_only = (
-            torch.autocast(embedded.device.type, enabled=False)
-            if combined and autocast_on(embedded.device.type)
-            else contextlib.nullcontext()
-        )
+        fp32_only = autocast_off(embedded.device.type) if combined else contextlib.nullcontext()
         with fp32_only:
             if combined:
                 # o_t = W_e e_t + W_f o_t-1 + W_h h_t + W_c c_t + b in fp32; the first cell too, since it reads o_t-1

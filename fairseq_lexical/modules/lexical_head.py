@@ -12,6 +12,7 @@ in log space, so that a token with no lexical mass still gets a finite log-proba
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import math
@@ -48,13 +49,17 @@ def autocast_on(device_type: str) -> bool:
         return torch.is_autocast_enabled() if device_type == "cuda" else torch.is_autocast_cpu_enabled()
 
 
+def autocast_off(device_type: str):
+    """A context without autocast: autocast's own context where autocast is on, else nothing (entering and leaving
+    autocast's context is not free, and a decoder step may do it several times)."""
+    return torch.autocast(device_type, enabled=False) if autocast_on(device_type) else contextlib.nullcontext()
+
+
 def fp32_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
     """x W^T + b in fp32 (or wider) whatever the tensors' dtypes and autocast (for quantities with an unbounded
     range)."""
     w = fp32_or_wider
-    if not autocast_on(x.device.type):  # (autocast's context is entered only where it is on: it is not free)
-        return F.linear(w(x), w(weight), None if bias is None else w(bias))
-    with torch.autocast(x.device.type, enabled=False):
+    with autocast_off(x.device.type):
         return F.linear(w(x), w(weight), None if bias is None else w(bias))
 
 
