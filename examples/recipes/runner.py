@@ -145,7 +145,7 @@ class Recipe(LlaSteps):
         if args.lexicon and not os.path.isfile(args.lexicon):
             raise RecipeError(f"--lexicon {args.lexicon}: file not found")
         if args.lexicon and not args.as_job and not any(self.given_lexicon(MODELS[m].lexicon) for m in self.models):
-            readers = ", ".join(k for k, spec in MODELS.items() if spec.lexicon == "simple")
+            readers = ", ".join(k for k, spec in MODELS.items() if self.given_lexicon(spec.lexicon))
             raise RecipeError(
                 f"--lexicon {args.lexicon}: none of --models ({', '.join(self.models)}) would read it; it replaces "
                 f"the lexicon of the Simple rows ({readers})"
