@@ -3,25 +3,24 @@ the same model, weight for weight. Their EncDec and our `lstm_plain` / `lex_lstm
 options (docs/authors_code.md) get the same weights through an explicit map; on one padded batch of unequal lengths,
 in float64 with dropout off, the teacher-forced loss as each code reduces it, every gradient and the greedy outputs
 agree to rounding. Cases: LSTM, LSTM + copy (the identity lexicon), LSTM + Simple (their lexicon from an alignment
-file, ours from the same file)."""
+file, ours from the same file). Then a few updates of training side by side (tools/authors_lockstep.py, which holds the
+bridge to their code: the import, the map, the batches): losses, gradient norms and p_gate stay equal."""
 
 import json
 import os
-import sys
-import types
+import random
 
-import numpy as np
 import pytest
 import torch
 
-from conftest import REPO, build_model
+from conftest import scan_line, tool_module
 
-REFERENCE = os.path.join(os.path.dirname(REPO), "shared", "reference", "ekinakyurek-lexical")
+lockstep = tool_module("authors_lockstep")  # the bridge to their code: tools/authors_lockstep.py
+REFERENCE = lockstep.REFERENCE
 pytestmark = pytest.mark.skipif(
     not os.path.isdir(REFERENCE), reason=f"{REFERENCE} is absent (../shared is not part of the repository)"
 )
-
-from recipes.catalogue import AUTHORS_DECODER, AUTHORS_GATE  # noqa: E402
+copy_weights, our_loss = lockstep.copy_weights, lockstep.our_loss
 
 D = 6  # embedding = hidden size, as their --dim
 SOURCE = ["a1", "a2", "a3", "and", "twice"]
@@ -40,212 +39,36 @@ ALIGNMENT = {"a1": {"B1": 3}, "a2": {"B2": 2}, "a3": {"B3": 2, "B1": 1}}
 
 @pytest.fixture(scope="module")
 def authors():
-    """Their modules, imported from the reference folder. main.py (for tranlate_with_alignerv2 and its flags) imports
-    nltk and seaborn for evaluation and plots only: stubbed here. Their top-level module names (data, src, main,
-    mutex, hlog) are removed from sys.modules again, and matplotlib's settings that main.py changes restored."""
-    import matplotlib
-
-    saved_rc = dict(matplotlib.rcParams)
-    stubs = {
-        "nltk": types.ModuleType("nltk"),
-        "nltk.translate": types.ModuleType("nltk.translate"),
-        "nltk.translate.bleu_score": types.ModuleType("nltk.translate.bleu_score"),
-        "seaborn": types.ModuleType("seaborn"),
-    }
-    stubs["nltk.translate.bleu_score"].corpus_bleu = None
-    stubs["seaborn"].set = lambda *a, **k: None
-    added = [name for name in stubs if name not in sys.modules]
-    sys.modules.update({name: stubs[name] for name in added})
-    sys.path.insert(0, REFERENCE)
-    try:
-        import data as their_data
-        import main as their_main
-        import src as their_src
-        from absl import flags
-
-        flags.FLAGS.mark_as_parsed()  # their defaults (dropout, highdrop off, soft_align off, ...)
-    finally:
-        sys.path.remove(REFERENCE)
-        for name in [n for n in sys.modules if n.split(".")[0] in ("data", "main", "src", "mutex", "hlog")]:
-            del sys.modules[name]
-        for name in added:
-            del sys.modules[name]
-        matplotlib.rcParams.update(saved_rc)
-    return types.SimpleNamespace(
-        EncDec=their_src.EncDec,
-        Vocab=their_src.Vocab,
-        collate=their_data.collate,
-        decoder=their_src.decoder,
-        aligner=their_main.tranlate_with_alignerv2,
-    )
-
-
-def row_map(their_vocab, our_dict, decoder_input=False):
-    """our id -> their id, for the rows of embeddings and output layers. Their sentences start with <s> on both
-    sides; fairseq's decoder starts from </s> (so on the decoder's input side our </s> is their <s>) and its source
-    has no <s>: the batch below adds one, and on the source side our <s> is theirs."""
-    m = {
-        our_dict.pad(): their_vocab.pad(),
-        our_dict.eos(): their_vocab.eos(),
-        our_dict.bos(): their_vocab.sos(),
-        our_dict.unk(): their_vocab.unk(),
-    }
-    if decoder_input:
-        m[our_dict.eos()], m[our_dict.bos()] = their_vocab.sos(), their_vocab.eos()
-    m.update({i: their_vocab[our_dict[i]] for i in range(our_dict.nspecial, len(our_dict))})
-    return m
-
-
-def parameter_map(theirs, source_rows, target_rows, input_rows, copy_id):
-    """our parameter name -> (their tensor, rows of ours -> rows of theirs, or None: the whole tensor)."""
-    dec = theirs.decoder
-    out = {
-        "encoder.embed_tokens.weight": (theirs.encoder.embed.weight, source_rows),
-        "decoder.embed_tokens.weight": (dec.embed.weight, input_rows),
-        "decoder.attention.input_proj.weight": (dec.attention_0.make_query.weight, None),  # the query W_q h_t + b
-        "decoder.attention.input_proj.bias": (dec.attention_0.make_query.bias, None),
-        "decoder.attention.output_proj.weight": (dec.combine.weight, None),  # o_t = W [e; o_t-1; h_t; c_t] + b
-        "decoder.attention.output_proj.bias": (dec.combine.bias, None),
-        "decoder.fc_out.weight": (dec.predict.weight, target_rows),
-        "decoder.fc_out.bias": (dec.predict.bias, target_rows),
-    }
-    for layer in range(2):
-        for kind in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
-            out[f"encoder.lstm.{kind}_l{layer}"] = (getattr(theirs.encoder.rnn, f"{kind}_l{layer}"), None)
-            out[f"decoder.layers.{layer}.{kind}"] = (getattr(dec.rnn, f"{kind}_l{layer}"), None)
-    if copy_id is not None:  # the gate is p_write's <copy> word (--gate-form copy-token on o_t)
-        out["decoder.lexical_head.gate.weight"] = (dec.predict.weight, {0: copy_id})
-        out["decoder.lexical_head.gate.bias"] = (dec.predict.bias, {0: copy_id})
-    return out
+    """Their modules, imported from the reference folder without side effects (lockstep.import_authors)."""
+    return lockstep.import_authors(REFERENCE)
 
 
 def build_both(authors, kind, tmp_path, exclude_specials=True):
-    vx, vy = authors.Vocab(), authors.Vocab()
-    target = TARGET + (SOURCE if kind == "copy" else [])
-    for w in SOURCE:
-        vx.add(w)
-    for w in target:
-        vy.add(w)
-    torch.manual_seed(0)
-    # MAXLEN: their decoder forces </s> at step MAXLEN - 1 (main.py: the longest target + 1); beyond these batches
-    theirs = (
-        authors.EncDec(
-            vx, vy, D, D, copy=kind != "lstm", n_layers=2, dropout=0.4, bidirectional=False, MAXLEN=100, source_att=True
-        )
-        .double()
-        .eval()
-    )
-    extra = []
+    lexicon = None
     if kind == "copy":
-        extra = ["--lexicon", "identity"]
-        proj = np.zeros((len(vx), len(vy)), dtype=np.float32)  # main.py's copy_translation_cogs
-        for i, word in enumerate(vx._contents):
-            if word in vy:
-                proj[i, vy[word]] = 1.0
-        theirs.decoder.copy_translation = np.argmax(proj, axis=1)
+        lexicon = "identity"
     elif kind == "simple":
-        path = tmp_path / "simple.align.json"
-        path.write_text(json.dumps(ALIGNMENT))
-        theirs.decoder.copy_translation = authors.aligner(str(path), vx, vy)
-        lexicon = tmp_path / "simple.tsv"  # the same alignments, as our lexicon file
-        lexicon.write_text("".join(f"{s}\t{t}\t{n}\n" for s, row in ALIGNMENT.items() for t, n in row.items()))
-        extra = ["--lexicon", str(lexicon), "--lexicon-top-k", "1"]
-    for side, words in (("src", SOURCE), ("tgt", target)):
-        (tmp_path / f"dict.{side}.txt").write_text("".join(f"{w} 1\n" for w in words))
-    options = [*AUTHORS_DECODER, *(AUTHORS_GATE if kind != "lstm" else ())]
-    sizes = [
-        a
-        for name in (
-            "encoder-embed-dim",
-            "decoder-embed-dim",
-            "encoder-hidden-size",
-            "decoder-hidden-size",
-            "decoder-out-embed-dim",
-        )
-        for a in (f"--{name}", str(D))
-    ]
-    ours, task, args = build_model(
+        lexicon = tmp_path / "simple.align.json"
+        lexicon.write_text(json.dumps(ALIGNMENT))
+        lexicon = str(lexicon)
+    # MAXLEN: their decoder forces </s> at step MAXLEN - 1 (main.py: the longest target + 1); beyond these batches
+    theirs, ours, vocabs, dicts, mapping = lockstep.build_both(
+        authors,
+        SOURCE,
+        TARGET + (SOURCE if kind == "copy" else []),
         tmp_path,
-        "--arch",
-        "lstm_plain" if kind == "lstm" else "lex_lstm",
-        *sizes,
-        *options,
-        *(["--exclude-special-outputs"] if exclude_specials else []),
-        *extra,
-        "--criterion",
-        "lexical_cross_entropy",
-        "--sentence-avg",
-        "--source-lang",
-        "src",
-        "--target-lang",
-        "tgt",
-    )
-    ours = ours.double().eval()
-    ours.criterion = task.build_criterion(args)  # the recipes' loss: summed over tokens, averaged over sentences
-    sd, td = task.source_dictionary, task.target_dictionary
-    mapping = parameter_map(
-        theirs,
-        row_map(vx, sd),
-        row_map(vy, td),
-        row_map(vy, td, decoder_input=True),
-        vy.copy() if kind != "lstm" else None,
+        dim=D,
+        lexicon=lexicon,
+        exclude_specials=exclude_specials,
+        seed=0,
+        maxlen=100,
     )
     assert sorted(mapping) == sorted(dict(ours.named_parameters())), "every parameter of ours has a counterpart"
-    copy_weights(ours, mapping)
-    return theirs, ours, (vx, vy), (sd, td), mapping
-
-
-def copy_weights(ours, mapping):
-    params = dict(ours.named_parameters())
-    with torch.no_grad():
-        for name, (value, rows) in mapping.items():
-            if rows is None:
-                params[name].copy_(value)
-            else:
-                for o, t in rows.items():
-                    params[name][o] = value[t]
+    return theirs.double().eval(), ours.double().eval(), vocabs, dicts, mapping
 
 
 def batches(kind, vocabs, dicts, authors):
-    """Their batch (collate: sorted by source length, <s> ... </s> on both sides, time-major) and ours in the same
-    order (left-padded source with the <s> theirs has, prev_output_tokens from </s>, right-padded target)."""
-    (vx, vy), (sd, td) = vocabs, dicts
-    pairs = PAIRS[kind]
-    inp, out, lens = authors.collate(
-        [
-            ([vx.sos()] + vx.encode(s.split()) + [vx.eos()], [vy.sos()] + vy.encode(t.split()) + [vy.eos()])
-            for s, t in pairs
-        ]
-    )
-    order = sorted(range(len(pairs)), key=lambda i: -len(pairs[i][0].split()))  # collate's order (stable)
-    src_len = max(len(s.split()) for s, _ in pairs) + 2
-    tgt_len = max(len(t.split()) for _, t in pairs) + 1
-    src = torch.full((len(pairs), src_len), sd.pad())
-    prev = torch.full((len(pairs), tgt_len), td.pad())
-    tgt = torch.full((len(pairs), tgt_len), td.pad())
-    for b, i in enumerate(order):
-        s, t = pairs[i]
-        ids = [sd.bos()] + [sd.index(w) for w in s.split()] + [sd.eos()]
-        src[b, src_len - len(ids) :] = torch.tensor(ids)
-        y = [td.index(w) for w in t.split()] + [td.eos()]
-        tgt[b, : len(y)] = torch.tensor(y)
-        prev[b, : len(y)] = torch.tensor([td.eos()] + y[:-1])
-    lengths = src.ne(sd.pad()).sum(1)
-    return (inp, out, lens), (src, lengths, prev, tgt)
-
-
-def our_loss(ours, src, lengths, prev, tgt, pad):
-    """lexical_cross_entropy with --sentence-avg (the recipes'), divided by its sample size as fairseq's trainer
-    does: summed over target tokens, averaged over sentences."""
-    sample = {
-        "net_input": {"src_tokens": src, "src_lengths": lengths, "prev_output_tokens": prev},
-        "target": tgt,
-        "ntokens": int(tgt.ne(pad).sum()),
-        "nsentences": src.size(0),
-        "id": torch.arange(src.size(0)),
-    }
-    loss, sample_size, _ = ours.criterion(ours, sample)
-    return loss / sample_size
+    return lockstep.batches(PAIRS[kind], vocabs, dicts, authors)
 
 
 @pytest.fixture(params=["lstm", "copy", "simple"])
@@ -325,3 +148,82 @@ def test_greedy_outputs_equal_theirs(pair, authors):
     our_words = [[td[i] for i in trimmed(row, td.eos())] for row in our_out]
     assert our_words == their_words
     assert max(len(w) for w in our_words) >= 4  # not all sentences ended at once
+
+
+def test_fairseq_inverse_sqrt_is_fairsequs_schedule():
+    """The lockstep's learning rates are those fairseq-train's inverse_sqrt sets (--warmup-init-lr 0): update n at
+    step_update(n - 1), the first at 0."""
+    from fairseq.optim import FairseqOptimizer
+    from fairseq.optim.lr_scheduler.inverse_square_root_schedule import (
+        InverseSquareRootLRScheduleConfig,
+        InverseSquareRootSchedule,
+    )
+
+    class Plain(FairseqOptimizer):
+        def __init__(self):
+            self._optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.0)
+
+    optimizer = Plain()
+    schedule = InverseSquareRootSchedule(
+        InverseSquareRootLRScheduleConfig(warmup_updates=3, warmup_init_lr=-1, lr=[0.01]), optimizer
+    )
+    for update in range(1, 9):  # fairseq's trainer: the update runs at the current rate, then step_update(updates)
+        assert lockstep.fairseq_inverse_sqrt(update, 0.01, 3) == optimizer.get_lr()
+        schedule.step_update(update)
+
+
+def write_tiny_scan(root, n=24, seed=5):
+    """A SCAN-like training file and alignment file in the layout of ../shared/data/scan (jump)."""
+    rng = random.Random(seed)
+    (root / "lexicon_akyurek2021" / "add_prim_split").mkdir(parents=True)
+    (root / "tasks_train_addprim_jump.txt").write_text("".join(scan_line(rng) + "\n" for _ in range(n)))
+    alignment = {"jump": {"I_JUMP": 2}, "walk": {"I_WALK": 3}, "run": {"I_RUN": 3}, "look": {"I_LOOK": 3}}
+    alignment.update({"left": {"I_TURN_LEFT": 5}, "right": {"I_TURN_RIGHT": 5}})
+    (root / "lexicon_akyurek2021" / "add_prim_split" / "simple.align.v3.json").write_text(json.dumps(alignment))
+    return root
+
+
+@pytest.mark.parametrize("init", ["theirs", "ours"])
+def test_lockstep_training_equals_theirs(authors, tmp_path, init):
+    """tools/authors_lockstep.py at a tiny size (dim 8, batches of 4, LSTM + Simple), float64, dropout off: four
+    updates of Adam with clipping (at 1, below every gradient norm here) and a warm-up of 2 updates, from their initial
+    weights and from ours. Loss, gradient norm before clipping and mean p_gate agree to 1e-9 at every update and the
+    parameters after each update to 1e-9, while the loss moves: a difference in the map, the rate, the clipping or
+    the optimiser between the two codes' updates would show."""
+    data = write_tiny_scan(tmp_path / "scan")
+    argv = ["--data", str(data), "--reference", REFERENCE, "--dim", "8", "--batch-size", "4", "--updates", "4"]
+    argv += ["--lr", "0.01", "--warmup", "2", "--clip-norm", "1", "--init", init, "--dropout", "off", "--seed", "3"]
+    lines = []
+    result = lockstep.run(lockstep.parser().parse_args(argv), progress=lines.append)
+    records = result["updates"]
+    assert [r["update"] for r in records] == [1, 2, 3, 4] and len(lines) >= 6
+    for r in records:
+        ours, theirs = r["ours"], r["theirs"]
+        for key in ("loss", "gnorm", "p_gate"):
+            assert ours[key] == pytest.approx(theirs[key], rel=1e-9, abs=1e-12), (r["update"], key)
+        assert theirs["gnorm"] > 1.0  # the clipping acts
+        assert r["param_diff"] < 1e-9
+    assert [r["lr"] for r in records] == pytest.approx([0.0, 0.005, 0.01, 0.01 * (2 / 3) ** 0.5], rel=1e-12)
+    assert abs(records[-1]["ours"]["loss"] - records[0]["ours"]["loss"]) > 1e-2  # it trains
+    assert result["summary"]["first_update_parted"] is None
+    assert {u["parameter"] for u in result["unmapped_theirs"]} == {
+        "encoder.embed.weight",
+        "decoder.embed.weight",
+        "decoder.seq_picker.weight",
+        "decoder.seq_picker.bias",
+    }
+
+
+def test_lockstep_names_what_is_missing(tmp_path, capsys):
+    """Bad input: one error line naming the folder, file or split."""
+    data = write_tiny_scan(tmp_path / "scan")
+    base = ["--data", str(data), "--dim", "8", "--batch-size", "4", "--updates", "1"]
+    cases = [
+        (["--reference", str(tmp_path / "nowhere")], str(tmp_path / "nowhere")),
+        (["--data", str(tmp_path / "no_scan"), "--reference", REFERENCE], "tasks_train_addprim_jump.txt"),
+        (["--split", "length", "--reference", REFERENCE], "unknown split 'length'"),
+    ]
+    for extra, named in cases:
+        assert lockstep.main(base + extra) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and named in err[0], err
