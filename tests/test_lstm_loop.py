@@ -208,3 +208,23 @@ def test_weight_init_torch_gives_torchs_default_ranges(toy_data):
     fc = torch_init.decoder.fc_out.weight
     assert fc.abs().max() <= 1 / 16**0.5 and fc.abs().max() > 0.15
     torch.testing.assert_close(torch_init.encoder.embed_tokens.weight, fairseq_init.encoder.embed_tokens.weight)
+
+
+def test_the_authors_decoder_defaults_to_their_initialisation(toy_data):
+    """--decoder-output combined (the authors' decoder) draws torch's weights unless --weight-init says otherwise;
+    fairseq's LSTM output keeps fairseq's. A checkpoint keeps the value it was trained with (its saved config)."""
+    for output, expected in (("combined", "torch"), ("luong", "fairseq")):
+        torch.manual_seed(0)
+        _, _, args = build_model(toy_data / "bin", "--arch", "lstm_plain", *SMALL, "--decoder-output", output)
+        assert args.weight_init == expected
+    torch.manual_seed(0)
+    combined, _, _ = build_model(toy_data / "bin", "--arch", "lstm_plain", *SMALL, "--decoder-output", "combined")
+    torch.manual_seed(0)
+    explicit, _, args = build_model(
+        toy_data / "bin", "--arch", "lstm_plain", *SMALL, "--decoder-output", "combined", "--weight-init", "torch"
+    )
+    torch.testing.assert_close(combined.decoder.layers[0].weight_hh, explicit.decoder.layers[0].weight_hh)
+    _, _, args = build_model(
+        toy_data / "bin", "--arch", "lstm_plain", *SMALL, "--decoder-output", "combined", "--weight-init", "fairseq"
+    )
+    assert args.weight_init == "fairseq"

@@ -537,9 +537,10 @@ class LexLSTMModel(KeepBestHub, LSTMModel):
         parser.add_argument(
             "--weight-init",
             choices=["fairseq", "torch"],
-            help="initial weights of the LSTMs and linear maps: fairseq's U(-0.1, 0.1) (default) or "
-            "torch's defaults (U(+-1/sqrt(hidden)), U(+-1/sqrt(fan_in))), which the authors' "
-            "released code used; the embeddings follow --embedding-init",
+            help="initial weights of the LSTMs and linear maps: fairseq's U(-0.1, 0.1) or torch's defaults "
+            "(U(+-1/sqrt(hidden)), U(+-1/sqrt(fan_in))), which the authors' released code used; default: torch "
+            "with --decoder-output combined (the authors' decoder; fairseq before 2026-11-27), else fairseq. "
+            "The embeddings follow --embedding-init",
         )
         parser.add_argument(
             "--dropout-placement",
@@ -675,7 +676,11 @@ def lex_lstm_base(args):
     args.embedding_init = getattr(args, "embedding_init", None) or "uniform"
     args.decoder_output = getattr(args, "decoder_output", None) or "luong"
     args.tf32 = getattr(args, "tf32", False)
-    args.weight_init = getattr(args, "weight_init", None) or "fairseq"
+    # The authors' decoder starts from their (torch's) weights: at 512 units fairseq's U(+-0.1) is 2.3 times wider,
+    # p_write wins the early race and LSTM + Simple never uses its lexicon (docs/authors_code.md, "At the paper's
+    # width"). Checkpoints keep the value they were trained with.
+    default_init = "torch" if args.decoder_output == "combined" else "fairseq"
+    args.weight_init = getattr(args, "weight_init", None) or default_init
     args.dropout_placement = getattr(args, "dropout_placement", None) or "fairseq"
     # fairseq's LSTMModel.build_model reads args.criterion (adaptive softmax iff adaptive_loss). Under
     # fairseq-hydra-train the model config holds no criterion (the criterion is its own config group): None, i.e.
