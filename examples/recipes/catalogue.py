@@ -172,6 +172,11 @@ LEXICON_METHODS: Dict[str, Tuple[Tuple[str, ...], str]] = {
 # paper's 0.79 (examples/RESULTS.md). `--decoder fairseq` gives fairseq's LSTM (tanh Luong output, eq. 6's gate).
 AUTHORS_DECODER = ("--decoder-output", "combined", "--embedding-init", "normal")
 AUTHORS_GATE = ("--gate-form", "copy-token", "--gate-features", "output")
+# ... and their output masking on the lexical rows: -99999 on <s>, <pad> and <unk> after the copy mixture. A source
+# word without a lexicon entry translates to <unk> in ours (<pad> in theirs), so without the mask every look at such a
+# word costs the lexicon branch its mass, and at 512 units p_write wins for good (docs/authors_code.md, "At the
+# paper's width"). With the authors' initialisation (lex_lstm's default for their decoder) the paper's rows learn.
+AUTHORS_OUTPUTS = ("--exclude-special-outputs",)
 
 
 def parse_models(text: str, task) -> List[str]:

@@ -133,8 +133,9 @@ def build_parser(task: Task) -> argparse.ArgumentParser:
         "--decoder",
         choices=("authors", "fairseq"),
         help="LSTM rows: 'authors' (default), the decoder of the authors' released code "
-        "(--decoder-output combined --embedding-init normal, and --gate-form copy-token "
-        "--gate-features output on lexical rows); 'fairseq': fairseq's LSTM decoder with eq. 6's gate",
+        "(--decoder-output combined --embedding-init normal, which also draws their initial weights, and "
+        "--gate-form copy-token --gate-features output --exclude-special-outputs on lexical rows); "
+        "'fairseq': fairseq's LSTM decoder with eq. 6's gate",
     )
     avg = g.add_mutually_exclusive_group()
     avg.add_argument(

@@ -20,6 +20,7 @@ from recipes import ROOT, reports
 from recipes.catalogue import (
     AUTHORS_DECODER,
     AUTHORS_GATE,
+    AUTHORS_OUTPUTS,
     JOINED_DICT_MODELS,
     LEXICON_METHODS,
     MODELS,
@@ -330,7 +331,7 @@ class Recipe(LlaSteps):
         elif self.hp.write_dropout and (self.hp.write_dropout_models == "all" or spec.lexical):
             out += ["--write-dropout", str(self.hp.write_dropout)]
         if self.hp.decoder == "authors" and not (spec.transformer or spec.lla):
-            out += list(AUTHORS_DECODER) + (list(AUTHORS_GATE) if spec.lexical else [])
+            out += list(AUTHORS_DECODER) + (list(AUTHORS_GATE + AUTHORS_OUTPUTS) if spec.lexical else [])
         return out
 
     def fairseq_train(

@@ -13,10 +13,12 @@ where a word without an entry has score 0 and so weight e^0 / Z, which is what e
 
 A source token with no entry maps to the same string in the target dictionary when there is one (the copy
 mechanism), else to the target ``<unk>``. The ``<unk>`` row is a sink: attending to such a token with the gate
-closed predicts a token the references do not contain, so the model learns not to. This is what the authors'
-implementation does with its joint vocabulary (an unmapped input maps to itself, a word no output contains).
-A uniform row would instead reward attending to it with 1/|V_y| of the mass on the right word, which on Colors
-teaches position-based attention that fails at test time. The lexicon builders apply the mutual-exclusivity
+closed predicts a token the references do not contain. With the decoder's `--exclude-special-outputs` (the
+recipes' lexical LSTM rows) that mass is dropped and the rest renormalised, which is what the authors' code does
+(their row of such a word is ``<pad>``, scored -99999); without it the sink costs the lexicon branch every look at
+such a word, and at 512 units the model stops using the lexicon altogether (docs/authors_code.md, "At the paper's
+width"). A uniform row would instead reward attending to it with 1/|V_y| of the mass on the right word, which on
+Colors teaches position-based attention that fails at test time. The lexicon builders apply the mutual-exclusivity
 fallback of section 4.1 themselves, as explicit entries.
 """
 
