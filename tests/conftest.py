@@ -140,6 +140,41 @@ def scan_line(rng):
     return f"IN: {cmd} OUT: {' '.join(act)}"
 
 
+def scan_full_line(rng):
+    """One command of SCAN's whole grammar (Lake & Baroni 2018, figure 6: opposite, around, and, after included) and
+    its actions: a stand-in for SCAN's training file with its share of function words and long outputs."""
+
+    def direction_phrase():
+        d = rng.choice(["left", "right"])
+        turn = f"I_TURN_{d.upper()}"
+        verb = rng.choice(["turn", *_PRIMS])
+        act = [] if verb == "turn" else [_PRIMS[verb]]
+        how = rng.choice(["", "opposite", "around"])
+        if how == "opposite":
+            return f"{verb} opposite {d}", [turn, turn] + act
+        if how == "around":
+            return f"{verb} around {d}", ([turn] + act) * 4
+        return f"{verb} {d}", [turn] + act
+
+    def phrase():
+        if rng.random() < 0.3:
+            w = rng.choice(list(_PRIMS))
+            cmd, act = w, [_PRIMS[w]]
+        else:
+            cmd, act = direction_phrase()
+        r = rng.choice([1, 2, 3])
+        if r > 1:
+            cmd, act = f"{cmd} {'twice' if r == 2 else 'thrice'}", act * r
+        return cmd, act
+
+    cmd, act = phrase()
+    join = rng.choice(["", "and", "after"])
+    if join:
+        c2, a2 = phrase()
+        cmd, act = f"{cmd} {join} {c2}", (act + a2 if join == "and" else a2 + act)
+    return f"IN: {cmd} OUT: {' '.join(act)}"
+
+
 def write_tiny_layouts(root):
     """Minimal files of every recipe task's layout (examples/*/run.sh --data), for the fast checks (nothing is
     trained on them)."""
