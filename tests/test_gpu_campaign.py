@@ -36,6 +36,37 @@ def test_paper_plan_order_is_the_issues():
     assert len(set(ids)) == len(ids)
 
 
+def test_width_plan_runs_the_fixed_rows_first_then_one_seed_of_each_variant():
+    runs = plan.plan_runs("width")
+    ids = [r.id for r in runs]
+    assert ids[:2] == ["scan_jump-simple-s1", "scan_around_right-simple-s1"]  # the recipes' defaults: paper rows
+    variants = {r.group: r.train_args for r in runs[2:5]}
+    assert variants == {
+        "scan_jump_fairseq_init": ("--tf32", "--weight-init", "fairseq"),
+        "scan_jump_authors_loop": ("--tf32", *plan.AUTHORS_LOOP),
+        "scan_jump_no_tf32": (),
+    }
+    assert [r.seed for r in runs[5:]] == [2, 2, 3, 3] and len(set(ids)) == len(ids)
+    from recipes.cli import build_parser
+    from recipes.tasks import TASKS
+
+    for r in runs[:5]:  # each variant's options reach fairseq-train through the recipe's --train-args
+        args = build_parser(TASKS[r.task]).parse_args(plan.recipe_argv(r, "/data", "/work")[1:])
+        assert args.train_args == " ".join(r.train_args) and (args.batch_size, args.update_freq) == (512, 1)
+
+
+def test_collect_gives_a_variant_a_file_of_its_own(tmp_path, capsys):
+    variant = dict(_run(1, 0.5), id="scan_jump_no_tf32-simple-s1", group="scan_jump_no_tf32", train_args=[])
+    path = _result_file(tmp_path / "poll", 1000.0, [_run(1, 0.9), variant])
+    args = type("A", (), dict(paths=[path], results=str(tmp_path / "r"), replace=False, dry_run=False))
+    assert collect.collect(args) == 0
+    assert sorted(os.listdir(tmp_path / "r")) == ["gpu_scan_jump_no_tf32_simple.json", "gpu_scan_jump_simple.json"]
+    d = json.loads((tmp_path / "r" / "gpu_scan_jump_no_tf32_simple.json").read_text())
+    assert d["variant"] == "no_tf32" and d["mean"] == 0.5
+    assert "variant" not in json.loads((tmp_path / "r" / "gpu_scan_jump_simple.json").read_text())
+    assert "LSTM + Lex.: Simple (--arch lex_lstm) [no_tf32] |" in capsys.readouterr().out
+
+
 def _runs(groups):
     return [plan.Run(f"r{k}", g, "scan", None, "lstm", 1, (), k) for k, g in enumerate(groups)]
 

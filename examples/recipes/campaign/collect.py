@@ -60,7 +60,15 @@ def paper_numbers(task: str, split, model: str):
 
 
 def result_name(r: dict) -> str:
-    return f"gpu_{Group(r['task'], (), r.get('split')).name}_{r['model']}"
+    """gpu_<group>_<model>: a plan variant's runs (Group.variant) get a file of their own."""
+    return f"gpu_{r.get('group') or Group(r['task'], (), r.get('split')).name}_{r['model']}"
+
+
+def variant_of(r: dict) -> str:
+    """The plan variant a run belongs to (Group.variant), "" for the recipe's defaults."""
+    base = Group(r["task"], (), r.get("split")).name
+    group = r.get("group") or base
+    return group[len(base) + 1 :] if group != base else ""
 
 
 def completed(seed: dict, metric: str) -> bool:
@@ -100,6 +108,7 @@ def build_file(name: str, runs: List[Tuple[float, dict]], campaigns: Dict[float,
         "split": first.get("split"),
         "model": first["model"],
         "label": config.get("label"),
+        **({"variant": variant_of(first), "train_args": list(first["train_args"])} if variant_of(first) else {}),
         "settings": config.get("settings"),
         "settings_label": config.get("settings_label"),
         "metric": metric,
@@ -129,9 +138,9 @@ def row(d: dict) -> str:
     gpu = ", ".join(sorted({v["gpu"] for v in seeds if v.get("gpu")}))
     share = ", ".join(f"{v['gpu_share_minutes']:.1f}" for v in seeds)
     where = d["task"] + (f" {d['split']}" if d.get("split") else "")
+    label = (d.get("label") or d["model"]) + (f" [{d['variant']}]" if d.get("variant") else "")
     return (
-        f"| {where} | {d.get('label') or d['model']} | {paper_text} | {ours} | "
-        f"{', '.join(sorted(d['excluded'])) or '—'} | {gpu} | {share} |"
+        f"| {where} | {label} | {paper_text} | {ours} | {', '.join(sorted(d['excluded'])) or '—'} | {gpu} | {share} |"
     )
 
 

@@ -20,10 +20,11 @@ class Group:
     split: Optional[str] = None
     options: Tuple[str, ...] = ()  # recipe options (e.g. --cpu-small); none: the paper's settings (appendix C.1)
     train_args: Tuple[str, ...] = ()  # fairseq-train options of every run (the recipe's --train-args)
+    variant: str = ""  # names runs that differ from the recipe's defaults (their own work folder, ids, results)
 
     @property
     def name(self) -> str:
-        return self.task + (f"_{self.split}" if self.split else "")
+        return self.task + (f"_{self.split}" if self.split else "") + (f"_{self.variant}" if self.variant else "")
 
 
 @dataclass(frozen=True)
@@ -52,11 +53,33 @@ PAPER_TIERS = (
     Tier((Group("eng_cmn", ("lstm", "simple", "ibm1"), None, GPU_OPTIONS, GPU_TRAIN_ARGS),), (1, 2, 3)),
     Tier(SCAN_GROUPS, (4, 5)),
 )
+# The width diagnosis (docs/authors_code.md, "At the paper's width"): LSTM + Simple with the recipes' defaults since
+# the width fix (the authors' initialisation and special-output masking) on both splits, then one seed of each
+# variant at the paper's whole schedule: the masking alone (fairseq's initialisation), the fix with the authors'
+# training loop (their dropout placement and random batches), the fix without TF32; then seeds 2 and 3.
+WIDTH_SIMPLE = tuple(
+    Group("scan", ("simple",), split, GPU_OPTIONS, GPU_TRAIN_ARGS) for split in ("jump", "around_right")
+)
+AUTHORS_LOOP = ("--dropout-placement", "authors", "--task", "lexical_translation", "--batch-order", "random")
+WIDTH_TIERS = (
+    Tier(WIDTH_SIMPLE, (1,)),
+    Tier(
+        (
+            Group(
+                "scan", ("simple",), "jump", GPU_OPTIONS, (*GPU_TRAIN_ARGS, "--weight-init", "fairseq"), "fairseq_init"
+            ),
+            Group("scan", ("simple",), "jump", GPU_OPTIONS, (*GPU_TRAIN_ARGS, *AUTHORS_LOOP), "authors_loop"),
+            Group("scan", ("simple",), "jump", GPU_OPTIONS, (), "no_tf32"),
+        ),
+        (1,),
+    ),
+    Tier(WIDTH_SIMPLE, (2, 3)),
+)
 # A miniature of the same shape for the simulated device (tests, a dry rehearsal on a CPU): CPU-sized models,
 # tens of updates.
 MINI_OPTIONS = ("--cpu-small", "--max-update", "30", "--warmup-updates", "10", "--batch-size", "16", "--patience", "0")
 MINI_TIERS = (Tier((Group("scan", ("lstm", "simple"), "jump", MINI_OPTIONS),), (1, 2)),)
-PLANS: Dict[str, Tuple[Tier, ...]] = {"paper": PAPER_TIERS, "mini": MINI_TIERS}
+PLANS: Dict[str, Tuple[Tier, ...]] = {"paper": PAPER_TIERS, "width": WIDTH_TIERS, "mini": MINI_TIERS}
 
 
 @dataclass
