@@ -242,14 +242,9 @@ def run_cli(program, *args, check=True, input=None, cwd=None):
 
 def build_model(data_dir, *model_args):
     """Build a model and its task in-process from fairseq-train style arguments."""
-    from fairseq import options, tasks
+    from fairseq_lexical.analysis.checkpoints import build_model as build
 
-    parser = options.get_training_parser()
-    args = options.parse_args_and_arch(
-        parser, [str(data_dir), "--user-dir", os.path.join(REPO, "fairseq_lexical"), *map(str, model_args)]
-    )
-    task = tasks.setup_task(args)
-    return task.build_model(args), task, args
+    return build(data_dir, *model_args)
 
 
 def save_checkpoint(path, args, model, without=()):

@@ -237,18 +237,6 @@ def import_torch():
     return torch
 
 
-def build_model(data_dir, *model_args):
-    """Our model and its task in-process from fairseq-train style arguments (the dictionaries in data_dir)."""
-    from fairseq import options, tasks
-
-    parser = options.get_training_parser()
-    args = options.parse_args_and_arch(
-        parser, [str(data_dir), "--user-dir", os.path.join(REPO, "fairseq_lexical"), *map(str, model_args)]
-    )
-    task = tasks.setup_task(args)
-    return task.build_model(args), task, args
-
-
 def authors_options(lexical: bool) -> List[str]:
     """The recipes' `--decoder authors` options (recipes.catalogue)."""
     if EXAMPLES not in sys.path:
@@ -336,6 +324,8 @@ def build_both(
     torch.manual_seed(seed)
     if init == "theirs":
         theirs = build_theirs()
+    from fairseq_lexical.analysis.checkpoints import build_model
+
     ours, task, args = build_model(
         folder,
         "--arch",

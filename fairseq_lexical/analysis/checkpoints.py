@@ -60,6 +60,21 @@ def load_checkpoints(
     return models, cfg, task
 
 
+def build_model(data_dir, *model_args):
+    """(model, task, args) built in-process from fairseq-train style arguments (the dictionaries in data_dir), with
+    freshly initialised weights: what `fairseq-train DATA_DIR --user-dir ... ARGS` would train."""
+    import fairseq_lexical
+
+    fairseq_lexical.register()
+    from fairseq import options, tasks
+
+    user_dir = os.path.dirname(os.path.abspath(fairseq_lexical.__file__))
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(parser, [str(data_dir), "--user-dir", user_dir, *map(str, model_args)])
+    task = tasks.setup_task(args)
+    return task.build_model(args), task, args
+
+
 def load_subset(task, subset: str, error: Type[Exception]):
     """The task's binarised split ``subset``; a missing split is raised as ``error`` naming it."""
     try:
