@@ -61,11 +61,11 @@ def program_module(name):
     raise LookupError(f"no program {name} in lexical_offline/cli or fairseq_lexical/cli")
 
 
-def tool_module(name):
-    """tools/<name>.py as a module (tools/ is not a package)."""
+def tool_module(name, folder="tools"):
+    """<folder>/<name>.py as a module (tools/ and examples/<task>/ are not packages)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location(name, os.path.join(REPO, "tools", f"{name}.py"))
+    spec = importlib.util.spec_from_file_location(name, os.path.join(REPO, folder, f"{name}.py"))
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)

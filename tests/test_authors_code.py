@@ -3,8 +3,9 @@ the same model, weight for weight. Their EncDec and our `lstm_plain` / `lex_lstm
 options (docs/authors_code.md) get the same weights through an explicit map; on one padded batch of unequal lengths,
 in float64 with dropout off, the teacher-forced loss as each code reduces it, every gradient and the greedy outputs
 agree to rounding. Cases: LSTM, LSTM + copy (the identity lexicon), LSTM + Simple (their lexicon from an alignment
-file, ours from the same file). Then a few updates of training side by side (tools/authors_lockstep.py, which holds the
-bridge to their code: the import, the map, the batches): losses, gradient norms and p_gate stay equal."""
+file, ours from the same file). Then a few updates of training side by side (examples/scan/authors_lockstep.py,
+which holds the bridge to their code: the import, the map, the batches): losses, gradient norms and p_gate stay
+equal."""
 
 import json
 import os
@@ -15,7 +16,7 @@ import torch
 
 from conftest import scan_line, tool_module
 
-lockstep = tool_module("authors_lockstep")  # the bridge to their code: tools/authors_lockstep.py
+lockstep = tool_module("authors_lockstep", "examples/scan")  # the bridge to their code
 REFERENCE = lockstep.REFERENCE
 pytestmark = pytest.mark.skipif(
     not os.path.isdir(REFERENCE), reason=f"{REFERENCE} is absent (../shared is not part of the repository)"
@@ -185,7 +186,7 @@ def write_tiny_scan(root, n=24, seed=5):
 
 @pytest.mark.parametrize("init", ["theirs", "ours"])
 def test_lockstep_training_equals_theirs(authors, tmp_path, init):
-    """tools/authors_lockstep.py at a tiny size (dim 8, batches of 4, LSTM + Simple), float64, dropout off: four
+    """examples/scan/authors_lockstep.py at a tiny size (dim 8, batches of 4, LSTM + Simple), float64, dropout off: four
     updates of Adam with clipping (at 1, below every gradient norm here) and a warm-up of 2 updates, from their initial
     weights and from ours. Loss, gradient norm before clipping and mean p_gate agree to 1e-9 at every update and the
     parameters after each update to 1e-9, while the loss moves: a difference in the map, the rate, the clipping or

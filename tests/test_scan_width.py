@@ -2,25 +2,14 @@
 and does not with the flags they had before the width fix (docs/authors_code.md, "At the paper's width"). Trained
 through examples/scan/width_proxy.py, the CPU proxy of that diagnosis, on SCAN-grammar data made here."""
 
-import importlib.util
 import json
-import os
 import random
 
 import pytest
 
-from conftest import REPO, scan_full_line
+from conftest import scan_full_line, tool_module
 
 pytestmark = pytest.mark.slow
-
-
-def width_proxy():
-    spec = importlib.util.spec_from_file_location(
-        "width_proxy", os.path.join(REPO, "examples", "scan", "width_proxy.py")
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +24,7 @@ def runs(tmp_path_factory):
     out = root / "runs.jsonl"
     argv = ["--data", str(data), "--work", str(root / "work"), "--configs", "recipe,before", "--seeds", "1"]
     argv += ["--updates", "50", "--batch-size", "32", "--warmup", "100", "--log-interval", "10", "--json", str(out)]
-    assert width_proxy().main(argv) == 0
+    assert tool_module("width_proxy", "examples/scan").main(argv) == 0
     return {r["config"]: r for r in map(json.loads, out.read_text().splitlines())}
 
 

@@ -6,7 +6,7 @@ weights copied both ways, the same batches, the same optimiser and learning rate
 gradient norm before clipping, the mean p_gate (the weight of p_write) over target tokens, and after the update the
 largest absolute difference between corresponding parameters.
 
-    python tools/authors_lockstep.py --data ../shared/data/scan --split jump --dim 512 --updates 100 \\
+    python examples/scan/authors_lockstep.py --data ../shared/data/scan --split jump --dim 512 --updates 100 \\
         --batch-size 64 --init theirs --dropout off --dtype float64 --seed 1 --json OUT.json
 
 The models: their EncDec (the `pyx` of their Mutex; unidirectional, source attention, n_layers, `--dim` units, copy
@@ -44,8 +44,8 @@ import time
 import types
 from typing import Dict, List, Optional, Sequence, Tuple
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-EXAMPLES = os.path.join(REPO, "examples")
+EXAMPLES = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(EXAMPLES)
 REFERENCE = os.path.join(os.path.dirname(REPO), "shared", "reference", "ekinakyurek-lexical")
 SCAN_DATA = os.path.join(os.path.dirname(REPO), "shared", "data", "scan")
 # split -> (training file, folder of the authors' alignment files under lexicon_akyurek2021/)
@@ -686,7 +686,7 @@ def run(args, progress=print, on_update=None) -> dict:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python tools/authors_lockstep.py",
+        prog="python examples/scan/authors_lockstep.py",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
