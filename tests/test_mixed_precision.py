@@ -114,7 +114,7 @@ def test_combined_output_is_computed_in_fp32_and_not_clamped_at_256(toy_data, dt
             lprobs, _ = model.decoder(net["prev_output_tokens"], enc)
         out[name] = o_t, lprobs
     o_half, lp_half = out["half"]
-    assert o_half[..., :8].abs().min().item() > 9e3
+    assert o_half[..., :8].abs().min().item() > 4e3  # the bias alone is 1e4; what the weights add depends on them
     assert o_half.dtype == torch.float32
     assert torch.isfinite(lp_half).all()
     # the half model is the fp32 model up to the rounding of its weights and states
