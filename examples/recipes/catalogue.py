@@ -186,7 +186,7 @@ def parse_models(text: str, task) -> List[str]:
         if item == "paper":
             names += task.paper_models
         elif item == "all":
-            names += [m for m in MODELS if m not in LLA_MODELS and m not in TRANSFORMER_MODELS]
+            names += [m for m, spec in MODELS.items() if not (spec.lla or spec.transformer)]
         elif item in MODELS:
             names.append(item)
         else:
