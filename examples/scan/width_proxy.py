@@ -161,10 +161,14 @@ def output_growth(bin_dir: str, checkpoint: str) -> dict:
     }
 
 
+def run_dir(args, config: str, seed: int) -> str:
+    return os.path.join(args.work, "width_proxy", f"{config}_seed{seed}")
+
+
 def run_one(args, config: str, seed: int) -> dict:
     rec, _ = recipe(args)
-    out = os.path.join(rec.work, "width_proxy", f"{config}_seed{seed}")
-    os.makedirs(out, exist_ok=True)
+    out = run_dir(args, config, seed)
+    os.makedirs(out)
     log = os.path.join(out, "train.log")
     cmd = train_command(rec, config, seed, out, args.updates, args.log_interval)
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
@@ -231,8 +235,19 @@ def main(argv=None) -> int:
     if not os.path.isdir(args.data):
         p.error(f"--data {args.data}: not a directory")
     args.work = os.path.abspath(args.work)
-    prepare(args)
     pairs = [(c, s) for s in seeds for c in configs]
+    # a run's folder that exists holds an earlier run: fairseq-train would resume it rather than train anew
+    taken = [run_dir(args, c, s) for c, s in pairs if os.path.exists(run_dir(args, c, s))]
+    if taken:
+        p.error(f"runs exist already (remove them, or give another --work): {', '.join(taken)}")
+    from lexical_offline.textio import OutputOverwritesInputError, refuse_overwriting_inputs
+
+    data_files = [(f"--data ({name})", os.path.join(args.data, name)) for name in sorted(os.listdir(args.data))]
+    try:
+        refuse_overwriting_inputs({"--json": args.json}, data_files)
+    except OutputOverwritesInputError as e:
+        p.error(str(e))
+    prepare(args)
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         for result in pool.map(lambda pair: run_one(args, *pair), pairs):
             line = json.dumps(result)
