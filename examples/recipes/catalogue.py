@@ -177,6 +177,9 @@ AUTHORS_GATE = ("--gate-form", "copy-token", "--gate-features", "output")
 # word costs the lexicon branch its mass, and at 512 units p_write wins for good (docs/authors_code.md, "At the
 # paper's width"). With the authors' initialisation (lex_lstm's default for their decoder) the paper's rows learn.
 AUTHORS_OUTPUTS = ("--exclude-special-outputs",)
+# Their training loop, as options: dropout where their code puts it, random batches (docs/authors_code.md). Not a
+# recipe default (the width diagnosis found it unneeded for the gate); the width plan and proxy run it as a variant.
+AUTHORS_LOOP = ("--dropout-placement", "authors", "--task", "lexical_translation", "--batch-order", "random")
 
 
 def parse_models(text: str, task) -> List[str]:

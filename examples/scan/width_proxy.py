@@ -31,6 +31,8 @@ for path in (os.path.join(ROOT, "examples"), ROOT, os.path.join(ROOT, "tools")):
     if path not in sys.path:
         sys.path.insert(0, path)
 
+from recipes.catalogue import AUTHORS_LOOP  # noqa: E402
+
 # The options a configuration sets; the recipe's own values of these are removed from its command first.
 VARIED = {
     "--weight-init": 1,
@@ -49,17 +51,7 @@ CONFIGS: Dict[str, Tuple[str, ...]] = {
     "init": ("--weight-init", "torch"),
     "specials": ("--weight-init", "fairseq", "--exclude-special-outputs"),
     # the fix plus the authors' training loop (dropout placement, random batches)
-    "authors": (
-        "--weight-init",
-        "torch",
-        "--exclude-special-outputs",
-        "--dropout-placement",
-        "authors",
-        "--task",
-        "lexical_translation",
-        "--batch-order",
-        "random",
-    ),
+    "authors": ("--weight-init", "torch", "--exclude-special-outputs", *AUTHORS_LOOP),
 }
 PAPER_LR = 0.000698771  # the Noam peak of the paper's d = 512, 4,000 warm-up updates
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from recipes.catalogue import AUTHORS_LOOP
+
 
 @dataclass(frozen=True)
 class Group:
@@ -60,7 +62,6 @@ PAPER_TIERS = (
 WIDTH_SIMPLE = tuple(
     Group("scan", ("simple",), split, GPU_OPTIONS, GPU_TRAIN_ARGS) for split in ("jump", "around_right")
 )
-AUTHORS_LOOP = ("--dropout-placement", "authors", "--task", "lexical_translation", "--batch-order", "random")
 WIDTH_TIERS = (
     Tier(WIDTH_SIMPLE, (1,)),
     Tier(
