@@ -129,7 +129,12 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("collect", help="here: merge the polls' results into examples/results/gpu_*.json")
     c.add_argument("paths", nargs="+", help="the polls' files_at folders (or results.json files)")
     c.add_argument("--results", default=os.path.join(ROOT, "examples", "results"), help=argparse.SUPPRESS)
-    c.add_argument("--replace", action="store_true", help="replace seeds already in a results file")
+    c.add_argument(
+        "--replace",
+        action="store_true",
+        help="take the later run of a seed that had completed: over one in a results file, or over an earlier "
+        "campaign's in the polls (without it: the file's is kept; a second run in the polls is refused)",
+    )
     c.add_argument("--dry-run", action="store_true", help="print the rows, write nothing")
 
     for step in (s, q):

@@ -382,6 +382,12 @@ def device_calls(carry_name: str, budget_s: int) -> List[str]:
 
 
 def prepare(args) -> int:
+    if args.budget_s <= 0:
+        raise PrepareError(f"--budget-s {args.budget_s}: must be more than 0 (status's budget_left_s)")
+    if args.fairseq_wheel is not None and not (
+        args.fairseq_wheel.endswith(".whl") and os.path.isfile(args.fairseq_wheel)
+    ):
+        raise PrepareError(f"--fairseq-wheel {args.fairseq_wheel}: no such wheel (a .whl file)")
     carry = os.path.abspath(args.carry)
     host = "%d.%d" % sys.version_info[:2]
     if args.platform == "host" and args.python_version != host:

@@ -162,6 +162,18 @@ def recipe_argv(run: Run, data: str, work: str, extra_train_args: Sequence[str] 
     return argv
 
 
+def max_update_of(run: Run) -> int:
+    """The run's training length (max_update) as its recipe sets it: the task's settings with the run's options
+    (the data and work paths play no part in it)."""
+    from recipes.cli import build_parser
+    from recipes.settings import effective_hparams
+    from recipes.tasks import TASKS
+
+    task = TASKS[run.task]
+    args = build_parser(task).parse_args(recipe_argv(run, "DATA", "WORK")[1:])
+    return effective_hparams(task, args).max_update
+
+
 def prepare_argv(group: Group, data: str, work: str) -> List[str]:
     """`python -m recipes` arguments that prepare a group's data, lexicons and data-bin once, before its runs."""
     return [

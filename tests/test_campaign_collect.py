@@ -1,0 +1,204 @@
+"""`tools/gpu_campaign.sh collect` refuses what a campaign cannot have produced, in one line naming the file and the
+field (exit 2, no traceback, nothing written), and says which runs it leaves out of the mean and why; `prepare`
+checks its own arguments likewise (issue 70, items 5 and 10)."""
+
+import json
+import os
+
+import pytest
+from test_gpu_campaign import _result_file, _run
+
+from recipes.campaign.__main__ import main
+
+
+def collect_cli(capsys, *argv):
+    code = main(["collect", *map(str, argv)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def refused(capsys, results, *argv):
+    """collect's one-line error (exit 2) for these paths, with nothing written under results."""
+    code, out, err = collect_cli(capsys, *argv, "--results", results)
+    assert code == 2 and err.startswith("gpu_campaign collect: error: ") and err.count("\n") == 1, (out, err)
+    assert not os.path.isdir(results) or os.listdir(results) == []
+    return err
+
+
+def a_poll(tmp_path, name, *runs, started=1000.0):
+    return os.path.join(_result_file(tmp_path / name, started, list(runs)), "results.json")
+
+
+def saved(results, name="gpu_scan_jump_simple"):
+    return json.loads((results / f"{name}.json").read_text())
+
+
+@pytest.mark.parametrize(
+    "score", [1.7, -0.3, True, "0.9", float("nan")], ids=["above_1", "negative", "bool", "str", "nan"]
+)
+def test_an_impossible_score_is_refused(tmp_path, capsys, score):
+    run = dict(_run(1, 0.9), score={"exact_match": score})
+    poll = a_poll(tmp_path, "poll", _run(2, 0.8), run)
+    err = refused(capsys, tmp_path / "results", poll)
+    assert f"{poll}: run scan_jump-simple-s1: score.exact_match " in err
+
+
+def test_bleu_is_on_its_own_scale(tmp_path, capsys):
+    run = dict(_run(1, None), id="eng_cmn-simple-s1", group="eng_cmn", task="eng_cmn", split=None, score={"bleu": 24.5})
+    code, out, err = collect_cli(capsys, a_poll(tmp_path, "poll", run), "--results", tmp_path / "r")
+    assert code == 0, err
+    assert saved(tmp_path / "r", "gpu_eng_cmn_simple")["mean"] == 24.5 and "| 24.35 ± 0.09 | 24.50 ± 0.00" in out
+    err = refused(capsys, tmp_path / "r2", a_poll(tmp_path, "poll2", dict(run, score={"bleu": 100.5})))
+    assert "score.bleu 100.5 is not in [0, 100]" in err
+
+
+def test_only_runs_that_reached_their_planned_updates_are_in_the_mean(tmp_path, capsys):
+    short = dict(_run(2, 0.1, updates=100), time_limited=False)  # says it was not time-limited, yet trained 100
+    early = dict(_run(4, 0.7, updates=5000), time_limited=False, training={"updates": 5000, "early_stop": True})
+    skipped = dict(_run(5, None, status="skipped"), reason="does not fit: needs about 12.0 min, 3.0 min left")
+    poll = a_poll(tmp_path, "poll", _run(1, 0.9), short, _run(3, 0.2, updates=5000), early, skipped)
+    code, out, err = collect_cli(capsys, poll, "--results", tmp_path / "r")
+    assert code == 0, err
+    d = saved(tmp_path / "r")
+    assert d["seeds"] == [1, 4] and d["mean"] == pytest.approx(0.8)  # an early stop is the recipe's own end
+    assert d["excluded"] == {"2": "stopped short: 100 of 8000 updates", "3": "time-limited: 5000 of 8000 updates"}
+    assert (
+        "gpu_scan_jump_simple.json: left out of the mean: seed 2 (stopped short: 100 of 8000 updates); "
+        "seed 3 (time-limited: 5000 of 8000 updates)" in out
+    )
+    assert (
+        "warning: not run (the lease ended or they did not fit), nothing collected: scan_jump-simple-s5 (does " in out
+    )
+
+
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"training": {"updates": 99999, "early_stop": False}}, "training.updates 99999 is more than the plan's 8000"),
+        ({"max_update": 100}, "max_update 100: the plan trains the run 8000 updates"),
+        ({"split": "sideways"}, 'split "sideways": the plan\'s run scan_jump-simple-s1 has "jump"'),
+        ({"model": "gpt5"}, 'model "gpt5": the plan\'s run scan_jump-simple-s1 has "simple"'),
+        ({"id": "scan_jump-../../README-s1", "model": "../../README"}, "not a run of the plan 'paper'"),
+        ({"seed": True}, "seed true: the plan's run scan_jump-simple-s1 has 1"),
+        ({"status": "great"}, 'status "great" is not one of finished, failed, stopped, skipped'),
+    ],
+    ids=["updates", "max_update", "split", "model", "model_path", "seed", "status"],
+)
+def test_what_the_plan_does_not_have_is_refused(tmp_path, capsys, change, field):
+    poll = a_poll(tmp_path, "poll", dict(_run(1, 0.9), **change))
+    err = refused(capsys, tmp_path / "results", poll)
+    assert f"{poll}: run {change.get('id', 'scan_jump-simple-s1')}: {field}" in err
+
+
+@pytest.mark.parametrize(
+    "mutate, says",
+    [
+        (lambda res: res.pop("started"), "started is missing"),
+        (lambda res: res.update(started="yesterday"), 'started "yesterday" is not a number'),
+        (lambda res: res.update(runs=None), "runs is missing"),
+        (lambda res: res.update(environment=None, runs=[_run(1, 0.9)]), "environment is missing"),
+        (lambda res: res.update(plan="bigger"), 'plan "bigger" is not one of paper, width, mini'),
+        (lambda res: res["runs"].append("a run"), 'runs[1] "a run" is not an object'),
+        (lambda res: res["runs"][0].update(score=[0.9]), "run scan_jump-simple-s1: score [0.9] is not an object"),
+        (lambda res: res["runs"][0].update(training="long"), 'training "long" is not an object'),
+        (lambda res: res["runs"][0]["times"].update(train_s="5"), 'times.train_s "5" is not a number'),
+        (lambda res: res["runs"][0].update(wall_s=-1), "wall_s -1 is negative"),
+        (lambda res: res["runs"][0]["config"].update(commands=["x"]), 'config.commands ["x"] is not an object'),
+    ],
+    ids=["no_started", "started_str", "no_runs", "no_environment", "plan", "run_str", "score_list", "training_str",
+         "times_str", "negative_wall", "commands_list"],
+)  # fmt: skip
+def test_a_malformed_results_file_is_one_line_naming_the_field(tmp_path, capsys, mutate, says):
+    path = a_poll(tmp_path, "poll", _run(1, 0.9))
+    with open(path) as f:
+        res = json.load(f)
+    mutate(res)
+    with open(path, "w") as f:
+        json.dump(res, f)
+    assert says in refused(capsys, tmp_path / "results", path)
+
+
+def test_a_file_that_is_no_object(tmp_path, capsys):
+    path = tmp_path / "results.json"
+    path.write_text("[1, 2]")
+    assert f"{path}: the file [1, 2] is not a results.json" in refused(capsys, tmp_path / "results", path)
+
+
+def test_a_seed_claimed_twice_is_refused_unless_replace(tmp_path, capsys):
+    first = a_poll(tmp_path, "poll1", _run(1, 0.9), started=1000.0)
+    second = a_poll(tmp_path, "poll2", _run(1, 0.3), _run(2, 0.5), started=2000.0)
+    results = tmp_path / "results"
+    err = refused(capsys, results, second, first)  # the order of the paths does not matter: the campaigns' does
+    assert (
+        f"seed 1 is claimed twice: {first}: run scan_jump-simple-s1 completed it, {second}: run scan_jump-simple-s1 "
+        "ran it again (complete too); --replace takes the later one" in err
+    )
+    code, out, err = collect_cli(capsys, second, first, "--results", results, "--replace")
+    assert code == 0, err
+    assert saved(results)["per_seed"]["1"]["exact_match"] == 0.3 and saved(results)["seeds"] == [1, 2]
+    assert f"seed 1 of {first}: run scan_jump-simple-s1 replaced by {second}" in out
+
+
+def test_two_polls_that_disagree_on_a_run_are_two_claims(tmp_path, capsys):
+    a = a_poll(tmp_path, "poll1", _run(1, 0.9))
+    b = a_poll(tmp_path, "poll2", _run(1, 0.9), dict(_run(1, 0.4)))  # the same run (and campaign), another score
+    assert "seed 1 is claimed twice" in refused(capsys, tmp_path / "results", a, b)
+    same = a_poll(tmp_path, "poll3", _run(1, 0.9))  # a later poll's copy of the same run is one run
+    code, _, err = collect_cli(capsys, a, same, "--results", tmp_path / "results")
+    assert code == 0 and saved(tmp_path / "results")["seeds"] == [1], err
+
+
+def test_a_later_complete_run_supersedes_an_incomplete_one_in_the_same_collect(tmp_path, capsys):
+    a = a_poll(tmp_path, "poll1", _run(1, 0.1, updates=5000), started=1000.0)
+    b = a_poll(tmp_path, "poll2", _run(1, 0.9), started=2000.0)
+    code, out, err = collect_cli(capsys, a, b, "--results", tmp_path / "r")
+    assert code == 0, err
+    d = saved(tmp_path / "r")
+    assert d["seeds"] == [1] and [(x["seed"], x["updates"]) for x in d["superseded"]] == [(1, 5000)]
+    assert "did not complete (time-limited: 5000 of 8000 updates): superseded by" in out
+
+
+def test_collecting_the_same_polls_again_changes_nothing(tmp_path, capsys):
+    poll = a_poll(tmp_path, "poll", _run(1, 0.9), _run(2, 0.2, updates=5000))
+    results = tmp_path / "r"
+    assert collect_cli(capsys, poll, "--results", results)[0] == 0
+    before = saved(results)
+    code, out, _ = collect_cli(capsys, poll, "--results", results)
+    assert code == 0 and saved(results) == before and "superseded" not in before
+    assert "superseded" not in out and "already" not in out
+
+
+def test_files_are_written_all_or_none(tmp_path, capsys):
+    results = tmp_path / "results"
+    lstm = dict(_run(1, 0.0), id="scan_jump-lstm-s1", model="lstm")
+    assert collect_cli(capsys, a_poll(tmp_path, "poll1", lstm), "--results", results)[0] == 0
+    before = (results / "gpu_scan_jump_lstm.json").read_bytes()
+    (results / "gpu_scan_jump_simple.json").write_text('{"note": "by hand"}')  # the second file is refused
+    lstm2 = dict(lstm, id="scan_jump-lstm-s2", seed=2)
+    code, _, err = collect_cli(capsys, a_poll(tmp_path, "poll2", lstm2, _run(1, 0.9)), "--results", results)
+    assert code == 2 and "gpu_scan_jump_simple.json exists and was not written by collect: not touched" in err
+    assert (results / "gpu_scan_jump_lstm.json").read_bytes() == before
+    assert sorted(os.listdir(results)) == ["gpu_scan_jump_lstm.json", "gpu_scan_jump_simple.json"]  # no temporaries
+
+
+def test_a_results_file_edited_by_hand_is_checked_too(tmp_path, capsys):
+    results = tmp_path / "results"
+    assert collect_cli(capsys, a_poll(tmp_path, "poll1", _run(1, 0.9)), "--results", results)[0] == 0
+    d = saved(results)
+    d["per_seed"]["1"]["exact_match"] = 1.7
+    (results / "gpu_scan_jump_simple.json").write_text(json.dumps(d))
+    code, _, err = collect_cli(capsys, a_poll(tmp_path, "poll2", _run(2, 0.5), started=2000.0), "--results", results)
+    assert code == 2 and "gpu_scan_jump_simple.json: per_seed.1.exact_match 1.7 is not in [0, 1]" in err
+
+
+@pytest.mark.parametrize(
+    "option, says",
+    [
+        (["--fairseq-wheel", "/nonexistent.whl"], "--fairseq-wheel /nonexistent.whl: no such wheel"),
+        (["--budget-s", "-5"], "--budget-s -5: must be more than 0"),
+    ],
+)
+def test_prepare_checks_its_arguments(tmp_path, capsys, option, says):
+    code = main(["prepare", "--dry-run", "--data", str(tmp_path), *option])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith(f"gpu_campaign prepare: error: {says}") and err.count("\n") == 1, err
