@@ -27,6 +27,7 @@ from __future__ import annotations
 import bisect
 import logging
 import math
+import numbers
 from typing import Dict, List, Optional
 
 import torch
@@ -37,6 +38,19 @@ from fairseq.sequence_generator import SequenceGenerator
 from lexical_offline.cli import BEAM_SEARCHES
 
 logger = logging.getLogger(__name__)
+
+
+class GenerationOptionError(ValueError):
+    """A generation option the search cannot use; the message is one line naming it (a program prints only that)."""
+
+
+def check_beam(beam, name: str = "--beam") -> int:
+    """``beam`` if it is a beam size, an integer >= 1; else a GenerationOptionError naming the option or keyword
+    ``name``. The searches would fail inside (a RuntimeError about a tensor's shape for 0, a TypeError for '5')."""
+    if isinstance(beam, bool) or not isinstance(beam, numbers.Integral) or beam < 1:
+        given = f"{name} {beam!r}" if name.startswith("--") else f"{name}={beam!r}"
+        raise GenerationOptionError(f"{given}: the beam size must be an integer >= 1")
+    return int(beam)
 
 
 def keep_best_unsupported(args, extra_gen_cls_kwargs=None, prefix_allowed_tokens_fn=None) -> Optional[str]:
@@ -292,6 +306,7 @@ def beam_search_generator(models, tgt_dict, beam: int, search: str = "keep-best"
     ``kwargs`` are ``SequenceGenerator``'s (``max_len_a``, ``max_len_b``, ...)."""
     if search not in BEAM_SEARCHES:
         raise ValueError(f"beam search {search!r}: expected one of {', '.join(BEAM_SEARCHES)}")
+    beam = check_beam(beam, "beam")
     if search == "fairseq":
         kwargs.pop("nbest", None)
         return SequenceGenerator(models, tgt_dict, beam_size=beam, **kwargs)

@@ -5,40 +5,101 @@ those words: p_gate's logit (the weight of p_write, eq. 6) goes down by B times 
 
 The file has the lexicon file format (``source<TAB>target<TAB>weight``); a row's weights are normalised. Entries
 whose source or target word is not in the model's dictionaries cannot be used: they are counted and named in a
-warning, and a file with no usable entry is an error.
+warning, and a file with no usable entry is an error. So is an entry with a special symbol (``</s>``, ``<unk>``,
+fairseq's ``madeupword`` fillers, ...) on either side: a term is a word, and such an entry would only damage the
+output. Every error is a ``LexiconOverrideError``, one line naming the option (and the file and line).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Dict, List, Tuple
+import math
+import numbers
+import os
+from typing import Dict, List, Optional, Tuple
 
 from torch import nn
 
-from lexical_offline.lexicon.fileformat import read_lexicon
+from lexical_offline.lexicon.fileformat import LexiconFormatError, read_lexicon
 
+from ..sequence_generator import GenerationOptionError
 from .lexical_head import LexicalTranslationHead
 
 logger = logging.getLogger(__name__)
 
+# fairseq-preprocess pads the dictionaries to a multiple of 8 with madeupword0000, ...: no data contains them
+_FILLER_PREFIX = "madeupword"
+
+
+class LexiconOverrideError(GenerationOptionError):
+    """Terms (or a gate bias) the run cannot use; the message is one line naming the option, file and line."""
+
+
+def check_gate_bias(gate_bias, path: Optional[str]) -> float:
+    """``gate_bias`` as a float. A non-finite bias makes p_gate NaN (fairseq's search then fails with an
+    IndexError); one without ``path`` would change nothing, most likely a forgotten or mistyped --lexicon-override."""
+    if isinstance(gate_bias, bool) or not isinstance(gate_bias, numbers.Real) or not math.isfinite(gate_bias):
+        raise LexiconOverrideError(f"--lexicon-override-gate-bias {gate_bias!r}: expected a finite number")
+    if gate_bias != 0 and path is None:
+        raise LexiconOverrideError(
+            f"--lexicon-override-gate-bias {gate_bias:g} needs --lexicon-override FILE: the bias leans the gate "
+            "towards the overridden words, and without the file there are none"
+        )
+    return float(gate_bias)
+
+
+def special_symbol(word: str, dictionary) -> Optional[str]:
+    """What ``word`` is if it is no word a term can be: one of the dictionary's special symbols or a filler."""
+    if word in dictionary.symbols[: dictionary.nspecial]:
+        return "a special symbol of fairseq's dictionaries"
+    if word.startswith(_FILLER_PREFIX) and word[len(_FILLER_PREFIX) :].isdigit():
+        return "a filler fairseq-preprocess adds to the dictionaries"
+    return None
+
+
+def entry_line(path: str, index: int) -> int:
+    """The line number of entry ``index`` (from 0) of a file ``read_lexicon`` has read: its entries are its lines
+    that are neither comments nor blank, in order (read as it reads them)."""
+    with open(path, "rb") as f:
+        entries = 0
+        for lineno, raw in enumerate(f, start=1):
+            line = raw.decode("utf-8").rstrip("\r\n")
+            if lineno == 1 and line.startswith("\ufeff"):
+                line = line[1:]
+            if line.startswith("#") or not line.strip():
+                continue
+            if entries == index:
+                return lineno
+            entries += 1
+    raise IndexError(f"{path} has no entry {index}")
+
 
 def override_rows(path: str, src_dict, tgt_dict) -> Tuple[Dict[int, Dict[int, float]], Dict[str, object]]:
     """{source id: {target id: weight}} from an override file, and what could not be used."""
-    entries, _ = read_lexicon(path)  # errors name the file and line
+    if os.path.isdir(path):  # read_lexicon would call it "not found"
+        raise LexiconOverrideError(f"--lexicon-override {path}: is a directory, not a lexicon file")
+    try:
+        entries, _ = read_lexicon(path)  # errors name the file and line
+    except LexiconFormatError as e:
+        raise LexiconOverrideError(f"--lexicon-override {e}") from None
     rows: Dict[int, Dict[int, float]] = {}
     skipped: Dict[str, List[str]] = {
         "source not in the source dictionary": [],
         "target not in the target dictionary": [],
+        "weight 0": [],
     }
-    skipped["special source symbol"], skipped["weight 0"] = [], []
-    for src, tgt, weight in entries:
+    for i, (src, tgt, weight) in enumerate(entries):
+        for side, word, dictionary in (("source", src, src_dict), ("target", tgt, tgt_dict)):
+            what = special_symbol(word, dictionary)
+            if what is not None:
+                raise LexiconOverrideError(
+                    f"--lexicon-override {path}:{entry_line(path, i)}: {side} {word!r} is {what}, not a word"
+                )
         s, t = src_dict.index(src), tgt_dict.index(tgt)
-        if s == src_dict.unk() and src != src_dict.unk_word:
+        if s == src_dict.unk():
             skipped["source not in the source dictionary"].append(f"{src} -> {tgt}")
-        elif t == tgt_dict.unk() and tgt != tgt_dict.unk_word:
+        elif t == tgt_dict.unk():
             skipped["target not in the target dictionary"].append(f"{src} -> {tgt}")
-        elif s < src_dict.nspecial:
-            skipped["special source symbol"].append(f"{src} -> {tgt}")
         elif weight <= 0:
             skipped["weight 0"].append(f"{src} -> {tgt}")
         else:
@@ -54,7 +115,7 @@ def override_rows(path: str, src_dict, tgt_dict) -> Tuple[Dict[int, Dict[int, fl
                 "--lexicon-override %s: %d entries skipped, %s (e.g. %s)", path, len(items), why, ", ".join(items[:5])
             )
     if not rows:
-        raise ValueError(
+        raise LexiconOverrideError(
             f"--lexicon-override {path}: none of its {len(entries)} entries can be used "
             f"({'; '.join(f'{n} {why}' for why, n in report['skipped'].items())})"
         )
@@ -67,6 +128,7 @@ def lexical_heads(model: nn.Module) -> List[LexicalTranslationHead]:
 
 def apply_override(models, path, src_dict, tgt_dict, gate_bias: float = 0.0) -> Dict[str, object]:
     """Override every lexical head of ``models`` (``path`` None: restore their loaded rows)."""
+    gate_bias = check_gate_bias(gate_bias, path)
     heads = [h for m in models for h in lexical_heads(m)]
     if path is None:
         for head in heads:
@@ -74,7 +136,9 @@ def apply_override(models, path, src_dict, tgt_dict, gate_bias: float = 0.0) -> 
                 head.override_rows(None)
         return {}
     if not heads:
-        raise ValueError("--lexicon-override needs a model with a lexical head (lex_lstm, lex_transformer, ...)")
+        raise LexiconOverrideError(
+            "--lexicon-override needs a model with a lexical head (lex_lstm, lex_transformer, ...)"
+        )
     rows, report = override_rows(path, src_dict, tgt_dict)
     for head in heads:
         head.override_rows(rows, gate_bias)

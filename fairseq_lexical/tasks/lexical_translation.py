@@ -8,9 +8,15 @@ touching fairseq for other models: ``--task lexical_translation`` gives ``KeepBe
 (fairseq_lexical/sequence_generator.py, docs/search.md), ``--beam-search fairseq`` or ``--task translation``
 fairseq's own. The hub of the plugin's models (``from_pretrained``) uses this task whatever task the checkpoint
 was trained with; ``hub.generate(..., beam_search="fairseq")`` switches one call.
+
+The generator's inputs are checked there too (``--beam``, ``--lexicon-override``, ``--lexicon-override-gate-bias``).
+In a task a program set up (fairseq-generate, fairseq-interactive, fairseq-train's --eval-bleu) a bad option ends
+the program as argparse ends it: one line, exit status 2. Elsewhere (the hub, Python) it is a ValueError.
 """
 
 import logging
+import os
+import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -23,7 +29,13 @@ from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
 from ..modules.lexicon_override import apply_override
-from ..sequence_generator import BEAM_SEARCHES, KeepBestSequenceGenerator, keep_best_unsupported
+from ..sequence_generator import (
+    BEAM_SEARCHES,
+    GenerationOptionError,
+    KeepBestSequenceGenerator,
+    check_beam,
+    keep_best_unsupported,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +82,16 @@ class LexicalTranslationConfig(TranslationConfig):
 class LexicalTranslationTask(TranslationTask):
     """fairseq's translation task with the keep-best beam search (module docstring)."""
 
+    # True where a program set the task up from its options (fairseq's setup_task without from_checkpoint); the
+    # hub's task comes with its checkpoint
+    command_line = False
+
+    @classmethod
+    def setup_task(cls, cfg, **kwargs):
+        task = super().setup_task(cfg, **kwargs)
+        task.command_line = not kwargs.get("from_checkpoint", False)
+        return task
+
     @classmethod
     def from_translation_task(cls, task: TranslationTask) -> "LexicalTranslationTask":
         """The same task (options, dictionaries, loaded data sets) with this task's generator: what the plugin's
@@ -92,10 +114,17 @@ class LexicalTranslationTask(TranslationTask):
     def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None, prefix_allowed_tokens_fn=None):
         # the hub's keywords, else the options; applied (or undone) on every generator, so one call's terms do not
         # stay in the model for the next
-        override = getattr(args, "lexicon_override", None) or getattr(self.cfg, "lexicon_override", None)
-        bias = getattr(args, "lexicon_override_gate_bias", None)
-        bias = getattr(self.cfg, "lexicon_override_gate_bias", 0.0) if bias is None else bias
-        apply_override(models, override, self.src_dict, self.tgt_dict, bias)
+        keywords = getattr(args, "lexicon_override", None), getattr(args, "lexicon_override_gate_bias", None)
+        override = keywords[0] or getattr(self.cfg, "lexicon_override", None)
+        bias = getattr(self.cfg, "lexicon_override_gate_bias", 0.0) if keywords[1] is None else keywords[1]
+        program = self.command_line and keywords == (None, None)  # no hub keyword: every value is an option
+        try:
+            check_beam(getattr(args, "beam", 5), "--beam" if program else "beam")
+            apply_override(models, override, self.src_dict, self.tgt_dict, bias)
+        except GenerationOptionError as e:
+            if program:
+                usage_error(str(e))
+            raise
         search = getattr(args, "beam_search", None) or self.cfg.beam_search  # the hub's keyword, else the option
         if search not in BEAM_SEARCHES:
             raise ValueError(f"beam_search={search!r}: expected one of {', '.join(BEAM_SEARCHES)}")
@@ -112,6 +141,13 @@ class LexicalTranslationTask(TranslationTask):
             extra_gen_cls_kwargs=extra_gen_cls_kwargs,
             prefix_allowed_tokens_fn=prefix_allowed_tokens_fn,
         )
+
+
+def usage_error(message: str):
+    """End the program on a bad option as argparse does (fairseq-generate's own argument errors): one line on
+    stderr, exit status 2; a traceback would bury the message."""
+    print(f"{os.path.basename(sys.argv[0]) or 'fairseq'}: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def random_order_batches(
