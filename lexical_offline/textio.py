@@ -30,6 +30,12 @@ def file_error(
 
 # -- lines ------------------------------------------------------------------------------------------------------
 
+# what a carriage return inside a line means: the readers split at LF, so CR-only endings give one long line
+CR_INSIDE_LINE = (
+    "a carriage return inside the line: the file's lines end in CR alone (old Mac style); convert them to LF or "
+    "CR LF (e.g. tr '\\r' '\\n')"
+)
+
 
 def iter_lines(path: str, error: Type[ValueError] = TextFileError) -> Iterator[Tuple[int, str]]:
     """(line number from 1, text without its line ending) for each line of a UTF-8 file. A missing file, bad UTF-8
@@ -44,13 +50,7 @@ def iter_lines(path: str, error: Type[ValueError] = TextFileError) -> Iterator[T
             except UnicodeDecodeError as e:
                 raise file_error(path, f"not valid UTF-8 ({e.reason} at byte {e.start})", lineno, error) from None
             if "\r" in line:  # CR-only line endings would turn the whole file into one line
-                raise file_error(
-                    path,
-                    "a carriage return inside the line: the file's lines end in CR alone (old "
-                    "Mac style); convert them to LF or CR LF (e.g. tr '\\r' '\\n')",
-                    lineno,
-                    error,
-                )
+                raise file_error(path, CR_INSIDE_LINE, lineno, error)
             # a byte-order mark would otherwise glue itself to the first token
             yield lineno, (line[1:] if lineno == 1 and line.startswith("\ufeff") else line)
 

@@ -182,12 +182,15 @@ def main(argv=None) -> int:
             corpus_name=name,
             threads=args.threads,
             progress=not args.no_progress,
-            return_details=bool(args.write_alignments),
+            # the details carry the dictionary reader's notes (what it skipped, by reason, with file and line)
+            return_details=bool(args.write_alignments) or method == "dictionary",
         )
     except (ValueError, ImportError) as e:  # textio's TextFileError is a ValueError
         print(f"error: {e}", file=sys.stderr)
         return 2
     entries, provenance = out[0], out[1]
+    if method == "dictionary":  # kept in the file's provenance, and printed with it below
+        provenance = list(provenance) + list(out[2]["stats"].get("_skipped", []))
     if args.merge_with:
         from lexical_offline.lexicon.dictionary import merge_lexicons
         from lexical_offline.lexicon.fileformat import read_lexicon

@@ -15,10 +15,13 @@ default temperature 0 then takes each row's argmax: where the two agree their co
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections import defaultdict
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+from ..textio import CR_INSIDE_LINE
 
 FORMATS = ("auto", "tsv", "cedict")
 ORIENTATIONS = ("auto", "as-is", "reversed")
@@ -31,6 +34,16 @@ _ENGLISH_WORD = re.compile(r"^[A-Za-z][A-Za-z'-]*$")
 # glosses that name no translation (a classifier, a cross-reference, a variant or a surname)
 _NOT_A_TRANSLATION = ("cl:", "see ", "variant of", "old variant of", "also written", "surname ", "abbr. for", "used in")
 _ARTICLES = ("to ", "a ", "an ", "the ")
+CEDICT_SHAPE = "TRADITIONAL SIMPLIFIED [pin1 yin1] /gloss/.../"
+DETECT_LINES = 10  # entry lines --dictionary-format auto looks at
+# what each skipped gloss is counted as (report key -> the note's words); a gloss is one of /.../ or a part of one
+# split at ';' or ','
+SKIPPED_GLOSSES = {
+    "glosses_phrases": "phrases (several words)",
+    "glosses_not_words": "not English words (digits or symbols: MP3)",
+    "glosses_not_translations": "no translation (classifiers, cross-references, variants, surnames, abbreviations)",
+    "glosses_empty": "empty (or parenthesised notes only)",
+}
 
 
 class DictionaryError(ValueError):
@@ -53,17 +66,53 @@ def _lines(path: str) -> Iterable[Tuple[int, str]]:
                 line = raw.decode("utf-8").rstrip("\r\n")
             except UnicodeDecodeError as e:
                 raise DictionaryError(path, f"not valid UTF-8 ({e.reason} at byte {e.start})", lineno) from None
+            if "\r" in line:  # CR-only line endings: one long line whose fields run across the entries
+                raise DictionaryError(path, CR_INSIDE_LINE, lineno)
             if lineno == 1:
                 line = line.lstrip("\ufeff")
             if line.strip() and not line.startswith("#"):
                 yield lineno, line
 
 
+def _cedict_shaped(line: str) -> bool:
+    return "\t" not in line and bool(_CEDICT_LINE.match(line))
+
+
 def detect_format(path: str) -> str:
-    """cedict where the first entry line has CC-CEDICT's shape, else tsv."""
-    for _, line in _lines(path):
-        return "cedict" if _CEDICT_LINE.match(line) and "\t" not in line else "tsv"
-    raise DictionaryError(path, "no entry in the dictionary (only comments or blank lines)")
+    """cedict where the first entry line has CC-CEDICT's shape, or has no tab and most of the first 10 entry lines
+    have it (a CC-CEDICT file with a broken first entry, reported as such by the reader); else tsv."""
+    return detect_format_why(path)[0]
+
+
+def detect_format_why(path: str) -> Tuple[str, str]:
+    """(detect_format's answer, why): the reason is added to the reader's errors about the file's shape."""
+    sample = list(itertools.islice(_lines(path), DETECT_LINES))
+    if not sample:
+        raise DictionaryError(path, "no entry in the dictionary (only comments or blank lines)")
+    first_lineno, first = sample[0]
+    shaped = [lineno for lineno, line in sample if _cedict_shaped(line)]
+    of_first = f"{len(shaped)} of the first {len(sample)} entry lines {'is' if len(shaped) == 1 else 'are'}"
+    if _cedict_shaped(first):
+        return "cedict", (
+            f"read as CC-CEDICT (--dictionary-format auto): the first entry, line {first_lineno}, has its shape"
+        )
+    if "\t" not in first and 2 * len(shaped) > len(sample):
+        return "cedict", (
+            f"read as CC-CEDICT (--dictionary-format auto) although the first entry, line {first_lineno}, is not in "
+            f"its shape: {of_first}"
+        )
+    if "\t" in first and not shaped:
+        return "tsv", f"read as TSV (--dictionary-format auto): the first entry, line {first_lineno}, has a tab"
+    why = (
+        f"read as TSV (--dictionary-format auto): the first entry, line {first_lineno}, is not in CC-CEDICT's "
+        f"shape ({CEDICT_SHAPE})"
+    )
+    if shaped and "\t" not in first:  # too few to outvote a broken first entry, but worth a word
+        why += (
+            f", but {of_first} (from line {shaped[0]}): if this is CC-CEDICT, fix line {first_lineno} or give "
+            "--dictionary-format cedict"
+        )
+    return "tsv", why
 
 
 def read_dictionary(path: str, fmt: str = "auto") -> Tuple[List[WordPair], Dict[str, object]]:
@@ -72,14 +121,26 @@ def read_dictionary(path: str, fmt: str = "auto") -> Tuple[List[WordPair], Dict[
     TSV: ``word<TAB>word[<TAB>weight]``, weight a finite number > 0 (default 1). A pair listed twice with the same
     weight is counted and kept once; with another weight it is an error naming both lines. CC-CEDICT: each
     single-word English gloss of an entry gives (simplified headword, gloss word, 1), and the same with the
-    traditional headword where it differs (corpora mix the scripts); glosses that are phrases or name no translation
-    (classifiers, cross-references, variants, surnames) are counted and skipped."""
+    traditional headword where it differs (corpora mix the scripts); the other glosses are counted and skipped by
+    reason (SKIPPED_GLOSSES), and so are the entries that give no pair. The report's ``_skipped`` lists one line per
+    reason, "path:line: ..." at its first case. With ``fmt`` auto, the errors about the file's shape say why it was
+    read as TSV or CC-CEDICT (detect_format_why). A file with CR-only line endings is an error naming it."""
     if fmt not in FORMATS:
         raise ValueError(f"dictionary format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    why = ""
     if fmt == "auto":
-        fmt = detect_format(path)
+        fmt, why = detect_format_why(path)
     report: Dict[str, object] = {"format": fmt, "lines": 0, "duplicates": 0}
     pairs: Dict[Tuple[str, str], Tuple[float, int]] = {}
+    first_case: Dict[str, Tuple[int, str]] = {}  # report key -> (line, example) of its first case
+
+    def shape_error(message: str, lineno: Optional[int] = None) -> DictionaryError:
+        # under auto a misread format shows here first: say how it was chosen
+        return DictionaryError(path, f"{message}; {why}" if why else message, lineno)
+
+    def count(key: str, lineno: int, example: str) -> None:
+        report[key] += 1
+        first_case.setdefault(key, (lineno, example))
 
     def add(a: str, b: str, weight: float, lineno: int) -> None:
         key = (a, b)
@@ -89,7 +150,7 @@ def read_dictionary(path: str, fmt: str = "auto") -> Tuple[List[WordPair], Dict[
                 raise DictionaryError(
                     path, f"{a!r} -> {b!r} has weight {weight:g} here and {old:g} on line {first}", lineno
                 )
-            report["duplicates"] += 1
+            count("duplicates", lineno, f"{a} -> {b}")
             return
         pairs[key] = (weight, lineno)
 
@@ -98,10 +159,8 @@ def read_dictionary(path: str, fmt: str = "auto") -> Tuple[List[WordPair], Dict[
             report["lines"] += 1
             fields = line.split("\t")
             if len(fields) not in (2, 3):
-                raise DictionaryError(
-                    path,
-                    f"expected 2 or 3 tab-separated columns (word, word, optional weight), found {len(fields)}",
-                    lineno,
+                raise shape_error(
+                    f"expected 2 or 3 tab-separated columns (word, word, optional weight), found {len(fields)}", lineno
                 )
             a, b = fields[0].strip(), fields[1].strip()
             if not a or not b:
@@ -116,35 +175,61 @@ def read_dictionary(path: str, fmt: str = "auto") -> Tuple[List[WordPair], Dict[
                     raise DictionaryError(path, f"weight {fields[2]!r} is not a finite number > 0", lineno)
             add(a, b, weight, lineno)
     else:
-        report.update(glosses=0, glosses_used=0, glosses_phrases=0, glosses_not_translations=0)
+        report.update(glosses=0, glosses_used=0, **dict.fromkeys(SKIPPED_GLOSSES, 0), lines_without_pair=0)
         for lineno, line in _lines(path):
             report["lines"] += 1
             m = _CEDICT_LINE.match(line)
             if not m:
-                raise DictionaryError(
-                    path, "not a CC-CEDICT entry (TRADITIONAL SIMPLIFIED [pin1 yin1] /gloss/.../)", lineno
-                )
+                raise shape_error(f"not a CC-CEDICT entry ({CEDICT_SHAPE})", lineno)
             headwords = dict.fromkeys((m.group(2), m.group(1)))  # simplified, then traditional where it differs
+            used = 0
             for gloss in m.group(4).split("/"):
                 for word, kind in gloss_words(gloss):
-                    report[kind] += 1
+                    report["glosses"] += 1
+                    count(kind, lineno, word or gloss.strip())
                     if kind == "glosses_used":
+                        used += 1
                         for headword in headwords:
                             add(headword, word, 1.0, lineno)
-            report["glosses"] = report["glosses_used"] + report["glosses_phrases"] + report["glosses_not_translations"]
+            if not used:
+                count("lines_without_pair", lineno, line)
     if not pairs:
-        raise DictionaryError(path, "no usable word pair in the dictionary")
+        skipped = [key for key in (*SKIPPED_GLOSSES, "lines_without_pair") if report.get(key)]
+        raise shape_error(
+            "no usable word pair in the dictionary"
+            + (
+                f" (skipped from line {min(first_case[key][0] for key in skipped)}: "
+                f"{' '.join(f'{key}={report[key]}' for key in skipped)}; see docs/dictionaries.md)"
+                if skipped
+                else ""
+            )
+        )
     report["pairs"] = len(pairs)
+    report["_skipped"] = _skip_notes(path, report, first_case)
     return [(a, b, w) for (a, b), (w, _) in pairs.items()], report
 
 
+def _skip_notes(path: str, report: Dict[str, object], first_case: Dict[str, Tuple[int, str]]) -> List[str]:
+    """One line per reason something read was left out (or kept once), naming the file and its first case's line."""
+    notes = []
+    for key, what in (
+        ("duplicates", "pairs listed again, kept once"),
+        *((key, f"glosses skipped as {what}") for key, what in SKIPPED_GLOSSES.items()),
+        ("lines_without_pair", "entries skipped as none of their glosses gives a pair"),
+    ):
+        if report.get(key):
+            lineno, example = first_case[key]
+            notes.append(f"{path}:{lineno}: {what}: {report[key]} (the first here: {example[:80]!r})")
+    return notes
+
+
 def gloss_words(gloss: str) -> List[Tuple[str, str]]:
-    """The single words an English CC-CEDICT gloss translates to, each with the report key it counts under:
-    ``to eat; to consume`` -> eat, consume; ``(literary) fish`` -> fish; ``CL:個|个[ge4]`` -> none."""
+    """The single words an English CC-CEDICT gloss translates to, each with the report key it counts under
+    (glosses_used, else a key of SKIPPED_GLOSSES): ``to eat; to consume`` -> eat, consume; ``(literary) fish`` ->
+    fish; ``CL:個|个[ge4]`` -> none (glosses_not_translations); ``MP3`` -> none (glosses_not_words); an empty gloss
+    or ``(literary)`` alone -> none (glosses_empty)."""
     out = []
     text = gloss.strip()
-    if not text:
-        return out
     if text.lower().startswith(_NOT_A_TRANSLATION):
         return [("", "glosses_not_translations")]
     text = _PARENS.sub(" ", text)
@@ -156,8 +241,11 @@ def gloss_words(gloss: str) -> List[Tuple[str, str]]:
                 break
         if not part:
             continue
-        out.append((part, "glosses_used") if _ENGLISH_WORD.match(part) else (part, "glosses_phrases"))
-    return out
+        if _ENGLISH_WORD.match(part):
+            out.append((part, "glosses_used"))
+        else:
+            out.append((part, "glosses_phrases" if " " in part else "glosses_not_words"))
+    return out or [("", "glosses_empty")]  # nothing to translate, but counted
 
 
 def orient(

@@ -14,6 +14,8 @@ import math
 import os
 from typing import Iterable, List, Sequence, Tuple
 
+from ..textio import CR_INSIDE_LINE
+
 Entry = Tuple[str, str, float]
 
 
@@ -46,6 +48,8 @@ def read_lexicon(path: str) -> Tuple[List[Entry], List[str]]:
             except UnicodeDecodeError as e:
                 raise LexiconFormatError(path, f"not valid UTF-8 ({e.reason} at byte {e.start})", lineno) from None
             line = line.rstrip("\r\n")
+            if "\r" in line:  # CR-only line endings: one long line whose fields run across the entries
+                raise LexiconFormatError(path, CR_INSIDE_LINE, lineno)
             if lineno == 1 and line.startswith("\ufeff"):
                 line = line[1:]
             if line.startswith("#"):
