@@ -261,3 +261,40 @@ def test_smoke_preset_end_to_end(data, tmp_path):
     summary = json.loads((work / "summary.json").read_text())
     assert summary["primary_metric"] == "exact_match" and list(summary["models"]) == ["lstm", "simple", "ibm2"]
     assert "3 of 60 training pairs held out" in proc.stdout
+
+
+def test_a_failed_explanation_page_does_not_lose_the_report(tmp_path, monkeypatch):
+    """Issue 70, defect 11: every model trained and scored, then the report's explanation page crashed and the
+    command exited 2. A page that cannot be made is named and skipped; sentences explain.py could not explain are
+    counted, not read as tokens."""
+    import types
+
+    import run as custom
+    from recipes.console import RecipeError
+
+    out = tmp_path / "simple" / "seed1"
+    out.mkdir(parents=True)
+    (out / "checkpoint_last.pt").write_text("x")
+
+    def failing(cmd, *args, **kwargs):
+        raise RecipeError("explain.py (simple) failed (exit 1); log: explain_simple.log")
+
+    monkeypatch.setattr(custom, "run_logged", failing)
+    run = types.SimpleNamespace(
+        models=["lstm", "simple"],
+        seeds=[1],
+        work=str(tmp_path),
+        bin=str(tmp_path / "bin"),
+        data_dir=str(tmp_path / "data"),
+        checkpoint_path=lambda out: f"{out}/checkpoint_last.pt",
+        label=lambda model: model,
+    )
+    assert custom.CustomRun.explanation_pages(run, str(tmp_path)) == {}
+    jsonl = tmp_path / "explain.jsonl"
+    records = [
+        {"correct": False, "error": "token 3: no probability mass left", "tokens": []},
+        {"correct": True, "tokens": [{"origin": "lexicon"}, {"origin": "write"}, {"origin": "write"}]},
+    ]
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in records))
+    stats = custom.explanation_stats(str(jsonl))
+    assert stats == {"sentences": 2, "wrong": 1, "tokens": 2, "from_lexicon": 1, "unexplained": 1}

@@ -2,6 +2,7 @@
 (their sum is the model's own p(y)), the source position with the most lexical mass and the lexicon entry used;
 the JSON lines and the HTML page (rendered with headless Chromium where it is installed)."""
 
+import html
 import json
 import math
 import os
@@ -170,6 +171,94 @@ def test_a_model_that_masks_a_word_at_inference_has_renormalised_branches(toy_da
         assert tok.p_gate == before.p_gate and tok.source_position == before.source_position
 
 
+def with_mass_on_unk(model, task, gate_bias, leak=0.0, word="and"):
+    """The model at inference (<unk> masked) with p_gate = sigmoid(gate_bias) at every step and all attention but
+    ``leak`` (on the last position, </s>, whose row is </s>) on the first source position, meant for ``word``, a
+    source word without a lexicon entry (its row is <unk>): the mixture's mass then sits on <unk> but for about
+    p_gate + leak (issue 70, item 11)."""
+    head = model.decoder.lexical_head
+    assert head.lexical_probs(torch.ones(1, 1, 1), torch.tensor([[task.source_dictionary.index(word)]]))[
+        0, 0, task.target_dictionary.unk()
+    ] == pytest.approx(1.0)
+    model.make_generation_fast_()
+    with torch.no_grad():
+        head.gate.weight.zero_()
+        head.gate.bias.fill_(gate_bias)
+
+    def attention_on_the_first_word(module, args):
+        write_logits, gate_features, attn, src_tokens = args
+        attn = torch.zeros_like(attn)
+        attn[..., 0], attn[..., -1] = 1.0 - leak, leak
+        return write_logits, gate_features, attn, src_tokens
+
+    head.register_forward_pre_hook(attention_on_the_first_word)
+    return model
+
+
+def test_a_step_with_all_but_a_trace_of_the_mass_on_unk_is_explained(toy_data):
+    """Issue 70, item 11: with p_gate = 1e-13 and the lexicon's mass on <unk>, which generation masks, the mass
+    left for the other words is about p_gate: fp32's 1 - p(<unk>) rounded it to 0 (ZeroDivisionError); the branches
+    are the written rest, renormalised, and add up to the model's p."""
+    from fairseq_lexical.analysis.explain import token_title
+
+    model, task = build(toy_data, MODELS["lstm_sigmoid"])
+    with_mass_on_unk(model, task, gate_bias=-30.0)
+    (ex,) = explain_pairs(model, task, [("and a1", "B1")])
+    for tok in ex.tokens:
+        assert tok.p_gate == pytest.approx(1.0 / (1.0 + math.exp(30.0)), rel=1e-5)
+        assert tok.lexicon == 0.0 and tok.write == pytest.approx(tok.p, rel=1e-4) and tok.origin == "written"
+        assert tok.renormalization > 1e12
+        assert "never outputs at inference (<unk>) is removed" in token_title(tok)
+
+
+@pytest.mark.parametrize(
+    "gate_bias, leak, message",
+    [
+        # p_gate = 0 in float64: nothing at all is left beside <unk>
+        (
+            -800.0,
+            0.0,
+            r"token 0 \('B1'\): the mixture puts its whole mass on words the model never outputs at inference "
+            r"\(<unk>; p_gate = 0\)",
+        ),
+        # p_gate = 1e-87: the model's fp32 renormalisation divides by 0 (its p is inf or nan)
+        (
+            -200.0,
+            0.0,
+            r"token 0 \('B1'\): the model's own log-probability is .*: its mixture puts all but 1.\d+e-87 of "
+            r"its mass on words it never outputs at inference \(<unk>",
+        ),
+        # 1e-9 of the lexicon's mass beside <unk>, under fp32's resolution of p(<unk>): the model's numbers at this
+        # step add up to 1e4, not 1; not blamed on the head
+        (
+            -30.0,
+            1e-9,
+            r"token 0 \('B1'\): all but 1e-09 of the mixture's mass is on words the model never outputs at "
+            r"inference \(<unk>; p_gate = 9.36e-14\), where its renormalisation in fp32 is not exact",
+        ),
+    ],
+)
+def test_a_step_with_the_whole_mass_on_unk_is_an_error_naming_the_token(toy_data, gate_bias, leak, message):
+    """Where nothing (or too little for fp32) is left beside the masked word, the model's numbers are not defined:
+    an ExplainError saying so for that token, not a ZeroDivisionError (nor a 'do not reproduce' that blames the
+    head)."""
+    from fairseq_lexical.analysis import explain as E
+
+    model, task = build(toy_data, MODELS["lstm_sigmoid"])
+    with_mass_on_unk(model, task, gate_bias, leak)
+    with pytest.raises(E.ExplainError, match=message):
+        explain_pairs(model, task, [("and a1", "B1")])
+
+
+def test_a_hypothesis_with_a_word_the_model_never_outputs_is_an_error_naming_it(toy_data):
+    from fairseq_lexical.analysis import explain as E
+
+    model, task = build(toy_data, MODELS["lstm_sigmoid"])
+    model.make_generation_fast_()
+    with pytest.raises(E.ExplainError, match=r"token 1 \('<unk>'\): the model never outputs this word at inference"):
+        explain_pairs(model, task, [("a1 and a2", "B1 <unk>")])
+
+
 def test_model_without_lexical_head_is_refused(toy_data):
     from fairseq_lexical.analysis import explain as E
 
@@ -259,6 +348,43 @@ def test_page_lists_errors_first_and_names_source_and_entry(tmp_path):
     assert "&lt;x&amp;y&gt;" in page and "<x&y>" not in page  # tokens are escaped
     assert page.count('class="tok lexicon"') == 2 + 1  # two lexicon tokens and the legend
     assert "1 wrong of 2 with a reference" in page
+
+
+def test_page_says_why_a_sentence_was_not_explained_and_shows_the_others():
+    from fairseq_lexical.analysis.explain import render_html, unexplained_sentence
+
+    reason = "token 0 ('B1'): the mixture puts its whole mass on words the model never outputs at inference (<unk>)"
+    broken = unexplained_sentence(["and", "a1", "</s>"], ["B1", "</s>"], reason, sample_id=2, reference="B1")
+    assert broken.correct is True and broken.tokens == [] and broken.to_dict()["error"] == reason
+    page = render_html([*hand_made_sentences(), broken], title="t")
+    section = page[page.index('id="s2"') :]
+    assert 'class="sentence correct unexplained"' in page and html.escape(reason) in section
+    assert "and a1" in section and 'class="tok' not in section  # its words, uncoloured
+    assert page.count('<section class="sentence') == 3 and 'class="tok lexicon"' in page  # the others explained
+    assert "1 sentence(s) could not be explained" in page
+
+
+def test_pages_of_explain_are_known_by_their_marker(tmp_path):
+    """What --html may replace: a page render_html wrote (pages written before the marker by their formula line),
+    never another file."""
+    from fairseq_lexical.analysis.explain import PAGE_MARKER, is_explain_page, render_html
+
+    page = render_html(hand_made_sentences(), title="t")
+    files = {
+        "page.html": page,
+        "older_page.html": page.replace(PAGE_MARKER, ""),
+        "other.html": "<!DOCTYPE html>\n<html><body>a report</body></html>\n",
+        "lexicon.tsv": "a1\tB1\t1\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    assert PAGE_MARKER in page
+    assert {name: is_explain_page(str(tmp_path / name)) for name in files} == {
+        "page.html": True,
+        "older_page.html": True,
+        "other.html": False,
+        "lexicon.tsv": False,
+    }
 
 
 def chromium():
@@ -589,3 +715,176 @@ def test_loaded_models_are_prepared_as_fairseq_generate_prepares_them(toy_data, 
     ckpt = trained / "checkpoint_last.pt"
     model, _ = gates.load_model(str(ckpt), str(toy_data / "bin"))
     assert model.decoder.lexical_head.masking_unk
+
+
+# -- what the tool may write (issue 70, items 4 and 10) and the sentences it cannot explain (item 11) -----------
+
+
+def only_error_line(stderr):
+    """The one line of a refusal: no traceback, nothing else from the tool (fairseq's import may log)."""
+    lines = [line for line in stderr.strip().splitlines() if not line.startswith("INFO:")]
+    assert "Traceback" not in stderr and len(lines) == 1, stderr[-3000:]
+    return lines[0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("option", ["--html", "-o"])
+def test_tool_refuses_to_write_over_the_lexicon_the_checkpoint_names(toy_data, trained, tmp_path, option):
+    """Issue 70, item 4: `--html WORK/lexicons/simple.tsv` wrote the page over the lexicon the checkpoint was
+    trained with (the tool never reads it: the checkpoint holds L, so it was no input to protect). An existing file
+    that the tool did not write is never replaced. (A copy of the checkpoint names a copy of the lexicon.)"""
+    lexicon = tmp_path / "lexicon.tsv"
+    lexicon.write_bytes((toy_data / "lexicon.tsv").read_bytes())
+    state = torch.load(trained / "checkpoint_last.pt", map_location="cpu", weights_only=False)
+    model_cfg = state["cfg"]["model"]
+    if isinstance(model_cfg, dict):
+        model_cfg["lexicon"] = str(lexicon)
+    else:
+        model_cfg.lexicon = str(lexicon)
+    torch.save(state, tmp_path / "checkpoint.pt")
+    outputs = {"-o": tmp_path / "x.jsonl", "--html": tmp_path / "x.html", option: lexicon}
+    r = run_tool(
+        toy_data / "bin",
+        "--path",
+        tmp_path / "checkpoint.pt",
+        "--generate-output",
+        trained / "generate.txt",
+        *[a for pair in outputs.items() for a in pair],
+    )
+    assert r.returncode == 2 and lexicon.read_bytes() == (toy_data / "lexicon.tsv").read_bytes()
+    assert only_error_line(r.stderr) == (
+        f"explain.py: error: {option} {lexicon} exists and was not written by this tool: refusing to replace it "
+        "(remove it, or choose another path)"
+    )
+    assert not (tmp_path / "x.jsonl").exists() and not (tmp_path / "x.html").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "option, where, message",
+    [
+        ("--html", "folder", "{path} is a directory: give the file to write"),
+        ("-o", "folder", "{path} is a directory: give the file to write"),
+        ("--html", "file.txt/page.html", "{path}: {parent} is not a directory"),
+    ],
+)
+def test_tool_refuses_an_output_path_it_cannot_write_in_one_line(toy_data, trained, tmp_path, option, where, message):
+    """Issue 70, item 10: `--html <directory>` ended in a traceback after the whole run; now one line, at once."""
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "file.txt").write_text("a file\n")
+    path = tmp_path / where
+    outputs = {"-o": tmp_path / "x.jsonl", "--html": tmp_path / "x.html", option: path}
+    r = run_tool(
+        toy_data / "bin",
+        "--path",
+        trained / "checkpoint_last.pt",
+        "--generate-output",
+        trained / "generate.txt",
+        *[a for pair in outputs.items() for a in pair],
+    )
+    expected = message.format(path=path, parent=tmp_path / "file.txt")
+    assert r.returncode == 2 and only_error_line(r.stderr) == f"explain.py: error: {option} {expected}"
+    assert (tmp_path / "file.txt").read_text() == "a file\n"
+
+
+def test_tool_names_a_file_that_is_not_a_checkpoint_in_one_line(toy_data, tmp_path):
+    (tmp_path / "ckpt.pt").write_bytes(b"not a checkpoint")
+    r = run_tool(
+        toy_data / "bin", "--path", tmp_path / "ckpt.pt", "--source", toy_data / "test.src", "-o", tmp_path / "x.jsonl"
+    )
+    assert r.returncode == 2, r.stderr[-3000:]
+    assert only_error_line(r.stderr).startswith(f"explain.py: error: {tmp_path / 'ckpt.pt'}: not a loadable fairseq")
+
+
+@pytest.mark.slow
+def test_tool_replaces_its_own_earlier_outputs(toy_data, trained, tmp_path):
+    """A second run over the first one's -o and --html (a page written before pages had their marker, too) writes
+    them anew: a recipe's report is made again in the same folder."""
+    from fairseq_lexical.analysis.explain import PAGE_MARKER, render_html
+
+    earlier = hand_made_sentences()
+    (tmp_path / "x.jsonl").write_text(
+        "".join(json.dumps({"checkpoint": "old.pt", **s.to_dict()}) + "\n" for s in earlier), encoding="utf-8"
+    )
+    (tmp_path / "x.html").write_text(render_html(earlier, title="old").replace(PAGE_MARKER, ""), encoding="utf-8")
+    r = run_tool(
+        toy_data / "bin",
+        "--path",
+        trained / "checkpoint_last.pt",
+        "--generate-output",
+        trained / "generate.txt",
+        "-o",
+        tmp_path / "x.jsonl",
+        "--html",
+        tmp_path / "x.html",
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert len(read_jsonl(tmp_path / "x.jsonl")) == 20
+    page = (tmp_path / "x.html").read_text()
+    assert PAGE_MARKER in page and page.count('<section class="sentence') == 20
+
+
+@pytest.mark.slow
+def test_tool_reports_a_sentence_it_cannot_explain_and_goes_on(toy_data, trained, tmp_path, monkeypatch, capsys):
+    """Issue 70, item 11: one sentence that cannot be explained (here: its step with the whole mass on <unk>) ended
+    the run (exit 2, and the custom recipe's report with it); now its JSON line and its section of the page say why,
+    and the other sentences are explained."""
+    from conftest import program_module
+    from fairseq_lexical.analysis import explain as E
+
+    reason = "token 1 ('B3'): the mixture puts its whole mass on words the model never outputs at inference (<unk>)"
+    real = E.explain_pair
+
+    def failing_on_sentence_3(*args, sample_id=None, **kwargs):
+        if sample_id == 3:
+            raise E.ExplainError(reason)
+        return real(*args, sample_id=sample_id, **kwargs)
+
+    monkeypatch.setattr(E, "explain_pair", failing_on_sentence_3)
+    rc = program_module("explain").main(
+        [
+            str(toy_data / "bin"),
+            "--path",
+            str(trained / "checkpoint_last.pt"),
+            "--generate-output",
+            str(trained / "generate.txt"),
+            "--reference",
+            str(toy_data / "test.tgt"),
+            "-o",
+            str(tmp_path / "x.jsonl"),
+            "--html",
+            str(tmp_path / "x.html"),
+        ]
+    )
+    stderr = capsys.readouterr().err
+    assert rc == 0, stderr[-3000:]
+    assert (
+        f"1 of 20 sentences could not be explained (the page and their JSON lines say why); sentence 3: {reason}"
+        in (stderr)
+    )
+    rows = read_jsonl(tmp_path / "x.jsonl")
+    _, hyps = positional_scores((trained / "generate.txt").read_text())
+    assert [row["error"] for row in rows] == [reason if i == 3 else None for i in range(20)]
+    assert rows[3]["tokens"] == [] and rows[3]["output_tokens"] == hyps[3].split() + ["</s>"]
+    assert all(len(row["tokens"]) == len(row["output_tokens"]) for i, row in enumerate(rows) if i != 3)
+    page = (tmp_path / "x.html").read_text()
+    assert page.count('<section class="sentence') == 20 and page.count('<div class="row unexplained">') == 1
+    assert html.escape(reason) in page
+
+
+@pytest.mark.slow
+def test_tool_fails_when_no_sentence_can_be_explained(toy_data, trained, tmp_path, monkeypatch, capsys):
+    from conftest import program_module
+    from fairseq_lexical.analysis import explain as E
+
+    def failing(*args, **kwargs):
+        raise E.ExplainError("the head's numbers do not reproduce the model's output")
+
+    monkeypatch.setattr(E, "explain_pair", failing)
+    args = [str(toy_data / "bin"), "--path", str(trained / "checkpoint_last.pt")]
+    args += ["--generate-output", str(trained / "generate.txt"), "-o", str(tmp_path / "x.jsonl")]
+    assert program_module("explain").main(args) == 2
+    assert "explain.py: error: no sentence could be explained; sentence 0: the head's numbers do not reproduce" in (
+        capsys.readouterr().err
+    )
+    assert not (tmp_path / "x.jsonl").exists()

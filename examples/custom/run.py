@@ -337,7 +337,11 @@ class CustomRun(Recipe):
                 "--title",
                 f"Why each output word was chosen: {self.label(model)}",
             ]
-            secs = run_logged(cmd, f"{report_dir}/explain_{model}.log", what=f"explain.py ({model})")
+            try:
+                secs = run_logged(cmd, f"{report_dir}/explain_{model}.log", what=f"explain.py ({model})")
+            except RecipeError as e:  # the runs' results are in; a page that cannot be made must not lose them
+                say(f"   {model}: no explanation page: {str(e).splitlines()[0]}")
+                continue
             pages[model] = {
                 "html": os.path.basename(page),
                 "jsonl": os.path.basename(jsonl),
@@ -349,7 +353,7 @@ class CustomRun(Recipe):
 
 
 def explanation_stats(jsonl: str) -> dict:
-    sentences = wrong = tokens = lexical = 0
+    sentences = wrong = tokens = lexical = unexplained = 0
     try:
         records = read_jsonl(jsonl)
     except TextFileError as e:
@@ -357,10 +361,19 @@ def explanation_stats(jsonl: str) -> dict:
     for s in records:
         sentences += 1
         wrong += s["correct"] is False
+        if s.get("error") is not None:  # explain.py could not explain it (the page says why)
+            unexplained += 1
+            continue
         words = s["tokens"][:-1]  # not </s>
         tokens += len(words)
         lexical += sum(t["origin"] == "lexicon" for t in words)
-    return {"sentences": sentences, "wrong": wrong, "tokens": tokens, "from_lexicon": lexical}
+    return {
+        "sentences": sentences,
+        "wrong": wrong,
+        "tokens": tokens,
+        "from_lexicon": lexical,
+        "unexplained": unexplained,
+    }
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -499,6 +512,11 @@ def write_summary_md(path, run: CustomRun, summary, labels, heatmaps, curves, pa
                 f"- [{labels[model]}]({p['html']}) (seed {p['seed']}): {p['wrong']} of {p['sentences']} "
                 f"hypotheses wrong; {p['from_lexicon']} of {p['tokens']} output tokens ({share:.1f}%) from "
                 f"the lexicon; numbers in `{p['jsonl']}`"
+                + (
+                    f"; {p['unexplained']} sentence(s) could not be explained (the page says why)"
+                    if p.get("unexplained")
+                    else ""
+                )
             )
     lines += [
         "",

@@ -16,7 +16,9 @@ features, attention, source tokens), and the head's own methods give p_gate, p_l
 token's two branches are checked against the model's log-probability (``get_normalized_probs``); a model whose
 numbers do not add up is an error, never a page of wrong numbers. Where the model sets some words' probability to 0
 at inference and renormalises the rest, both branches are divided by the mass left (``renormalization``), so that
-they still add up to its p(y). Models without a lexical head are refused.
+they still add up to its p(y). Models without a lexical head are refused. A step whose mixture puts all its mass on
+masked words leaves nothing to renormalise: the model's numbers there are not defined, and the sentence cannot be
+explained (an ExplainError naming the token; ``unexplained_sentence`` records such a sentence for the page).
 
 Entry points: ``explain_pair`` (a model and token ids), ``explain`` (a fairseq hub interface and sentences,
 e.g. ``explain(LexLSTMModel.from_pretrained(...), "dax lug")``), ``render_html`` (the page of
@@ -36,6 +38,9 @@ from .gates import GateAnalysisError, _first_tensor
 ORIGINS = ("lexicon", "written")
 # Relative and absolute tolerance of the check that the two branches add up to the model's p(y_t) (fp32 sums).
 CHECK_RTOL, CHECK_ATOL = 1e-4, 1e-6
+# Below this mass left beside the masked words, the model's fp32 renormalisation is off by more than CHECK_RTOL
+# (its p(<unk>) carries an error of about 1e-7): a mismatch there is the masking's, and is said so.
+FP32_KEPT_LIMIT = 1e-3
 
 
 class ExplainError(GateAnalysisError):
@@ -80,6 +85,7 @@ class SentenceExplanation:
     correct: Optional[bool] = None  # hypothesis == reference (whitespace tokens); None without a reference
     score: Optional[float] = None  # the search's score of the hypothesis, where known
     warnings: List[str] = field(default_factory=list)
+    error: Optional[str] = None  # why the sentence could not be explained (then ``tokens`` is empty)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -142,13 +148,15 @@ def explain_pair(
             if len(seen) != 1:
                 raise ExplainError(f"the lexical head ran {len(seen)} times in one forward pass (expected once)")
             write_logits, gate_features, attn, head_src = seen[0]
-            p_gate = torch.sigmoid(head.gate_logit(gate_features, write_logits, attn, head_src).float())[0]  # T
-            p_write = torch.softmax(write_logits.float(), dim=-1)[0]  # T x V
+            # float64: the mass left after masking is a small difference where the mixture sits almost wholly on
+            # a masked word (a gate near 0 over a source word whose row is <unk>), which fp32 rounds to 0
+            p_gate = torch.sigmoid(head.gate_logit(gate_features, write_logits, attn, head_src).double())[0]  # T
+            p_write = torch.softmax(write_logits.double(), dim=-1)[0]  # T x V
             attn = attn.float()
             if head.copy_scatter_softmax:
-                p_lex = head.scatter_softmax_probs(attn, head_src)[0]
+                p_lex = head.scatter_softmax_probs(attn, head_src)[0].double()
             else:
-                p_lex = head.lexical_probs(attn, head_src)[0]  # T x V
+                p_lex = head.lexical_probs(attn, head_src)[0].double()  # T x V
             # the rows of L as the head applies them: p_lex under one-hot attention on each source position
             n_src = head_src.size(1)
             rows = head.lexical_probs(torch.eye(n_src, device=device).unsqueeze(0), head_src)[0]  # S x V
@@ -158,25 +166,58 @@ def explain_pair(
     model_gate = _first_tensor(extra.get("p_gate")) if isinstance(extra, dict) else None
     if model_gate is not None:
         model_gate = model_gate.float().reshape(-1)
-        if model_gate.numel() != p_gate.numel() or not torch.allclose(model_gate, p_gate, rtol=1e-5, atol=1e-6):
+        if model_gate.numel() != p_gate.numel() or not torch.allclose(model_gate, p_gate.float(), rtol=1e-5, atol=1e-6):
             raise ExplainError("p_gate recomputed from the head's inputs differs from the decoder's extra['p_gate']")
 
     # A model that masks words at inference (probability set to 0, the rest renormalised) divides both branches
-    # by the mixture's mass left on the other words: found from the -inf of its own log-probabilities.
+    # by the mixture's mass left on the other words: found from the -inf of its own log-probabilities. Summed
+    # over the words kept rather than 1 - the masked mass, which cancels to 0 when nearly all of it is masked;
+    # exactly 1 at a step with nothing masked.
     mixture = p_gate.unsqueeze(-1) * p_write + (1.0 - p_gate).unsqueeze(-1) * p_lex  # T x V
     masked = torch.isneginf(lprobs[0]) & (mixture > 0)
-    kept = (1.0 - (mixture * masked).sum(-1)).double()  # T
+    kept = torch.where(masked.any(-1), mixture.masked_fill(masked, 0.0).sum(-1), 1.0)  # T
     alpha = attn[0]  # T x S
     src_tokens = [src_dict[i] for i in head_src[0].tolist()]
     out_tokens = [tgt_dict[i] for i in tgt[0].tolist()]
     tokens = []
     for t, y in enumerate(tgt[0].tolist()):
-        g, scale = float(p_gate[t]), 1.0 / float(kept[t])
+        g = float(p_gate[t])
+        masked_words = ", ".join(tgt_dict[i] for i in masked[t].nonzero().flatten().tolist())
+        if not float(kept[t]) > 0.0:
+            raise ExplainError(
+                f"token {t} ({out_tokens[t]!r}): the mixture puts its whole mass on words the model never outputs "
+                f"at inference ({masked_words}; p_gate = {g:.3g}), so nothing is left to renormalise and the "
+                "model's probabilities at this step are not defined"
+            )
+        if bool(masked[t, y]):
+            raise ExplainError(
+                f"token {t} ({out_tokens[t]!r}): the model never outputs this word at inference (its probability "
+                "is set to 0), so no search of this checkpoint produced this hypothesis"
+            )
+        log_p = float(lprobs[0, t, y])
+        if math.isnan(log_p) or log_p > CHECK_RTOL:
+            raise ExplainError(
+                f"token {t} ({out_tokens[t]!r}): the model's own log-probability is {log_p:.6g}, not that of a "
+                "probability"
+                + (
+                    f": its mixture puts all but {float(kept[t]):.3g} of its mass on words it never outputs at "
+                    f"inference ({masked_words}; p_gate = {g:.3g}), too little for its renormalisation in fp32"
+                    if masked_words
+                    else ""
+                )
+            )
+        p = math.exp(log_p)
+        scale = 1.0 / float(kept[t])
         write = g * float(p_write[t, y]) * scale
         lexicon = (1.0 - g) * float(p_lex[t, y]) * scale
-        log_p = float(lprobs[0, t, y])
-        p = math.exp(log_p)
         if not math.isclose(write + lexicon, p, rel_tol=CHECK_RTOL, abs_tol=CHECK_ATOL):
+            if masked_words and float(kept[t]) < FP32_KEPT_LIMIT:
+                raise ExplainError(
+                    f"token {t} ({out_tokens[t]!r}): all but {float(kept[t]):.3g} of the mixture's mass is on words "
+                    f"the model never outputs at inference ({masked_words}; p_gate = {g:.3g}), where its "
+                    f"renormalisation in fp32 is not exact: its p = {p:.6g}, the renormalised mixture's "
+                    f"{write + lexicon:.6g}"
+                )
             raise ExplainError(
                 f"token {t} ({out_tokens[t]!r}): (p_gate p_write + (1 - p_gate) p_lex) x {scale:.6g} = "
                 f"{write + lexicon:.6g} but the model's p = {p:.6g}; the head's numbers do not reproduce the model's "
@@ -206,7 +247,6 @@ def explain_pair(
             )
         )
     hyp_text = " ".join(out_tokens[:-1] if out_tokens[-1:] == [tgt_dict.eos_word] else out_tokens)
-    correct = None if reference is None else hyp_text.split() == reference.split()
     return SentenceExplanation(
         source_tokens=src_tokens,
         output_tokens=out_tokens,
@@ -214,10 +254,41 @@ def explain_pair(
         sample_id=sample_id,
         translation=translation if translation is not None else hyp_text,
         reference=reference,
-        correct=correct,
+        correct=_correct(hyp_text, reference),
         score=score,
         warnings=list(warnings),
     )
+
+
+def _correct(hypothesis: str, reference: Optional[str]) -> Optional[bool]:
+    return None if reference is None else hypothesis.split() == reference.split()
+
+
+def unexplained_sentence(
+    source_tokens: Sequence[str],
+    output_tokens: Sequence[str],
+    reason: str,
+    *,
+    sample_id: Optional[int] = None,
+    reference: Optional[str] = None,
+    score: Optional[float] = None,
+    warnings: Sequence[str] = (),
+) -> SentenceExplanation:
+    """A sentence that could not be explained (``reason``, e.g. an ExplainError's message): its tokens and whether
+    it is correct, no numbers; the page shows the reason in its place, and the others are explained as usual."""
+    sentence = SentenceExplanation(
+        source_tokens=list(source_tokens),
+        output_tokens=list(output_tokens),
+        tokens=[],
+        sample_id=sample_id,
+        reference=reference,
+        score=score,
+        warnings=list(warnings),
+        error=reason,
+    )
+    sentence.translation = sentence.hypothesis
+    sentence.correct = _correct(sentence.hypothesis, reference)
+    return sentence
 
 
 def explain(
@@ -270,6 +341,7 @@ h1 { font-size: 1.3em; margin-bottom: 0.2em; }
 .legend span.tok { margin-right: 0.4em; }
 section.sentence { border-top: 1px solid #ddd; padding: 0.5em 0; }
 section.error .id { color: #b00020; font-weight: bold; }
+.row.unexplained { color: #b00020; }
 .row { margin: 0.25em 0; line-height: 2em; }
 .label { display: inline-block; width: 6.5em; color: #777; font-size: 0.85em; }
 span.tok, span.src { padding: 0.15em 0.3em; border-radius: 0.25em; margin-right: 0.15em; white-space: nowrap; }
@@ -278,6 +350,24 @@ span.ref { color: #444; }
 .badge { font-size: 0.75em; padding: 0.05em 0.4em; border-radius: 0.6em; background: #b00020; color: white; }
 .badge.ok { background: #2e7d32; }
 """
+
+
+# In every page, so that the tool overwrites a page of its own and nothing else; pages written before the marker
+# are known by their formula line.
+PAGE_MARKER = '<meta name="generator" content="fairseq-lexical-explain">'
+_FORMULA_LINE_OF_OLDER_PAGES = (
+    '<p class="meta">p(y) = p_gate p_write(y) + (1 - p_gate) &Sigma;<sub>j</sub> &alpha;<sub>j</sub> '
+)
+# The hover text names the renormalization above this (over 1% of the mixture's mass masked): below, it is noise.
+RENORMALIZATION_SHOWN = 1.01
+
+
+def is_explain_page(path: str) -> bool:
+    """Whether the file at ``path`` is a page written by ``render_html``: the marker in its head, or the formula line
+    of the pages written before the marker."""
+    with open(path, "rb") as f:
+        head = f.read(1 << 16).decode("utf-8", errors="replace")
+    return head.startswith("<!DOCTYPE html>") and (PAGE_MARKER in head or _FORMULA_LINE_OF_OLDER_PAGES in head)
 
 
 def _rgba(rgb, alpha: float) -> str:
@@ -300,14 +390,34 @@ def token_title(tok: TokenExplanation) -> str:
                 f"; most lexical mass from '{tok.source_word}' (position {tok.source_position}, entry "
                 f"{tok.entry.source} -> {tok.entry.target}, L = {tok.entry.weight:.3g})"
             )
-    return (
+    text = (
         f"{head}\np(y) = {tok.p:.4f} = written {tok.write:.4f} [p_gate p_write] + lexicon {tok.lexicon:.4f} "
-        f"[(1 - p_gate) p_lex]\np_gate = {tok.p_gate:.3f}"
+        f"[(1 - p_gate) p_lex]\np_gate = {tok.p_gate:.3g}"
     )
+    if tok.renormalization > RENORMALIZATION_SHOWN:
+        text += (
+            f"\nthe mixture's mass on words the model never outputs at inference (<unk>) is removed: both branches "
+            f"are divided by the {1.0 / tok.renormalization:.3g} left (x {tok.renormalization:.3g})"
+        )
+    return text
+
+
+def _unexplained_html(s: SentenceExplanation) -> List[str]:
+    """The rows of a sentence that could not be explained: its words uncoloured, and why."""
+    esc = html.escape
+    words = [w for w in s.source_tokens if w != "</s>"]
+    output = s.output_tokens[:-1] if s.output_tokens[-1:] == ["</s>"] else s.output_tokens
+    return [
+        f'<div class="row"><span class="label">source</span>{esc(" ".join(words))}</div>',
+        f'<div class="row"><span class="label">output</span>{esc(" ".join(output)) or "(empty)"}</div>',
+        f'<div class="row unexplained"><span class="label">not explained</span>{esc(s.error or "")}</div>',
+    ]
 
 
 def _sentence_html(s: SentenceExplanation, index: int) -> str:
     esc = html.escape
+    if s.error is not None:
+        return _section_html(s, index, _unexplained_html(s))
     lex_from: Dict[int, List[str]] = {}
     for tok in s.tokens:
         if tok.origin == "lexicon" and tok.source_position is not None:
@@ -333,15 +443,21 @@ def _sentence_html(s: SentenceExplanation, index: int) -> str:
             f'<span class="tok {tok.origin}" style="background: {_rgba(rgb, 0.2 + 0.8 * strength)}"{src} '
             f'title="{esc(token_title(tok))}">{esc(tok.token)}</span>'
         )
+    rows = [
+        f'<div class="row"><span class="label">source</span>{" ".join(src_spans)}</div>',
+        f'<div class="row"><span class="label">output</span>{" ".join(out_spans) or "(empty)"}</div>',
+    ]
+    return _section_html(s, index, rows)
+
+
+def _section_html(s: SentenceExplanation, index: int, rows: List[str]) -> str:
+    """One sentence's section: its id and correctness, ``rows``, the reference where it differs, the warnings."""
+    esc = html.escape
     status = ""
     if s.correct is not None:
         status = '<span class="badge ok">correct</span>' if s.correct else '<span class="badge">error</span>'
     sid = s.sample_id if s.sample_id is not None else index
-    rows = [
-        f'<div class="row"><span class="id">#{sid}</span> {status}</div>',
-        f'<div class="row"><span class="label">source</span>{" ".join(src_spans)}</div>',
-        f'<div class="row"><span class="label">output</span>{" ".join(out_spans) or "(empty)"}</div>',
-    ]
+    rows = [f'<div class="row"><span class="id">#{sid}</span> {status}</div>', *rows]
     if s.reference is not None and not s.correct:
         rows.append(
             f'<div class="row"><span class="label">reference</span><span class="ref">{esc(s.reference)}</span></div>'
@@ -349,6 +465,7 @@ def _sentence_html(s: SentenceExplanation, index: int) -> str:
     for w in s.warnings:
         rows.append(f'<div class="row meta">{esc(w)}</div>')
     kind = "" if s.correct is None else (" correct" if s.correct else " error")
+    kind += " unexplained" if s.error is not None else ""
     return f'<section class="sentence{kind}" id="s{sid}" data-id="{sid}">\n' + "\n".join(rows) + "\n</section>"
 
 
@@ -368,13 +485,14 @@ def render_html(
     ordered = sort_errors_first(sentences)
     n_err = sum(s.correct is False for s in sentences)
     n_ref = sum(s.correct is not None for s in sentences)
+    n_unexplained = sum(s.error is not None for s in sentences)
     toks = [t for s in sentences for t in s.tokens if not (t.token == "</s>" and t.position == len(s.tokens) - 1)]
     n_lex = sum(t.origin == "lexicon" for t in toks)
     stats = (
         f"{len(sentences)} sentences"
         + (f", {n_err} wrong of {n_ref} with a reference (listed first)" if n_ref else "")
         + f"; {n_lex} of {len(toks)} output tokens ({100.0 * n_lex / max(1, len(toks)):.1f}%) taken from the "
-        "lexicon"
+        "lexicon" + (f"; {n_unexplained} sentence(s) could not be explained (each says why)" if n_unexplained else "")
     )
     legend = (
         f'<span class="tok lexicon" style="background: {_rgba(LEXICON_RGB, 1.0)}">from the lexicon</span>'
@@ -385,7 +503,7 @@ def render_html(
     )
     body = "\n".join(_sentence_html(s, i) for i, s in enumerate(ordered))
     return (
-        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">{PAGE_MARKER}<title>{esc(title)}</title>'
         f"<style>{_CSS}</style></head><body>\n<h1>{esc(title)}</h1>\n"
         + (f'<p class="meta">{esc(subtitle)}</p>\n' if subtitle else "")
         + f'<p class="meta" id="stats">{esc(stats)}</p>\n'
