@@ -197,6 +197,17 @@ def write_tiny_layouts(root):
         (eng / f"cmn.txt_{split}_tokenized.tsv").write_text("I am here .\t我 在 这里 。\n" * 3)
 
 
+def tree_state(root):
+    """Every file under ``root`` (relative path -> SHA-1 of its bytes): equal before and after means untouched."""
+    import hashlib
+
+    return {
+        str(p.relative_to(root)): hashlib.sha1(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
 @pytest.fixture(scope="session")
 def toy_data(tmp_path_factory):
     """Raw and fairseq-preprocessed toy data: 60 train, 20 valid, 20 test pairs, and a lexicon file."""

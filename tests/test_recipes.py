@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, examples_env, scan_line, write_tiny_layouts
+from conftest import REPO, examples_env, scan_line, tree_state, write_tiny_layouts
 
 sys.path.insert(0, REPO)
 from lexical_offline.metrics.aggregate import (  # noqa: E402
@@ -91,6 +91,29 @@ def test_missing_data_file_is_named(tmp_path, task, missing):
 def test_unknown_model_is_an_error(tmp_path):
     proc = run_recipe("colors", "--models", "lstm,nope", "--work", tmp_path)
     assert proc.returncode == 2 and "unknown model 'nope'" in proc.stderr
+
+
+def test_a_work_directory_below_a_file_is_an_error(tmp_path):
+    """Issue 70, defect 10: --work afile.txt/sub ended in a traceback."""
+    (tmp_path / "afile.txt").write_text("mine\n")
+    proc = run_recipe("colors", "--work", tmp_path / "afile.txt" / "sub")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"{tmp_path}/afile.txt is a file, not a directory" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "option, value, said",
+    [
+        ("--train-args", "--foo bar", "fairseq-train (lstm) says: unrecognized arguments: --foo bar"),
+        ("--generate-args", "--beam-search bogus", "fairseq-generate (lstm) says: argument --beam-search: invalid"),
+    ],
+)
+def test_extra_fairseq_options_are_checked_by_fairseq_before_anything_runs(tmp_path, option, value, said):
+    """Issue 70, defect 9: both passed --dry-run; the generate error came after the first model had trained."""
+    for extra in (["--dry-run"], []):
+        proc = run_recipe("colors", "--work", tmp_path / "w", f"{option}={value}", *extra)
+        assert proc.returncode == 2 and said in proc.stderr, proc.stderr[-2000:]
+        assert "Traceback" not in proc.stderr and not (tmp_path / "w").exists()
 
 
 def dry_run(task, data, *args):
@@ -621,7 +644,7 @@ def test_jobs_run_the_pairs_as_concurrent_recipes(tmp_path, tiny_scan):
     assert "missing" not in summary
     config = json.loads((work / "config.json").read_text())  # the parent's, not a child's
     assert list(config["models"]) == ["lstm", "simple"] and config["seeds"] == [1, 2]
-    data = sorted((work / "data").iterdir())
+    data = sorted(p for p in (work / "data").iterdir() if p.name != ".owned_files.json")
     prepared = (work / "bin" / "prepared.json").stat().st_mtime_ns
     assert len(data) == 8 and all(p.stat().st_mtime_ns <= prepared for p in data)  # not rewritten by the children
 
@@ -1157,42 +1180,57 @@ def test_an_interrupted_lla_run_starts_again_or_resumes(tmp_path):
     assert selection == reference
 
 
-def test_the_recipes_delete_only_what_they_wrote(tmp_path):
-    """Issue 55, defect 1: a file of the user's in WORK/bin, or in a run directory before the run, was deleted
-    without a word. Such directories are refused, untouched; in the recipe's own run directory a re-run removes the
-    recipe's files and keeps the user's."""
+def scan_recipe(tmp_path, *extra):
+    """A Recipe of the SCAN task on write_tiny_layouts' files (nothing trained), WORK = tmp_path/w."""
     from recipes.cli import build_parser
-    from recipes.console import RecipeError
-    from recipes.rundir import RUN_OUTPUTS, remove_outputs
     from recipes.runner import Recipe
-    from recipes.tasks import TASKS, Prepared
+    from recipes.tasks import TASKS
 
-    write_tiny_layouts(tmp_path)
+    if not (tmp_path / "scan").exists():
+        write_tiny_layouts(tmp_path)
     task = TASKS["scan"]
     args = build_parser(task).parse_args(
-        ["--data", str(tmp_path / "scan"), "--work", str(tmp_path / "w"), "--models", "lstm", "--cpu-small"]
+        ["--data", str(tmp_path / "scan"), "--work", str(tmp_path / "w"), "--models", "lstm", "--cpu-small", *extra]
     )
     task.args = args
-    recipe, prep = Recipe(task, args), Prepared([], None, [], [], {})
-    bin_dir = tmp_path / "w" / "bin"
-    bin_dir.mkdir(parents=True)
+    return Recipe(task, args)
+
+
+def test_the_recipes_delete_only_what_they_wrote(tmp_path):
+    """Issue 55 defect 1, issue 70 defects 1-2: what is the pipeline's is decided by its record, not by names. A
+    user's file of a name the pipeline writes stops it before anything is written; the user's other files stay."""
+    from recipes import ownership
+    from recipes.console import RecipeError
+    from recipes.rundir import remove_owned
+
+    recipe = scan_recipe(tmp_path)
+    prep = recipe.prepared_pairs()
+    bin_dir, out, data = tmp_path / "w" / "bin", tmp_path / "w" / "lstm" / "seed1", tmp_path / "w" / "data"
+    for d in (bin_dir, out, data):
+        d.mkdir(parents=True)
     (bin_dir / "deploy.sh").write_text("echo x\n")
     (bin_dir / "dict.src.txt").write_text("old 1\n")
-    with pytest.raises(RecipeError, match=r"holds files the recipe did not write \(deploy.sh\)"):
-        recipe.preprocess(str(bin_dir), ["false"], "preprocess.log")
-    assert sorted(p.name for p in bin_dir.iterdir()) == ["deploy.sh", "dict.src.txt"]
-    out = tmp_path / "w" / "lstm" / "seed1"
-    out.mkdir(parents=True)
     (out / "NOTES.txt").write_text("mine\n")
     (out / "checkpoint_best.pt").write_bytes(b"mine")
-    with pytest.raises(RecipeError, match=r"\(NOTES.txt, checkpoint_best.pt\)"):
-        recipe.run_one("lstm", 1, prep, "[1/1]")
+    (data / "train.src").write_text("my own data\n")
+    (tmp_path / "w" / "config.json").write_text('{"mine": true}')
+    with pytest.raises(RecipeError) as refused:
+        recipe.check_before_writing(prep)
+    for name in ("w/config.json", "w/data/train.src", "w/bin/dict.src.txt"):
+        assert str(tmp_path / name) in str(refused.value)
+    assert "deploy.sh" not in str(refused.value) and "nothing was written" in str(refused.value)
+    (data / "train.src").unlink(), (bin_dir / "dict.src.txt").unlink(), (tmp_path / "w" / "config.json").unlink()
+    with pytest.raises(RecipeError, match=r"checkpoint_best.pt: not written by the pipeline"):
+        recipe.check_before_writing(prep)
     assert sorted(p.name for p in out.iterdir()) == ["NOTES.txt", "checkpoint_best.pt"]
-    # the recipe's own directory: its files go, the user's stay
-    for name in ("config.json", "train.log", "train.log.1", "checkpoint_last.pt", "generate.txt", "score.json"):
-        (out / name).write_text("x")
-    remove_outputs(str(out), RUN_OUTPUTS)
-    assert sorted(p.name for p in out.iterdir()) == ["NOTES.txt"]
+    # in a directory the pipeline wrote, a re-run removes its files only
+    (out / "checkpoint_best.pt").unlink()
+    with ownership.writing(str(out)):
+        for name in ("config.json", "train.log", "checkpoint_last.pt", "generate.txt", "score.json"):
+            (out / name).write_text("x")
+    (out / "averaged.pt").write_text("mine")
+    remove_owned(str(out))
+    assert sorted(p.name for p in out.iterdir() if p.name != ownership.OWNED) == ["NOTES.txt", "averaged.pt"]
 
 
 def test_one_recipe_at_a_time_in_a_work_directory(tmp_path):
@@ -1210,33 +1248,23 @@ def test_one_recipe_at_a_time_in_a_work_directory(tmp_path):
 def test_runs_of_other_data_are_refused_before_anything_is_written(tmp_path):
     """Issue 55, defect 2: a changed training file was refused only after WORK/data, the data-bin and the lexicons
     had been replaced, so the finished checkpoints no longer matched their data-bin."""
-    from recipes.cli import build_parser
+    from recipes import ownership
     from recipes.console import RecipeError
-    from recipes.runner import Recipe
-    from recipes.tasks import TASKS
     from recipes.textio import sha1_files
 
-    write_tiny_layouts(tmp_path)
-    task = TASKS["scan"]
-    args = build_parser(task).parse_args(
-        ["--data", str(tmp_path / "scan"), "--work", str(tmp_path / "w"), "--models", "lstm", "--cpu-small"]
-    )
-    task.args = args
-    recipe = Recipe(task, args)
+    recipe = scan_recipe(tmp_path)
     recipe.prepare()
     data = tmp_path / "w" / "data"
     parts = [str(data / f"{s}.{side}") for s in ("train", "valid", "test", "lexcorpus") for side in ("src", "tgt")]
     assert recipe.data_sha1 == sha1_files(parts)  # what finished runs recorded, computed before writing
     out = tmp_path / "w" / "lstm" / "seed1"
-    out.mkdir(parents=True)
-    (out / "score.json").write_text("{}")
-    (out / "config.json").write_text(json.dumps({"fingerprint": {"data_sha1": "made from other data"}}))
-    stamp = (tmp_path / "w" / "bin" / "prepared.json").stat().st_mtime_ns
-    (data / "train.src").write_text("changed\n")
+    with ownership.writing(str(out)):  # a run of the pipeline, finished
+        (out / "score.json").write_text("{}")
+        (out / "config.json").write_text(json.dumps({"fingerprint": {"data_sha1": "made from other data"}}))
+    before = tree_state(tmp_path / "w")
     with pytest.raises(RecipeError, match=r"(?s)lstm/seed1: data differ.*nothing was written"):
-        Recipe(task, args).prepare()
-    assert (data / "train.src").read_text() == "changed\n"
-    assert (tmp_path / "w" / "bin" / "prepared.json").stat().st_mtime_ns == stamp
+        scan_recipe(tmp_path).prepare()
+    assert tree_state(tmp_path / "w") == before
 
 
 def test_a_test_set_of_unseen_tokens_is_reported_and_nfd_is_named():

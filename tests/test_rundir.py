@@ -9,6 +9,7 @@ from conftest import EXAMPLES
 
 sys.path.insert(0, EXAMPLES)
 
+from recipes import ownership  # noqa: E402
 from recipes.console import RecipeError  # noqa: E402
 from recipes.rundir import RunDirectory  # noqa: E402
 
@@ -20,7 +21,14 @@ def rundir(out, fingerprint=FP, force=False, resumable=lambda out: True):
 
 
 def files(out):
-    return sorted(p.name for p in out.iterdir())
+    return sorted(p.name for p in out.iterdir() if p.name != ownership.OWNED)
+
+
+def as_pipeline(out, **contents):
+    """Files written by a run (as fairseq-train and the steps do: recorded as the pipeline's)."""
+    with ownership.writing(str(out)):
+        for name, text in contents.items():
+            (out / name).write_text(text)
 
 
 def test_a_new_run_writes_its_config_with_the_fingerprint(tmp_path):
@@ -33,7 +41,7 @@ def test_a_new_run_writes_its_config_with_the_fingerprint(tmp_path):
 def test_a_finished_run_is_reused_with_its_settings_and_refused_with_others(tmp_path):
     out = tmp_path / "run"
     rundir(out).open({})
-    (out / "score.json").write_text('{"exact_match": 0.5}')
+    as_pipeline(out, **{"score.json": '{"exact_match": 0.5}'})
     assert rundir(out).open({}).score == {"exact_match": 0.5}
     with pytest.raises(RecipeError, match=r"finished run with other settings: .*: train differ; use --force or"):
         rundir(out, {**FP, "train": "fairseq-train B"}).open({})
@@ -44,8 +52,8 @@ def test_a_finished_run_is_reused_with_its_settings_and_refused_with_others(tmp_
 def test_an_unfinished_run_resumes_or_is_refused_with_other_settings_untouched(tmp_path):
     out = tmp_path / "run"
     rundir(out).open({})
-    for name in ("checkpoint_last.pt", "train.log", "NOTES.txt"):
-        (out / name).write_text("x")
+    as_pipeline(out, **{"checkpoint_last.pt": "x", "train.log": "x"})
+    (out / "NOTES.txt").write_text("mine")
     assert rundir(out).open({}).resuming
     with pytest.raises(RecipeError, match="unfinished run with other settings: .*data differ; use --force to start"):
         rundir(out, {**FP, "data_sha1": "d2"}).open({})
@@ -57,8 +65,7 @@ def test_an_unfinished_run_resumes_or_is_refused_with_other_settings_untouched(t
 def test_a_run_with_nothing_to_resume_starts_again_keeping_its_logs(tmp_path):
     out = tmp_path / "run"
     rundir(out).open({})
-    (out / "train.log").write_text("first attempt")
-    (out / "checkpoint_last.pt").write_text("x")
+    as_pipeline(out, **{"train.log": "first attempt", "checkpoint_last.pt": "x"})
     rundir(out, resumable=lambda out: False).open({})  # e.g. an lla run stopped in its Lexicon Unit epochs
     assert files(out) == ["config.json", "train.log.1"] and (out / "train.log.1").read_text() == "first attempt"
 
@@ -67,6 +74,10 @@ def test_a_directory_the_pipelines_did_not_write_is_refused(tmp_path):
     out = tmp_path / "run"
     out.mkdir()
     (out / "checkpoint_last.pt").write_text("someone else's")
-    with pytest.raises(RecipeError, match=r"holds files the recipe did not write \(checkpoint_last.pt\)"):
+    (out / "averaged.pt").write_text("mine")
+    with pytest.raises(RecipeError, match=r"checkpoint_last.pt: not written by the pipeline .* nothing was written"):
         rundir(out).open({})
-    assert files(out) == ["checkpoint_last.pt"]
+    assert files(out) == ["averaged.pt", "checkpoint_last.pt"]
+    (out / "checkpoint_last.pt").unlink()  # only a name the run writes stops it: the user's other files stay
+    rundir(out).open({})
+    assert files(out) == ["averaged.pt", "config.json"]

@@ -33,11 +33,11 @@ from lexical_offline.textio import read_lines, write_parallel
 from lexical_offline.metrics.aggregate import aggregate_dir, format_mean_std
 
 # examples/recipes (run.sh puts examples/ on PYTHONPATH): the runner helpers and Transformer training settings
-from recipes import ROOT, process
+from recipes import ROOT, ownership, process
 from recipes.console import RecipeError, hms, say, show
 from recipes.execute import RunSpec, execute_run
 from recipes.process import KEEP_BEST_TASK, run_logged, tool
-from recipes.rundir import PREPROCESS_OUTPUTS, lock_work_directory, refuse_foreign_files, remove_outputs
+from recipes.rundir import PREPROCESS_WRITES, lock_work_directory, refuse_foreign_writes, remove_owned
 from recipes.settings import TRANSFORMER_CPU_SMALL, TRANSFORMER_PAPER, TransformerSettings
 from recipes.steps import Step
 from recipes.textio import count_entries, read_corpus, sha1_files, write_json
@@ -238,10 +238,11 @@ class Experiment:
                 "--workers",
                 "1",
             ]
-            if os.path.isdir(d + "/bin"):  # the earlier data-bin's files go, a user's file stops the driver
-                refuse_foreign_files(d + "/bin", PREPROCESS_OUTPUTS, "the data-bin")
-                remove_outputs(d + "/bin", PREPROCESS_OUTPUTS)
-            run_logged(cmd, d + "/preprocess.log", what="fairseq-preprocess")
+            # the earlier data-bin's files go (the pipeline's only), a user's file of their names stops the driver
+            refuse_foreign_writes(d + "/bin", PREPROCESS_WRITES, "fairseq-preprocess")
+            with ownership.writing(d + "/bin"):
+                remove_owned(d + "/bin")
+                run_logged(cmd, d + "/preprocess.log", what="fairseq-preprocess")
 
         secs = self.data_step(size).run(make, self.args.force)
         if secs is None:

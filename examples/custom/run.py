@@ -37,7 +37,7 @@ from lexical_offline.textio import (
 from lexical_offline.metrics.aggregate import aggregate_dir, format_mean_std, format_summary
 
 # examples/recipes (run.sh puts examples/ on PYTHONPATH): the recipes' pipeline, runners and settings
-from recipes import ROOT, fairseq_log, process
+from recipes import ROOT, fairseq_log, ownership, process
 from recipes.catalogue import LEXICON_METHODS, MODELS
 from recipes.cli import build_parser as recipe_parser
 from recipes.cli import check_args
@@ -259,16 +259,27 @@ class CustomRun(Recipe):
             },
         )
         report_dir = self.work + "/report"
-        os.makedirs(report_dir, exist_ok=True)
-        heatmaps = self.lexicon_heatmaps(report_dir)
-        curves = write_learning_curves(self.work, self.models, self.seeds, labels, report_dir + "/learning_curves.png")
-        pages = self.explanation_pages(report_dir)
-        seconds += time.time() - start
-        write_summary_md(report_dir + "/summary.md", self, summary, labels, heatmaps, curves, pages, seconds)
+        with ownership.writing(report_dir):
+            heatmaps = self.lexicon_heatmaps(report_dir)
+            curves = write_learning_curves(
+                self.work, self.models, self.seeds, labels, report_dir + "/learning_curves.png"
+            )
+            pages = self.explanation_pages(report_dir)
+            seconds += time.time() - start
+            write_summary_md(report_dir + "/summary.md", self, summary, labels, heatmaps, curves, pages, seconds)
         say(
             f"== report: {report_dir}/summary.md (table, lexicon heatmaps, learning curves, explanation pages); "
             f"total wall time {hms(seconds)}"
         )
+
+    def report_writes(self) -> List[str]:
+        """The report folder's files (checked before anything is written: a file of these names that the pipeline
+        did not write stops the run)."""
+        report_dir = self.work + "/report"
+        names = ["summary.md", "learning_curves.png"]
+        names += [f"lexicon_{m}.{ext}" for m in self.lexicon_methods() for ext in ("png", "log")]
+        names += [f"explain_{m}.{ext}" for m in self.models for ext in ("jsonl", "html", "log")]
+        return [f"{report_dir}/{n}" for n in names]
 
     # -- report pieces -----------------------------------------------------------------------------------------
     def lexicon_heatmaps(self, report_dir: str) -> Dict[str, Tuple[str, int]]:

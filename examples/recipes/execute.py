@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Mapping, Optional
 
-from recipes import fairseq_log
+from recipes import fairseq_log, ownership
 from recipes.console import RecipeError, say
 from recipes.process import run_logged, run_sharded
 from recipes.rundir import RunDirectory
@@ -78,6 +78,11 @@ def execute_run(
     state = rundir.open(dict(spec.config))
     if state.score is not None:
         return RunOutcome(state.score, reused=True)
+    with ownership.writing(spec.out):  # what fairseq and the steps below write there is the pipeline's
+        return _execute(spec, rundir, state, after_training, after_run)
+
+
+def _execute(spec, rundir, state, after_training, after_run) -> RunOutcome:
     out, start = spec.out, time.time()
     if state.trained is None:
         say(f"{spec.who}: training{spec.training} ...")

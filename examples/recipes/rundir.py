@@ -6,8 +6,8 @@ examples/compositional_split (through runner.Recipe) and examples/cat_oci.
   the pipeline, as does an unfinished one holding a checkpoint (hours of training): `--force` starts them again.
 - An unfinished run resumes from checkpoint_last.pt, or is only decoded where its training finished (train.done);
   one stopped before its first checkpoint starts again, its logs kept as train.log.1, ...
-- Only the names in RUN_OUTPUTS are ever deleted, and a directory holding none of the pipeline's files (no
-  config.json) is refused rather than written into.
+- Only the pipeline's own files are ever deleted or written over (recipes.ownership: what it recorded when it
+  wrote them); a file of a name the run writes (RUN_WRITES) that it did not write is refused before anything runs.
 - score.json is written whole (a temporary file, renamed): its presence means the run finished.
 - A pipeline holds WORK/.lock while it runs (lock_work_directory): a second one on the same --work stops.
 """
@@ -18,57 +18,53 @@ import datetime
 import os
 import re
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Mapping, Optional
+from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
+from recipes import ownership
 from recipes.console import RecipeError, say
 from recipes.textio import read_json, write_json
 
-# What the pipelines write in a run directory: the only names they ever delete. Anything else there is the user's.
-RUN_OUTPUTS = re.compile(
-    r"checkpoint[\w.-]*\.pt|[\w.-]+\.log(\.\d+)?|(config|run|score|selection|lla_selection)\.json|"
-    r"train\.done|generate[\w.-]*\.txt|damage[\w.-]*\.json|[\w.-]+\.tmp"
+# The names a run writes in its directory (fairseq-train's checkpoints included, which fairseq itself overwrites or
+# deletes): a file of such a name that the pipeline did not write stops the run before it starts. They decide
+# nothing else: what may be deleted is what the pipeline recorded (recipes.ownership).
+RUN_WRITES = re.compile(
+    r"checkpoint(_last|_best|_\d+_\d+|\d+|\.best_[\w.-]+)\.pt|(train|generate|score|damage)\.log(\.\d+)?|"
+    r"(config|run|score|selection|lla_selection|damage)\.json|train\.done|generate\.txt|"
+    r"(generate\.txt|generate\.log)\.shard\d+|(score|damage)\.json\.tmp"
+)
+
+# What fairseq-preprocess and the recipes' stamp write in a data-bin.
+PREPROCESS_WRITES = re.compile(
+    r"dict\.[\w.-]+\.txt|(train|valid|test)\d*\.[\w.-]+\.(bin|idx)|preprocess\.log|prepared\.json"
 )
 
 
-# What the pipelines write in a data-bin (fairseq-preprocess's files and the recipes' stamp): the only names they
-# delete there.
-PREPROCESS_OUTPUTS = re.compile(
-    r"dict\.[\w.-]+\.txt|(train|valid|test)\d*\.[\w.-]+\.(bin|idx)|preprocess\.log|"
-    r"prepared\.json"
-)
+def refuse_foreign_writes(directory: str, writes: "re.Pattern[str]", what: str, names: Sequence[str] = ()) -> None:
+    """Stop (nothing written) if ``directory`` holds a file the pipeline did not write whose name it writes there:
+    one matching ``writes`` or one of ``names``."""
+    found = ownership.foreign_in(directory, writes)
+    found += [p for p in ownership.foreign(os.path.join(directory, n) for n in names) if p not in found]
+    ownership.refuse_foreign(found, what)
 
 
-def foreign_files(directory: str, ours: "re.Pattern[str]") -> List[str]:
-    """Names in ``directory`` the pipelines do not write (subdirectories included)."""
-    if not os.path.isdir(directory):
-        return []
-    return sorted(
-        n for n in os.listdir(directory) if not (os.path.isfile(os.path.join(directory, n)) and ours.fullmatch(n))
-    )
-
-
-def remove_outputs(directory: str, ours: "re.Pattern[str]", keep=lambda name: False) -> None:
-    """Delete the pipelines' own files in ``directory`` (not ``keep``'s); everything else stays."""
-    for name in os.listdir(directory):
+def remove_owned(directory: str, keep=lambda name: False) -> List[str]:
+    """Delete the pipeline's files in ``directory`` (not ``keep``'s); returns the names of the others (kept)."""
+    kept = []
+    for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else ():
         path = os.path.join(directory, name)
-        if os.path.isfile(path) and ours.fullmatch(name) and not keep(name):
-            os.remove(path)
-
-
-def refuse_foreign_files(directory: str, ours: "re.Pattern[str]", what: str) -> None:
-    foreign = foreign_files(directory, ours)
-    if foreign:
-        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
-        raise RecipeError(
-            f"{directory} holds files the recipe did not write ({shown}); it would have to replace "
-            f"{what} there: move them, or choose another --work"
-        )
+        if name == ownership.OWNED or keep(name):
+            continue
+        if not ownership.remove(path):
+            kept.append(name)
+    return kept
 
 
 def has_results(out: str) -> bool:
-    """A finished run, or an unfinished one whose checkpoint holds its training so far."""
-    return os.path.isfile(os.path.join(out, "score.json")) or any(
-        n.endswith(".pt") for n in (os.listdir(out) if os.path.isdir(out) else ())
+    """A finished run, or an unfinished one whose checkpoint holds its training so far (the pipeline's files only)."""
+    if not os.path.isdir(out):
+        return False
+    return any(
+        (n == "score.json" or n.endswith(".pt")) and ownership.owns(os.path.join(out, n)) for n in os.listdir(out)
     )
 
 
@@ -123,16 +119,15 @@ class RunDirectory:
     def stale(self) -> Optional[str]:
         """Why this run's results (finished, or an unfinished training with a checkpoint) do not match the current
         settings, or None (also with --force, or where there is nothing to keep)."""
-        if self.force or not self.has_results() or self.recorded() is None:  # (no config.json: open() refuses it)
+        if self.force or not self.has_results() or self.recorded() is None:
             return None
         diff = [k.replace("_sha1", "") for k in self.differences()]
         return f"{self.out}: {', '.join(diff)} differ" if diff else None
 
-    def open(self, config: Mapping[str, object]) -> RunState:
-        """Decide what the run does (before writing anything: a RecipeError leaves the directory as it was), clear
-        what an earlier attempt left where it starts again, and write config.json (``config`` + the fingerprint)."""
-        if os.path.isdir(self.out) and self.recorded() is None:  # not a run of the pipelines
-            refuse_foreign_files(self.out, re.compile(r"(?!)"), f"the run's files ({self.who})")
+    def check(self) -> None:
+        """What open() refuses, checked with nothing written: a file the run would write that is not the
+        pipeline's, or results (finished, or a checkpoint) made with other settings."""
+        refuse_foreign_writes(self.out, RUN_WRITES, f"the run {self.who.strip()}")
         why = self.stale()
         if why:
             finished = os.path.isfile(self.path("score.json"))
@@ -140,19 +135,25 @@ class RunDirectory:
                 f"{'finished' if finished else 'unfinished'} run with other settings: {why}; "
                 f"use --force{'' if finished else ' to start it again'} or another --work"
             )
+
+    def open(self, config: Mapping[str, object]) -> RunState:
+        """Decide what the run does (check() first: a RecipeError leaves the directory as it was), clear what an
+        earlier attempt left where it starts again (the pipeline's files only), and write config.json (``config`` +
+        the fingerprint)."""
+        self.check()
         if os.path.isfile(self.path("score.json")) and not self.force:
             return RunState(score=read_json(self.path("score.json")))
         state = RunState()
-        if os.path.isdir(self.out):
+        with ownership.writing(self.out):
             same = not self.force and not self.differences()
             last = self.path("checkpoint_last.pt")
             if same and os.path.isfile(self.path("train.done")) and os.path.isfile(self.checkpoint):
                 state.trained = read_json(self.path("train.done"))
                 say(f"{self.who}: training finished before, decoding {self.checkpoint}")
-            elif same and os.path.isfile(last) and self.resumable(self.out):
+            elif same and ownership.owns(last) and self.resumable(self.out):
                 state.resuming = True
                 say(f"{self.who}: resuming training from {last}")
-            elif same:  # nothing to resume from: start again, keeping the attempt's logs (x.log.N)
+            elif same and self.recorded() is not None:  # an attempt with nothing to resume from: keep its logs
                 what = (
                     self.why_not.format(last=last)
                     if os.path.isfile(last)
@@ -160,22 +161,19 @@ class RunDirectory:
                 )
                 kept = []
                 for name in sorted(os.listdir(self.out)):
-                    path = self.path(name)
-                    if name.endswith(".log") and os.path.isfile(path):
+                    if name.endswith(".log") and ownership.owns(self.path(name)):
                         n = 1
-                        while os.path.exists(f"{path}.{n}"):
+                        while os.path.lexists(f"{self.path(name)}.{n}"):
                             n += 1
-                        os.replace(path, f"{path}.{n}")
+                        ownership.rename(self.path(name), f"{self.path(name)}.{n}")
                         kept.append(f"{name}.{n}")
-                remove_outputs(self.out, RUN_OUTPUTS, keep=lambda name: re.fullmatch(r".+\.log\.\d+", name))
+                remove_owned(self.out, keep=lambda name: re.fullmatch(r".+\.log\.\d+", name))
                 say(f"{self.who}: {what}; starting again (its logs kept: {', '.join(kept) or 'none'})")
-            else:  # other settings of a run with nothing to keep, or --force: the run's files go, the user's stay
-                remove_outputs(self.out, RUN_OUTPUTS)
-                foreign = foreign_files(self.out, RUN_OUTPUTS)
+            else:  # a new run, other settings of a run with nothing to keep, or --force: the run's files go
+                foreign = remove_owned(self.out)
                 if foreign:
-                    say(f"{self.who}: starting again; kept in {self.out} (not the recipe's): {', '.join(foreign)}")
-        os.makedirs(self.out, exist_ok=True)
-        write_json(self.path("config.json"), {**config, "fingerprint": self.fingerprint})
+                    say(f"{self.who}: kept in {self.out} (not the pipeline's): {', '.join(foreign)}")
+            write_json(self.path("config.json"), {**config, "fingerprint": self.fingerprint})
         return state
 
     def write_score(self, temporary: str) -> dict:
@@ -184,13 +182,13 @@ class RunDirectory:
         return read_json(self.path("score.json"))
 
     def clean_checkpoints(self, keep: str = "used") -> None:
-        """``keep``: 'used' (the evaluated checkpoint only), 'all' or 'none'."""
+        """``keep``: 'used' (the evaluated checkpoint only), 'all' or 'none'; of the pipeline's checkpoints only."""
         if keep == "all":
             return
         used = os.path.basename(self.checkpoint)
-        for name in os.listdir(self.out):
+        for name in sorted(os.listdir(self.out)):
             if name.endswith(".pt") and (keep == "none" or name != used):
-                os.remove(self.path(name))
+                ownership.remove(self.path(name))
 
 
 def lock_work_directory(work: str):

@@ -16,7 +16,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from lexical_offline.textio import write_parallel
 
-from recipes import ROOT, reports
+from recipes import ROOT, ownership, reports
 from recipes.catalogue import (
     AUTHORS_DECODER,
     AUTHORS_GATE,
@@ -30,7 +30,7 @@ from recipes.catalogue import (
 from recipes.console import PROG, RecipeError, hms, say, show
 from recipes.execute import RunOutcome, RunSpec, execute_run
 from recipes.lla import LEXICON_UNIT_METRIC, LlaSteps
-from recipes.rundir import PREPROCESS_OUTPUTS, RunDirectory, lock_work_directory, refuse_foreign_files, remove_outputs
+from recipes.rundir import PREPROCESS_WRITES, RunDirectory, lock_work_directory, remove_owned
 from recipes.process import KEEP_BEST_TASK, child_env, run_concurrently, run_logged, tool
 from recipes.settings import (
     CPU_LSTM_ARCH_SIZES,
@@ -121,6 +121,15 @@ def out_of_vocabulary_notes(train, test, threshold: float = 0.05) -> List[str]:
     return notes
 
 
+def refuse_work_under_a_file(work: str) -> None:
+    """--work a/file.txt/sub would fail at its first write, with a traceback: say it now."""
+    path = work
+    while path != os.path.dirname(path):
+        if os.path.exists(path) and not os.path.isdir(path):
+            raise RecipeError(f"--work {work}: {path} is a file, not a directory")
+        path = os.path.dirname(path)
+
+
 def stale_runs_error(problems: Sequence[str], note: str = "") -> RecipeError:
     return RecipeError(
         "finished runs, or unfinished ones with a checkpoint, made with other settings (the train/generate/score "
@@ -140,6 +149,7 @@ class Recipe(LlaSteps):
     def __init__(self, task: Task, args):
         self.task, self.args = task, args
         self.work = os.path.abspath(args.work or task.default_work(args))
+        refuse_work_under_a_file(self.work)
         self.data_dir = self.work + "/data"
         self.bin = self.work + "/bin"
         self.lexdir = self.work + "/lexicons"
@@ -173,27 +183,44 @@ class Recipe(LlaSteps):
             raise RecipeError(f"--data {args.data}: not a directory")
         self.files = task.locate(os.path.abspath(args.data))
         self.data_sha1 = ""
+        self.lexicon_sha1_aside: Dict[str, str] = {}  # check_before_writing's lexicons built aside
 
     # -- preparation --------------------------------------------------------------------------------------------
     def prepare(self) -> Prepared:
+        """The task's pairs, checked against WORK (check_before_writing), then written with their data-bins."""
+        prep = self.prepared_pairs()
+        self.check_before_writing(prep)
+        self.write_data(prep)
+        return prep
+
+    def prepared_pairs(self) -> Prepared:
+        """The task's pairs, in memory, and their SHA-1 (self.data_sha1): nothing is written."""
         prep = self.task.prepare(self.args, self.files)
-        splits = {
+        # the SHA-1 of the files about to be written (sha1_files' of them): finished runs of other data are refused
+        # before WORK/data, the data-bin and the lexicons they were made from are replaced
+        digest = hashlib.sha1()
+        for name, pairs in self.splits(prep).items():
+            for side in (0, 1):
+                digest.update("".join(pair[side] + "\n" for pair in pairs).encode("utf-8") + b"\0")
+        self.data_sha1 = digest.hexdigest()
+        return prep
+
+    @staticmethod
+    def splits(prep: Prepared) -> Dict[str, list]:
+        """WORK/data's files: train, valid (train where the task has none), test and the lexicon's corpus."""
+        return {
             "train": prep.train,
             "valid": prep.valid if prep.valid is not None else prep.train,
             "test": prep.test,
             "lexcorpus": prep.lexcorpus,
         }
-        # the SHA-1 of the files about to be written (sha1_files' of them): finished runs of other data are refused
-        # before WORK/data, the data-bin and the lexicons they were made from are replaced
-        digest = hashlib.sha1()
-        for name in ("train", "valid", "test", "lexcorpus"):
-            for side in (0, 1):
-                digest.update("".join(pair[side] + "\n" for pair in splits[name]).encode("utf-8") + b"\0")
-        self.data_sha1 = digest.hexdigest()
-        self.refuse_runs_of_other_data()
-        os.makedirs(self.data_dir, exist_ok=True)
-        for name, pairs in splits.items():
-            write_parallel(f"{self.data_dir}/{name}", pairs)
+
+    def write_data(self, prep: Prepared) -> None:
+        """WORK/data (a file is rewritten only where its content changes), the data-bins, the lexicons."""
+        splits = self.splits(prep)
+        with ownership.writing(self.data_dir):
+            for name, pairs in splits.items():
+                write_parallel(f"{self.data_dir}/{name}", pairs)  # (a file whose content is the same stays)
         say(
             f"== data: {len(prep.train)} train, "
             + (f"{len(prep.valid)} validation, " if prep.valid is not None else "")
@@ -204,7 +231,44 @@ class Recipe(LlaSteps):
         self.preprocess(self.bin, self.preprocess_command(self.bin), "preprocess.log")
         if any(m in JOINED_DICT_MODELS for m in self.models):
             self.preprocess(self.bin_joined, self.preprocess_command(self.bin_joined), "preprocess_joined.log")
-        return prep
+
+    def planned_writes(self) -> List[str]:
+        """The files outside the run directories this invocation may write (the data-bins' are checked by name)."""
+        w = self.work
+        paths = [f"{w}/config.json", f"{w}/summary.json", f"{w}/preprocess.log", f"{w}/preprocess_joined.log"]
+        paths += [
+            f"{self.data_dir}/{n}.{ext}" for n in ("train", "valid", "test", "lexcorpus") for ext in ("src", "tgt")
+        ]
+        for method in self.lexicon_methods():
+            if not self.given_lexicon(method):
+                paths += [f"{self.lexdir}/{method}.{ext}" for ext in ("tsv", "log", "json")]
+        if self.args.jobs > 1 and len(self.pairs) > 1:
+            paths += [f"{w}/jobs/{model}_seed{seed}.log" for model, seed in self.pairs]
+        return paths + self.report_writes()
+
+    def report_writes(self) -> List[str]:
+        """The files the report writes besides summary.json (examples/custom's report folder)."""
+        return []
+
+    def report_dirs(self) -> List[str]:
+        return sorted({os.path.dirname(p) for p in self.report_writes()})
+
+    def check_before_writing(self, prep: Prepared, build_aside: bool = True) -> None:
+        """Everything that can refuse this invocation, with nothing written: a file the pipeline would write over
+        that it did not write (WORK, its data, data-bins and lexicons, every run's directory), runs made from other
+        data or with other settings."""
+        found = ownership.foreign(self.planned_writes())
+        for destdir in (self.bin, self.bin_joined):
+            found += ownership.foreign_in(destdir, PREPROCESS_WRITES)
+        ownership.refuse_foreign(found, "this run of the pipeline")
+        if not self.args.force:
+            self.refuse_runs_of_other_data()
+        if build_aside:
+            self.lexicon_sha1_aside = {
+                m: sha1 for m in self.lexicon_methods() if (sha1 := self.lexicon_to_be_built(m, prep)) is not None
+            }
+        for model, seed in self.pairs:
+            self.spec(model, seed, prep).directory().check()
 
     def refuse_runs_of_other_data(self) -> None:
         """A RecipeError if a finished run of this invocation, or an unfinished one with a checkpoint, was made from
@@ -254,12 +318,11 @@ class Recipe(LlaSteps):
         )
 
         def make():
-            if os.path.isdir(destdir):
-                refuse_foreign_files(destdir, PREPROCESS_OUTPUTS, "the data-bin")
-                remove_outputs(destdir, PREPROCESS_OUTPUTS)
+            remove_owned(destdir)  # an earlier data-bin (check_before_writing refused files not the pipeline's)
             run_logged(cmd, self.work + "/" + log, what="fairseq-preprocess")
 
-        secs = step.run(make)
+        with ownership.writing(self.work), ownership.writing(destdir):
+            secs = step.run(make)
         if secs is None:
             say(f"== fairseq-preprocess: up to date ({destdir})")
         else:
@@ -275,21 +338,48 @@ class Recipe(LlaSteps):
             return os.path.abspath(self.args.lexicon)
         return f"{self.lexdir}/{method}.tsv"
 
-    def lexicon_command(self, method: str) -> List[str]:
+    def lexicon_command(self, method: str, data_dir: str = "", lexdir: str = "") -> List[str]:
+        """build_lexicon.py for ``method`` from WORK/data's lexicon corpus into WORK/lexicons (or the given folders:
+        check_before_writing builds one aside)."""
         opts, _ = LEXICON_METHODS[method]
+        data_dir, lexdir = data_dir or self.data_dir, lexdir or self.lexdir
         return [
             sys.executable,
             os.path.join(ROOT, "tools", "build_lexicon.py"),
             *opts,
             *self.task.lexicon_build_args,
             "--src",
-            self.data_dir + "/lexcorpus.src",
+            data_dir + "/lexcorpus.src",
             "--tgt",
-            self.data_dir + "/lexcorpus.tgt",
+            data_dir + "/lexcorpus.tgt",
             "-o",
-            f"{self.lexdir}/{method}.tsv",
+            f"{lexdir}/{method}.tsv",
             "--no-progress",
         ]
+
+    def lexicon_step(self, method: str) -> Step:
+        cmd = self.lexicon_command(method)
+        key = {"data_sha1": self.data_sha1, "command": show(cmd[1:])}
+        log = f"{self.lexdir}/{method}.log"
+        return Step(f"build_lexicon.py --method {method}", f"{self.lexdir}/{method}.json", key, [cmd[-2]], log)
+
+    def lexicon_to_be_built(self, method: str, prep: Prepared) -> Optional[str]:
+        """The SHA-1 (sha1_lexicon_entries) of the lexicon this invocation would build, where it would replace the
+        one that finished or checkpointed runs were made with (built aside, in a temporary folder), else None."""
+        import tempfile
+
+        if self.args.force or self.given_lexicon(method) or self.lexicon_step(method).up_to_date():
+            return None
+        if not any(
+            MODELS[m].lexicon == method and RunDirectory(self.run_dir(m, s), {}, "", "").has_results()
+            for m, s in self.pairs
+        ):
+            return None
+        with tempfile.TemporaryDirectory(prefix="lexicon-check-") as tmp:
+            write_parallel(f"{tmp}/lexcorpus", prep.lexcorpus)
+            cmd = self.lexicon_command(method, tmp, tmp)
+            run_logged(cmd, f"{tmp}/{method}.log", what=f"build_lexicon.py --method {method}")
+            return sha1_lexicon_entries(cmd[-2])
 
     def lexicon_methods(self) -> List[str]:
         """The lexicon methods the models read, each once, in the models' order."""
@@ -300,22 +390,20 @@ class Recipe(LlaSteps):
         return method == "simple" and bool(self.args.lexicon)
 
     def build_lexicons(self) -> None:
-        os.makedirs(self.lexdir, exist_ok=True)
         for method in self.lexicon_methods():
             path = self.lexicon_path(method)
             desc = LEXICON_METHODS[method][1]
             if self.given_lexicon(method):
                 say(f"== lexicon (given with --lexicon): {count_entries(path)} entries in {path}")
                 continue
-            cmd = self.lexicon_command(method)
-            log = f"{self.lexdir}/{method}.log"
-            key = {"data_sha1": self.data_sha1, "command": show(cmd[1:])}
-            step = Step(f"build_lexicon.py --method {method}", f"{self.lexdir}/{method}.json", key, [path], log)
+            step, cmd = self.lexicon_step(method), self.lexicon_command(method)
             # a --jobs child's --force re-runs its pair only: the parent has rebuilt the lexicons its siblings use
             force = self.args.force and not self.args.as_job
-            secs = step.run(lambda: run_logged(cmd, log, what=step.name), force)
+            with ownership.writing(self.lexdir):
+                secs = step.run(lambda: run_logged(cmd, step.log, what=step.name), force)
             done = "up to date" if secs is None else hms(secs)
             say(f"== lexicon ({desc}): {count_entries(path)} entries in {path} ({done})")
+        self.lexicon_sha1_aside = {}  # built now: the fingerprints read the files
 
     # -- one (model, seed) ---------------------------------------------------------------------------------------
     def arch(self, spec: ModelSpec) -> str:
@@ -536,8 +624,8 @@ class Recipe(LlaSteps):
             )  # nor does the log format (runs made before json)
 
         spec = MODELS[model]
-        lex_sha1 = None
-        if spec.lexicon in LEXICON_METHODS and os.path.isfile(self.lexicon_path(spec.lexicon)):
+        lex_sha1 = self.lexicon_sha1_aside.get(spec.lexicon)
+        if lex_sha1 is None and spec.lexicon in LEXICON_METHODS and os.path.isfile(self.lexicon_path(spec.lexicon)):
             lex_sha1 = sha1_lexicon_entries(self.lexicon_path(spec.lexicon))
         return {"data_sha1": self.data_sha1, "lexicon_sha1": lex_sha1, **{k: norm(v) for k, v in commands.items()}}
 
@@ -602,6 +690,10 @@ class Recipe(LlaSteps):
 
     def run_damage(self, model: str, seed: int, out: str, index: str) -> None:
         """tools/damage.py on the evaluated checkpoint: OUT/damage.json (its JSON, the command and the time)."""
+        with ownership.writing(out):
+            self._run_damage(model, seed, out, index)
+
+    def _run_damage(self, model: str, seed: int, out: str, index: str) -> None:
         cmd = self.damage_command(model, seed, out)
         path = f"{out}/damage.json"
         if os.path.isfile(path) and not self.args.force and read_json(path).get("command") == show(cmd):
@@ -615,7 +707,7 @@ class Recipe(LlaSteps):
             return
         secs = run_logged(cmd, path + ".tmp", f"{out}/damage.log", what=f"damage.py ({model}, seed {seed})")
         result = read_json(path + ".tmp")
-        os.remove(path + ".tmp")
+        ownership.remove(path + ".tmp")
         for r in result["results"]:
             r.get("damage", {}).pop("parameters", None)  # the per-parameter list stays in damage.log's run only
         write_json(path, {"command": show(cmd), "seconds": round(secs, 1), **result})
@@ -808,6 +900,7 @@ class Recipe(LlaSteps):
                 + ("; --damage " + self.damage if self.damage is not None else "")
             )
         say(f"== models: {', '.join(self.models)}; seeds: {', '.join(map(str, self.seeds))}")
+        self.check_extra_options()
         if self.args.dry_run:
             # the tasks' prepare only reads (prepare() writes): the data's warnings, as a real run gives them
             prep = self.task.prepare(self.args, self.files)
@@ -847,12 +940,22 @@ class Recipe(LlaSteps):
                     f"{self.work}/jobs/<model>_seed<N>.log)"
                 )
             return 0
+        prep = self.prepared_pairs()
+        self.check_before_writing(prep)  # a refusal leaves WORK as it was
         os.makedirs(self.work, exist_ok=True)
         if not self.args.as_job:  # --jobs children and campaign runs work under their parent's lock
             self._lock = lock_work_directory(self.work)
-        if not self.args.as_job:  # the parent's config.json holds the whole invocation
-            write_json(self.work + "/config.json", self.config())
-        prep = self.prepare()
+            self.check_before_writing(prep, build_aside=False)  # unchanged since, now that no other recipe can
+            # a WORK of an earlier version: its files are recorded by their names, as it saw them
+            ownership.adopt(
+                [self.data_dir, self.bin, self.bin_joined, self.lexdir, self.work + "/jobs"]
+                + self.report_dirs()
+                + [self.run_dir(m, s) for m, s in self.pairs]
+                + [self.work]
+            )
+            with ownership.writing(self.work):  # the parent's config.json holds the whole invocation
+                write_json(self.work + "/config.json", self.config())
+        self.write_data(prep)
         self.build_lexicons()
         if self.args.prepare_only:
             say(f"== prepared (--prepare-only): {self.work}; no model trained")
@@ -864,13 +967,44 @@ class Recipe(LlaSteps):
             failed = []
             self.run_pairs(prep)
         if not self.args.as_job:  # the parent reports over every pair
-            self.report(time.time() - t0)
+            with ownership.writing(self.work):
+                self.report(time.time() - t0)
         if failed:
             raise RecipeError(
                 f"{len(failed)} of {len(self.pairs)} (model, seed) pairs failed "
                 "(the table above is over the others):\n  " + "\n  ".join(failed)
             )
         return 0
+
+    def check_extra_options(self) -> None:
+        """--train-args and --generate-args, parsed by fairseq's own parsers against each model's real commands
+        (its task and architecture), before anything runs or is written: a mistyped option must not wait for the
+        first model's training to end."""
+        if not (self.args.train_args.strip() or self.args.generate_args.strip()):
+            return
+        import contextlib
+        import io
+
+        with contextlib.redirect_stderr(io.StringIO()):  # fairseq's import-time notices
+            from fairseq import options
+
+        prep = Prepared([], None, [], [], {}, score_args=[])
+        for model in self.models:
+            commands = self.commands(model, self.seeds[0], self.run_dir(model, self.seeds[0]), prep)
+            for step, parser, given in (
+                ("train", options.get_training_parser, self.args.train_args),
+                ("generate", options.get_generation_parser, self.args.generate_args),
+            ):
+                if not given.strip():
+                    continue
+                err = io.StringIO()
+                try:
+                    with contextlib.redirect_stderr(err):
+                        options.parse_args_and_arch(parser(), input_args=[str(c) for c in commands[step][1:]])
+                except SystemExit:
+                    why = (err.getvalue().strip().splitlines() or ["rejected"])[-1].split("error: ", 1)[-1]
+                    option = "--train-args" if step == "train" else "--generate-args"
+                    raise RecipeError(f"{option} {given!r}: fairseq-{step} ({model}) says: {why}") from None
 
     @property
     def pairs(self) -> List[Tuple[str, int]]:
@@ -922,7 +1056,6 @@ class Recipe(LlaSteps):
         too (the child skips them, or damages them with --damage). Returns the failed ones, with their logs."""
         pairs = self.pairs
         jobs_dir = self.work + "/jobs"  # not in the run directory: the child may delete and recreate that
-        os.makedirs(jobs_dir, exist_ok=True)
         logs = [f"{jobs_dir}/{model}_seed{seed}.log" for model, seed in pairs]
         env = child_env(self.args.jobs)
         # the children import this very package (and lexical_offline from the checkout) whatever started us
@@ -953,15 +1086,16 @@ class Recipe(LlaSteps):
                 f"{len(done)} done ({len(failed)} failed), {len(waiting)} waiting"
             )
 
-        run_concurrently(
-            [self.job_command(m, s) for m, s in pairs],
-            logs,
-            self.args.jobs,
-            env=env,
-            on_start=on_start,
-            on_end=on_end,
-            on_progress=on_progress,
-        )
+        with ownership.writing(jobs_dir):
+            run_concurrently(
+                [self.job_command(m, s) for m, s in pairs],
+                logs,
+                self.args.jobs,
+                env=env,
+                on_start=on_start,
+                on_end=on_end,
+                on_progress=on_progress,
+            )
         return failed
 
     def report(self, seconds: float) -> None:
