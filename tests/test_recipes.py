@@ -719,6 +719,21 @@ def test_decode_jobs_split_generation_and_concatenate_the_shards(tmp_path, monke
     assert time.time() - start < 30
 
 
+def test_each_program_gets_the_idle_cores_as_threads(monkeypatch):
+    """Issue 70, defect 12: a custom run trained with torch's default threads (one per core); beside one other busy
+    process it fell from 8,900 to 110-130 target tokens/s, 70x slower (docs/benchmarks.md)."""
+    from recipes import process
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    for load, jobs, threads in ((0.2, 1, "4"), (1.7, 1, "2"), (3.9, 1, "1"), (0.0, 2, "2"), (2.0, 4, "1")):
+        monkeypatch.setattr(os, "getloadavg", lambda: (load, 0.0, 0.0))
+        monkeypatch.setattr(process, "_IDLE_CORES", None)
+        assert process.child_env(jobs)["OMP_NUM_THREADS"] == threads, (load, jobs)
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")  # the user's choice stays
+    assert process.child_env(2)["OMP_NUM_THREADS"] == "3"
+
+
 def test_run_concurrently_limits_logs_and_reports_each_exit_status(tmp_path, monkeypatch):
     from recipes import process
 

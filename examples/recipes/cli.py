@@ -67,7 +67,7 @@ def build_parser(task: Task) -> argparse.ArgumentParser:
         metavar="N",
         help="after the preparation run up to N (model, seed) pairs at once, each as its own recipe "
         "process (python -m recipes ... --models M --seed-list S --jobs 1) logging to "
-        "WORK/jobs/<model>_seed<N>.log, with cores/N threads unless OMP_NUM_THREADS is set; a failed "
+        "WORK/jobs/<model>_seed<N>.log, with idle cores/N threads unless OMP_NUM_THREADS is set; a failed "
         "pair does not stop the others (default %(default)s; 1: one after the other, in this process)",
     )
     # a --jobs child: the parent prepared the work directory, writes its config.json and the report
@@ -211,7 +211,7 @@ def build_parser(task: Task) -> argparse.ArgumentParser:
         default=1,
         metavar="N",
         help="split each fairseq-generate over N processes (its --distributed-world-size N "
-        "--distributed-rank i: the same batches, dealt out), each with cores/N threads unless "
+        "--distributed-rank i: the same batches, dealt out), each with idle cores/N threads unless "
         "OMP_NUM_THREADS is set; the outputs are concatenated (default 1)",
     )
     task.add_args(parser)

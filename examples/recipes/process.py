@@ -35,12 +35,30 @@ def tool(name: str) -> str:
 KEEP_BEST_TASK = ("--task", "lexical_translation")
 
 
+def idle_cores() -> int:
+    """The cores of this process not already busy when the pipeline started (the 1-minute load average), at least
+    1; measured once, so that the pipeline's own runs do not count."""
+    global _IDLE_CORES
+    if _IDLE_CORES is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        try:
+            busy = int(os.getloadavg()[0] + 0.5)
+        except OSError:
+            busy = 0
+        _IDLE_CORES = max(1, cores - busy)
+    return _IDLE_CORES
+
+
+_IDLE_CORES = None
+
+
 def child_env(jobs: int = 1) -> Dict[str, str]:
-    """The environment of a started program; one of `jobs` running at once gets cores / jobs threads unless
-    OMP_NUM_THREADS is set (a thread per core each would oversubscribe the cores)."""
+    """The environment of a started program; one of `jobs` running at once gets the idle cores / jobs threads
+    unless OMP_NUM_THREADS is set: torch's default, a thread per core, oversubscribes a busy machine, and its OpenMP
+    threads waiting for busy cores made training 70x slower on a loaded 2-core machine (docs/benchmarks.md)."""
     env = dict(os.environ, PYTHONWARNINGS="ignore")
-    if jobs > 1 and "OMP_NUM_THREADS" not in env:
-        env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // jobs))
+    if "OMP_NUM_THREADS" not in env:
+        env["OMP_NUM_THREADS"] = str(max(1, idle_cores() // jobs))
     return env
 
 

@@ -63,6 +63,8 @@ RESUME_SAVE = (
 )
 
 
+THREADS_RULE = "as set, else the cores idle at the start"
+
 RESULT_LINE = re.compile(r"\[\d+/\d+\] (seed \d+  .*)")  # run_one's result (or skip) line of a pair
 
 
@@ -965,6 +967,8 @@ class Recipe(LlaSteps):
             failed = self.run_jobs()
         else:
             failed = []
+            if not self.args.as_job:
+                say(f"== {child_env()['OMP_NUM_THREADS']} CPU thread(s) per program (OMP_NUM_THREADS: {THREADS_RULE})")
             self.run_pairs(prep)
         if not self.args.as_job:  # the parent reports over every pair
             with ownership.writing(self.work):
