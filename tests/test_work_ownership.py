@@ -298,3 +298,23 @@ def test_a_work_directory_of_an_earlier_version_is_adopted(fake_fairseq, tmp_pat
     assert ownership.owns(str(work / "data" / "train.src")) and ownership.owns(
         str(work / "simple" / "seed1" / "score.json")
     )
+
+
+def test_after_a_killed_step_only_what_it_wrote_is_taken(tmp_path, monkeypatch):
+    """What a step killed before recording left: the files it created and the pipeline's files it changed; a user's
+    file changed meanwhile stays the user's."""
+    with ownership.writing(str(tmp_path)):
+        (tmp_path / "train.log").write_text("ours")
+    (tmp_path / "notes.txt").write_text("mine")
+    step = ownership.writing(str(tmp_path))
+    step.__enter__()  # ... and never leaves: SIGKILL
+    monkeypatch.setattr(ownership, "_active", {})
+    (tmp_path / "train.log").write_text("ours, appended to")
+    (tmp_path / "checkpoint_last.pt").write_text("new")
+    (tmp_path / "notes.txt").write_text("mine, edited")
+    assert ownership.owns(str(tmp_path / "train.log")) and ownership.owns(str(tmp_path / "checkpoint_last.pt"))
+    assert not ownership.owns(str(tmp_path / "notes.txt"))
+    with ownership.writing(str(tmp_path)):  # the next step settles the record
+        pass
+    assert not ownership.remove(str(tmp_path / "notes.txt")) and (tmp_path / "notes.txt").read_text() == "mine, edited"
+    assert ownership.remove(str(tmp_path / "checkpoint_last.pt"))

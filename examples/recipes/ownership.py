@@ -8,8 +8,9 @@ file of that name it refuses before writing anything (refuse_foreign).
 A step that writes into a directory runs inside ``writing(directory)``: the directory's state before the step is
 recorded first ("running"), and when the step ends, however it ends (error, Ctrl-C, SIGTERM), the files it created
 or changed are recorded. Only a step killed with no chance to record (SIGKILL, a power cut) leaves its "running"
-record behind; the files created or changed since that snapshot are then taken as that step's (and said so): the
-one case where a file put there by hand in the meantime would be taken for the pipeline's.
+record behind; the files created since that snapshot, and those of the pipeline's it changed, are then taken as
+that step's (and said so): the one case where a file put there by hand in the meantime would be taken for the
+pipeline's.
 
 Directories written before these records existed (a recipe's config.json, a run's fingerprint, a data-bin's
 prepared.json say so) are adopted by the names the pipelines wrote then (LEGACY_NAMES), in memory until the next
@@ -55,6 +56,15 @@ def _files(directory: str) -> Dict[str, List[int]]:
         if name != OWNED and (s := _state(os.path.join(directory, name))) is not None:
             out[name] = s
     return out
+
+
+def _made_by_step(name: str, now: List[int], before: Dict[str, List[int]], recorded: Dict[str, List[int]]) -> bool:
+    """Whether a step that started with the directory's files in state ``before`` (the pipeline's as ``recorded``)
+    wrote ``name``, now in state ``now``: a new file, or a changed one that was the pipeline's (the checks before
+    a step refuse a user's file of a name it writes, so a changed user's file was changed by someone else)."""
+    if name not in before:
+        return True
+    return before[name] != now and recorded.get(name) == before[name]
 
 
 def _legacy(directory: str) -> bool:
@@ -106,8 +116,9 @@ class Record:
             return False
         if self.files.get(name) == now:
             return True
-        # a step killed before it could record: what it created or changed is its own
-        return self.running is not None and self.running["before"].get(name) != now
+        # a step killed before it could record: what it created, or changed of its own, is its own
+        running = self.running
+        return running is not None and _made_by_step(name, now, running["before"], running.get("recorded", {}))
 
     def settle(self) -> None:
         """Take an interrupted step's files into ``files`` (said once), and forget files no longer there."""
@@ -199,8 +210,13 @@ def writing(directory: str) -> Iterator[None]:
     os.makedirs(directory, exist_ok=True)
     record = Record(directory)
     record.settle()
-    before = _files(directory)
-    record.running = {"pid": os.getpid(), "started": datetime.datetime.now().isoformat(), "before": before}
+    before, recorded = _files(directory), dict(record.files)
+    record.running = {
+        "pid": os.getpid(),
+        "started": datetime.datetime.now().isoformat(),
+        "before": before,
+        "recorded": recorded,
+    }
     record.save()
     _active[directory] = 1
     try:
@@ -209,7 +225,7 @@ def writing(directory: str) -> Iterator[None]:
         _active.pop(directory, None)
         record = Record(directory)  # remove() and rename() may have changed it inside the block
         after = _files(directory)
-        record.files.update({n: s for n, s in after.items() if before.get(n) != s})
+        record.files.update({n: s for n, s in after.items() if _made_by_step(n, s, before, recorded)})
         record.files = {n: s for n, s in record.files.items() if after.get(n) == s}
         record.running = None
         record.save()

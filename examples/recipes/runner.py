@@ -220,9 +220,10 @@ class Recipe(LlaSteps):
     def write_data(self, prep: Prepared) -> None:
         """WORK/data (a file is rewritten only where its content changes), the data-bins, the lexicons."""
         splits = self.splits(prep)
-        with ownership.writing(self.data_dir):
-            for name, pairs in splits.items():
-                write_parallel(f"{self.data_dir}/{name}", pairs)  # (a file whose content is the same stays)
+        if not all(self.data_written(name, pairs) for name, pairs in splits.items()):  # (--jobs children: written)
+            with ownership.writing(self.data_dir):
+                for name, pairs in splits.items():
+                    write_parallel(f"{self.data_dir}/{name}", pairs)  # (a file whose content is the same stays)
         say(
             f"== data: {len(prep.train)} train, "
             + (f"{len(prep.valid)} validation, " if prep.valid is not None else "")
@@ -233,6 +234,18 @@ class Recipe(LlaSteps):
         self.preprocess(self.bin, self.preprocess_command(self.bin), "preprocess.log")
         if any(m in JOINED_DICT_MODELS for m in self.models):
             self.preprocess(self.bin_joined, self.preprocess_command(self.bin_joined), "preprocess_joined.log")
+
+    def data_written(self, name: str, pairs) -> bool:
+        """Whether WORK/data/NAME.src and .tgt hold ``pairs`` already."""
+        for side, ext in ((0, "src"), (1, "tgt")):
+            path = f"{self.data_dir}/{name}.{ext}"
+            data = "".join(pair[side] + "\n" for pair in pairs).encode("utf-8")
+            if not (os.path.isfile(path) and os.path.getsize(path) == len(data)):
+                return False
+            with open(path, "rb") as f:
+                if f.read() != data:
+                    return False
+        return True
 
     def planned_writes(self) -> List[str]:
         """The files outside the run directories this invocation may write (the data-bins' are checked by name)."""
@@ -323,8 +336,10 @@ class Recipe(LlaSteps):
             remove_owned(destdir)  # an earlier data-bin (check_before_writing refused files not the pipeline's)
             run_logged(cmd, self.work + "/" + log, what="fairseq-preprocess")
 
-        with ownership.writing(self.work), ownership.writing(destdir):
-            secs = step.run(make)
+        secs = None
+        if not step.up_to_date():  # (--jobs children find it so: they write nothing here)
+            with ownership.writing(self.work), ownership.writing(destdir):
+                secs = step.run(make)
         if secs is None:
             say(f"== fairseq-preprocess: up to date ({destdir})")
         else:
@@ -401,8 +416,10 @@ class Recipe(LlaSteps):
             step, cmd = self.lexicon_step(method), self.lexicon_command(method)
             # a --jobs child's --force re-runs its pair only: the parent has rebuilt the lexicons its siblings use
             force = self.args.force and not self.args.as_job
-            with ownership.writing(self.lexdir):
-                secs = step.run(lambda: run_logged(cmd, step.log, what=step.name), force)
+            secs = None
+            if force or not step.up_to_date():
+                with ownership.writing(self.lexdir):
+                    secs = step.run(lambda: run_logged(cmd, step.log, what=step.name), force)
             done = "up to date" if secs is None else hms(secs)
             say(f"== lexicon ({desc}): {count_entries(path)} entries in {path} ({done})")
         self.lexicon_sha1_aside = {}  # built now: the fingerprints read the files
