@@ -258,6 +258,19 @@ def build_model(data_dir, *model_args):
     return build(data_dir, *model_args)
 
 
+def toy_lexical_model(toy_data):
+    """(model, task, args): an untrained lex_lstm_small with the toy lexicon under --task lexical_translation."""
+    return build_model(
+        toy_data / "bin",
+        "--arch",
+        "lex_lstm_small",
+        "--lexicon",
+        toy_data / "lexicon.tsv",
+        "--task",
+        "lexical_translation",
+    )
+
+
 def save_checkpoint(path, args, model, without=()):
     """A checkpoint fairseq's loaders read, as fairseq-train writes it (config, model, an optimizer history);
     `without`: model settings left out of the saved config, as an older version of the code saved it."""

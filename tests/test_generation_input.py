@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, build_model, run_cli, save_checkpoint
+from conftest import REPO, run_cli, save_checkpoint, toy_lexical_model
 
 USER_DIR = os.path.join(REPO, "fairseq_lexical")
 
@@ -18,15 +18,7 @@ USER_DIR = os.path.join(REPO, "fairseq_lexical")
 @pytest.fixture(scope="module")
 def checkpoint(toy_data, tmp_path_factory):
     """An untrained lex_lstm_small checkpoint of the toy task: these inputs are refused before any search."""
-    model, _, args = build_model(
-        toy_data / "bin",
-        "--arch",
-        "lex_lstm_small",
-        "--lexicon",
-        toy_data / "lexicon.tsv",
-        "--task",
-        "lexical_translation",
-    )
+    model, _, args = toy_lexical_model(toy_data)
     path = tmp_path_factory.mktemp("generation_input") / "checkpoint.pt"
     save_checkpoint(path, args, model)
     return path

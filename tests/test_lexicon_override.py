@@ -5,7 +5,7 @@ import logging
 import pytest
 import torch
 
-from conftest import build_model, run_cli, save_checkpoint
+from conftest import run_cli, save_checkpoint, toy_lexical_model
 from test_lexical_head import random_inputs, random_table
 from fairseq_lexical.modules import LexicalTranslationHead
 
@@ -52,16 +52,7 @@ def test_the_gate_bias_follows_the_attention_on_overridden_words():
 
 @pytest.fixture(scope="module")
 def toy_model(toy_data):
-    model, task, args = build_model(
-        toy_data / "bin",
-        "--arch",
-        "lex_lstm_small",
-        "--lexicon",
-        toy_data / "lexicon.tsv",
-        "--task",
-        "lexical_translation",
-    )
-    return model, task, args
+    return toy_lexical_model(toy_data)
 
 
 def test_the_task_overrides_for_one_generator_and_reports_what_it_skips(toy_model, tmp_path, caplog):
