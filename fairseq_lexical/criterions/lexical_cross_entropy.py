@@ -14,7 +14,7 @@ from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_loss
 from fairseq.dataclass import FairseqDataclass
 
-from ..modules.lexical_head import fp32_or_wider
+from ..modules.precision import fp32_or_wider
 
 
 @dataclass

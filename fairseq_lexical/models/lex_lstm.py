@@ -30,7 +30,7 @@ from fairseq.models.lstm import (
 from fairseq.models.lstm import base_architecture as lstm_base_architecture
 from fairseq.modules import FairseqDropout
 
-from ..modules.lexical_head import autocast_off, autocast_on, fp32_linear, fp32_or_wider
+from ..modules.precision import autocast_off, autocast_on, fp32_linear, fp32_or_wider
 from .keep_best_hub import KeepBestHub
 from .lexical_decoder import GateFeatures, LexicalDecoder, add_lexical_decoder_args, lexical_decoder_defaults
 
@@ -169,6 +169,55 @@ class StepProduct:
         return torch.addmm(self.bases[t], x, self.operand)
 
 
+class LoopAttention:
+    """The attention of the loop's steps: alpha_t = softmax_j(s_j . q_t) (B x S, fp32 as ``lstm_attention``: the
+    head reads it, eq. 9) and the output's share of the context, W_c c_t = sum_j alpha_tj W_c s_j (B x H). states: s_j
+    (B x S x C), values: W_c s_j (B x S x H), padding_mask: S x B (fairseq's encoder_padding_mask) or None.
+
+    With ``defer`` (training, with operands of the scores' dtype) both products are ``StepProduct``s, the mask the
+    base of the scores: the keys' and values' gradients are then computed once, over all steps. Otherwise each step
+    multiplies directly and makes the scores fp32 after the product (``lstm_attention``: autocast, half models)."""
+
+    def __init__(self, states: Tensor, values: Tensor, padding_mask: Optional[Tensor], steps: int, defer: bool):
+        self.keys = states.transpose(1, 2).contiguous()  # B x C x S: (1 x C) @ (C x S) is bmm's fast case on CPUs
+        self.values = values
+        wide = fp32_or_wider(states).dtype
+        self.mask_bias = None  # B x S of 0 and -inf, added to the scores
+        if padding_mask is not None:
+            zeros = torch.zeros(padding_mask.shape[::-1], dtype=wide, device=states.device)
+            self.mask_bias = zeros.masked_fill(padding_mask.transpose(0, 1), float("-inf"))
+        self.scores = self.attended = None
+        if defer:
+            bsz, _, src_len = self.keys.shape
+            score_base = self.keys.new_zeros((), dtype=wide).expand(steps, bsz, 1, src_len)
+            if self.mask_bias is not None:
+                score_base = score_base + self.mask_bias.unsqueeze(1)
+            self.scores = StepProduct(score_base, self.keys, True)
+            self.attended = StepProduct(values.new_zeros(()).expand(steps, bsz, 1, values.size(2)), values, True)
+
+    def __call__(self, t: int, query: Tensor):
+        """(alpha_t, W_c c_t) at step t from the query q_t (B x C)."""
+        if self.scores is not None:
+            attn = torch.softmax(self.scores(t, query.unsqueeze(1)).squeeze(1), dim=1)
+            return attn, self.attended(t, attn.unsqueeze(1)).squeeze(1)
+        attn = lstm_attention(self.keys, query.type_as(self.keys), self.mask_bias)
+        return attn, torch.bmm(attn.unsqueeze(1).type_as(self.values), self.values).squeeze(1)
+
+
+def attentional_output(
+    hidden_share: Tensor, context_share: Tensor, rest: Optional[Tensor] = None, write_mask: Optional[Tensor] = None
+) -> Tensor:
+    """o_t from its shares W_h h_t and W_c c_t: luong (``rest`` None), tanh(W [c_t; h_t]); combined,
+    W [e(y_t-1); o_t-1; h_t; c_t] + b with ``rest`` = W_e e(y_t-1) + W_f o_t-1 + b, linear, times the write
+    dropout's mask where there is one and clamped at _O_T_BOUND."""
+    if rest is None:
+        return torch.tanh(hidden_share + context_share)
+    out = (hidden_share + rest) + context_share
+    if write_mask is not None:
+        out = out * write_mask
+    return out.clamp(-_O_T_BOUND, _O_T_BOUND)  # see _O_T_BOUND
+
+
 class Float32Linear(nn.Linear):
     """nn.Linear computed in fp32 whatever its parameters' dtype and autocast (the parameters keep their dtype)."""
 
@@ -298,12 +347,6 @@ class LexLSTMDecoder(LexicalDecoder, FairseqIncrementalDecoder):
         hiddens, cells, feed = state
         hiddens, cells = list(hiddens), list(cells)
         enc = encoder_out[0].transpose(0, 1)  # B x S x C
-        keys = enc.transpose(1, 2).contiguous()  # B x C x S: (1 x C) @ (C x S) per row is bmm's fast case on CPUs
-        mask = encoder_out[3]
-        mask_bias = None
-        if mask is not None:
-            mask_bias = torch.zeros(mask.shape[::-1], dtype=fp32_or_wider(enc).dtype, device=enc.device)
-            mask_bias = mask_bias.masked_fill(mask.transpose(0, 1), float("-inf"))
         steps, bsz, E, H, C = embedded.size(1), embedded.size(0), embedded.size(2), self.hidden_size, enc.size(2)
         wide = fp32_or_wider(enc).dtype
         # Deferred gradients of the operands shared by all steps (weights, keys): where training, and where the
@@ -351,17 +394,13 @@ class LexLSTMDecoder(LexicalDecoder, FairseqIncrementalDecoder):
             ]
             query_base = b_query if b_query is not None else w_query.new_zeros(())
             query = StepProduct(query_base.expand(steps, bsz, C + H), w_query, defer)
-            if defer:
-                score_base = enc.new_zeros((), dtype=wide).expand(steps, bsz, 1, enc.size(1))
-                if mask_bias is not None:
-                    score_base = score_base + mask_bias.unsqueeze(1)
-                scores = StepProduct(score_base, keys, True)
-                attended = StepProduct(enc_out.new_zeros(()).expand(steps, bsz, 1, H), enc_out, True)
+            attention = LoopAttention(enc, enc_out, encoder_out[3], steps, defer)
         between = [self.step_masks(self.dropout_out_module, steps, hiddens[i]) for i in range(1, self.num_layers)]
         out_masks = self.step_masks(self.dropout_out_module, steps, feed)
         write_masks = self.step_masks(self.write_dropout, steps, feed) if combined else None
         feed_masks = self.step_masks(self.dropout_in_module, steps, feed) if self.feed_dropout else None
         outputs, tops, weights = [], [], []
+        out_partial = None
         for t in range(steps):
             if feed_masks is not None:
                 feed = feed * feed_masks[t]
@@ -381,19 +420,8 @@ class LexLSTMDecoder(LexicalDecoder, FairseqIncrementalDecoder):
                     h, c = lstm_cell_from_gates(upper[i - 1][0](t, x), upper[i - 1][1](t, hiddens[i]), cells[i])
                     hiddens[i], cells[i] = h, c
                 q, out_h = query(t, fp32_or_wider(h) if combined else h).split([C, H], dim=1)
-            if defer:
-                attn = torch.softmax(scores(t, q.unsqueeze(1)).squeeze(1), dim=1)  # B x S, fp32 (lstm_attention)
-                attn_out = attended(t, attn.unsqueeze(1)).squeeze(1)  # W_c c_t
-            else:
-                attn = lstm_attention(keys, q.type_as(keys), mask_bias)
-                attn_out = torch.bmm(attn.unsqueeze(1).type_as(enc_out), enc_out).squeeze(1)
-            if combined:
-                out = (out_h + out_partial) + attn_out
-                if write_masks is not None:
-                    out = out * write_masks[t]
-                out = out.clamp(-_O_T_BOUND, _O_T_BOUND)  # see _O_T_BOUND
-            else:
-                out = torch.tanh(out_h + attn_out)
+            attn, attn_out = attention(t, q)  # alpha_t (B x S, fp32) and W_c c_t
+            out = attentional_output(out_h, attn_out, out_partial, None if write_masks is None else write_masks[t])
             if out_masks is not None:
                 out = out * out_masks[t]
             feed = out

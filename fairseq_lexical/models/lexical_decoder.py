@@ -16,7 +16,8 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
 from torch import Tensor
 import torch
 
-from ..modules.lexical_head import LexicalTranslationHead, fp32_or_wider
+from ..modules.lexical_head import LexicalTranslationHead
+from ..modules.precision import fp32_or_wider
 from .lexicon_options import add_lexicon_args, build_lexical_head, lexicon_arch_defaults
 
 Feature = Union[Tensor, Callable[[], Tensor]]

@@ -7,60 +7,43 @@
 With L = I on shared strings this is the copy mechanism (eqs. 7-8). L is a sparse table (up to k targets per
 source id, plus a mass per row spread uniformly over the target vocabulary), so p_lex is a scatter-add over the
 batch's source positions and no |V_x| x |V_y| tensor is built per batch. The mixture and its log are computed in fp32,
-in log space, so that a token with no lexical mass still gets a finite log-probability.
+in log space, so that a token with no lexical mass still gets a finite log-probability (lexical_kernels.py; the
+precision rule in precision.py). This module holds L, the gate and their state: checkpoints, overrides, the rows
+kept per sentence in incremental decoding.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import math
 from typing import Dict, Optional, Tuple
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from fairseq.incremental_decoding_utils import with_incremental_state
 
 from lexical_offline.lexicon.table import LexiconTable
 
+from .lexical_kernels import (
+    _distinct_slots,
+    _SparseLexicalMixture,
+    lexical_mixture_log_probs,
+    renormalized_without,
+    scatter_overwrite_softmax,
+    sparse_mixture_no_grad,
+)
+from .precision import TINY, fp32_linear, fp32_or_wider
+
 logger = logging.getLogger(__name__)
 
-_TINY = torch.finfo(torch.float32).tiny
 GATE_FORMS = ("sigmoid", "copy_token")
 # Logit given to the unused slots of a trainable sparse row: finite (a -inf row would turn softmax into NaN
 # for rows with no slot at all) but far below any real entry.
 _EMPTY_SLOT_LOGIT = -1e4
 # the tensors that hold L's rows, in one form of the table or another
 _ROW_TABLES = ("lexicon_targets", "lexicon_weights", "lexicon_uniform_rows", "lexicon_logits", "lexicon_slot_mask")
-
-
-def fp32_or_wider(x: Tensor) -> Tensor:
-    """x in fp32, or as it is when wider (fp64: a float64 model stays float64, e.g. to compare implementations)."""
-    return x if x.dtype == torch.float64 else x.float()
-
-
-def autocast_on(device_type: str) -> bool:
-    try:
-        return torch.is_autocast_enabled(device_type)
-    except TypeError:  # torch < 2.4: CUDA's autocast only, or CPU's by its own function
-        return torch.is_autocast_enabled() if device_type == "cuda" else torch.is_autocast_cpu_enabled()
-
-
-def autocast_off(device_type: str):
-    """A context without autocast: autocast's own context where autocast is on, else nothing (entering and leaving
-    autocast's context is not free, and a decoder step may do it several times)."""
-    return torch.autocast(device_type, enabled=False) if autocast_on(device_type) else contextlib.nullcontext()
-
-
-def fp32_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
-    """x W^T + b in fp32 (or wider) whatever the tensors' dtypes and autocast (for quantities with an unbounded
-    range)."""
-    w = fp32_or_wider
-    with autocast_off(x.device.type):
-        return F.linear(w(x), w(weight), None if bias is None else w(bias))
 
 
 def lexicon_fingerprint(*tensors: Tensor) -> Tensor:
@@ -81,197 +64,6 @@ def fingerprint_hex(fingerprint: Tensor) -> str:
 
 class LexiconMismatchError(ValueError):
     """A checkpoint holds another lexicon than the one the model was built from (`--lexicon`)."""
-
-
-def log1mexp(log_p: Tensor) -> Tensor:
-    """log(1 - e^x) for x <= 0, accurate for p = e^x near 0 and near 1."""
-    return torch.where(log_p > -math.log(2.0), torch.log(-torch.expm1(log_p)), torch.log1p(-torch.exp(log_p)))
-
-
-def renormalized_without(log_probs: Tensor, index: int) -> Tensor:
-    """log p(w | w != index): that word's probability set to 0, the others divided by what is left, 1 - p(index),
-    taken from log p(index) alone (log(1 - e^x), accurate for p near 0 and near 1): a beam step's cost is then one
-    subtraction over the vocabulary rather than a second logsumexp. Without autograd (generation) ``log_probs``
-    itself is changed and returned: no second |V|-sized buffer."""
-    log_rest = log1mexp(log_probs[..., index : index + 1])
-    in_place = not (torch.is_grad_enabled() and log_probs.requires_grad)
-    out = log_probs.sub_(log_rest) if in_place else log_probs - log_rest
-    out[..., index] = float("-inf")
-    return out
-
-
-class _LexicalMixture(torch.autograd.Function):
-    """log(g softmax(z) + (1 - g) p_lex), written as logaddexp in log space (eq. 10).
-
-    A hand-written backward keeps three |V|-sized tensors alive instead of the six that autograd would save
-    for the same expression (log_softmax, both branches, their logs and the result), and each pass allocates
-    three |V|-sized buffers, working in place on them (a fresh buffer costs page faults and cache misses on a CPU).
-    """
-
-    @staticmethod
-    def forward(ctx, write_logits: Tensor, gate_logit: Tensor, p_lex: Tensor) -> Tensor:
-        lsm = torch.log_softmax(fp32_or_wider(write_logits), dim=-1)
-        s = fp32_or_wider(gate_logit).unsqueeze(-1)
-        lex_branch = p_lex.clamp_min(_TINY).log_().add_(F.logsigmoid(-s))
-        out = torch.logaddexp(lsm + F.logsigmoid(s), lex_branch, out=lex_branch)
-        ctx.save_for_backward(lsm, s, out)
-        ctx.dtypes = (write_logits.dtype, gate_logit.dtype)
-        return out
-
-    @staticmethod
-    def backward(ctx, grad_out: Tensor):
-        lsm, s, out = ctx.saved_tensors
-        # r = share of the write branch in p(w): g p_write(w) / p(w).
-        grad_write = torch.add(lsm, F.logsigmoid(s)).sub_(out).exp_().mul_(grad_out)
-        write_total = grad_write.sum(-1, keepdim=True)
-        # sum over w of d out / d s: grad_write (1 - g) - (grad_out - grad_write) g = grad_write - g grad_out
-        grad_gate = (write_total - torch.sigmoid(s) * grad_out.sum(-1, keepdim=True)).squeeze(-1)
-        grad_logits = torch.exp(lsm)
-        torch.addcmul(grad_write, grad_logits, write_total, value=-1.0, out=grad_logits)
-        # d out / d p_lex = (1 - g) / p(w), also where p_lex(w) = 0: that gradient is what moves attention
-        # towards a source word whose lexicon row holds w. The exponent is capped so that a token of
-        # probability < e^-80 cannot overflow fp32 (its gradient is then underestimated, never inf or NaN).
-        grad_plex = torch.sub(F.logsigmoid(-s), out).clamp_max_(80.0).exp_().mul_(grad_out)
-        write_dtype, gate_dtype = ctx.dtypes
-        return grad_logits.to(write_dtype), grad_gate.to(gate_dtype), grad_plex
-
-
-def lexical_mixture_log_probs(write_logits: Tensor, gate_logit: Tensor, p_lex: Tensor) -> Tensor:
-    """fp32 log of eq. 10 from the write logits (B, T, V), the gate's logit (B, T) and a dense p_lex (B, T, V)."""
-    return _LexicalMixture.apply(write_logits, gate_logit, fp32_or_wider(p_lex))
-
-
-def _sparse_mixture_at_slots(
-    write_logits: Tensor, gate_logit: Tensor, mass: Tensor, index: Tensor, slot_of=None, overwrite_logits=False
-):
-    """What the sparse mixture needs before its pass over the vocabulary: (log_softmax of the write logits, the gate
-    logit as (B, T, 1), log g, log(1 - g), log_softmax at the indexed words, eq. 10 at the indexed words).
-    ``overwrite_logits``: log_softmax is written over the (fp32) write logits, which the caller no longer needs."""
-    logits = fp32_or_wider(write_logits)
-    lsm = torch.log_softmax(logits, dim=-1, out=logits) if overwrite_logits else torch.log_softmax(logits, dim=-1)
-    s = fp32_or_wider(gate_logit).unsqueeze(-1)
-    log_g, log_not_g = F.logsigmoid(s), F.logsigmoid(-s)
-    # Sum the mass of repeated targets (scatter-add in slot order), then read it back at every indexed slot.
-    # The sums are taken over the row's distinct targets, not over a |V|-sized buffer (same order, same sums).
-    # (``slot_of``: _distinct_slots(index) computed once per sentence by the caller, in incremental decoding.)
-    slot_of = _distinct_slots(index) if slot_of is None else slot_of.expand_as(index)
-    p_at = torch.zeros_like(mass).scatter_add_(-1, slot_of, mass).gather(-1, slot_of)
-    lsm_at = lsm.gather(-1, index)
-    out_at = torch.logaddexp(lsm_at + log_g, torch.log(p_at.clamp_min(_TINY)) + log_not_g)
-    return lsm, s, log_g, log_not_g, lsm_at, out_at
-
-
-class _SparseLexicalMixture(torch.autograd.Function):
-    """Eq. 10 when p_lex is given as scattered mass: p_lex(w) = sum of ``mass[..., m]`` over m with
-    ``index[..., m] = w`` (m runs over source positions x lexicon slots, eq. 9).
-
-    Where p_lex(w) = 0 (all but at most S*k words of each row) the mixture is simply log p_write(w) + log g, so
-    only the indexed words need the log-sum-exp.
-    """
-
-    @staticmethod
-    def forward(
-        ctx, write_logits: Tensor, gate_logit: Tensor, mass: Tensor, index: Tensor, slot_of: Optional[Tensor] = None
-    ) -> Tensor:
-        lsm, s, log_g, _, lsm_at, out_at = _sparse_mixture_at_slots(write_logits, gate_logit, mass, index, slot_of)
-        out = lsm.add_(log_g).scatter_(-1, index, out_at)  # in place: lsm is not needed as such any more
-        # Saving the output rather than log_softmax: the loss saves the same tensor, so the layer costs one
-        # |V|-sized saved tensor, like a plain softmax output layer. log_softmax is rebuilt from it below.
-        ctx.save_for_backward(out, s, index, lsm_at, out_at)
-        ctx.dtypes = (write_logits.dtype, gate_logit.dtype)
-        ctx.mark_non_differentiable(index)
-        return out
-
-    @staticmethod
-    def backward(ctx, grad_out: Tensor):
-        out, s, index, lsm_at, out_at = ctx.saved_tensors
-        log_g, log_not_g = F.logsigmoid(s), F.logsigmoid(-s)
-        grad_at = grad_out.gather(-1, index)
-        # Share of the write branch: 1 where p_lex = 0, r = exp(lsm + log g - out) at the indexed words, so
-        # grad_write = grad_out except at the indexed words. Its sum S is taken without building it:
-        # S = sum(grad_out) + sum over *distinct* indexed words of grad_out (r - 1) (slots of a repeated word
-        # carry equal values; a sort marks each word's first slot).
-        r_at = torch.exp(lsm_at + log_g - out_at)
-        write_at = grad_at * r_at
-        grad_total = grad_out.sum(-1, keepdim=True)
-        sorted_index, order = index.sort(-1)
-        first = torch.ones_like(sorted_index, dtype=torch.bool)
-        first[..., 1:] = sorted_index[..., 1:] != sorted_index[..., :-1]
-        write_total = grad_total + ((write_at - grad_at).gather(-1, order) * first).sum(-1, keepdim=True)
-        # d/dz of log_softmax: grad_write - p_write * S, with p_write = exp(out - log g) off the indexed words
-        # (computed in one |V|-sized buffer: each fresh one costs page faults on a CPU)
-        grad_logits = torch.sub(out, log_g).exp_()
-        torch.addcmul(grad_out, grad_logits, write_total, value=-1.0, out=grad_logits)
-        grad_logits.scatter_(-1, index, write_at - torch.exp(lsm_at) * write_total)
-        grad_gate = (write_total - torch.sigmoid(s) * grad_total).squeeze(-1)
-        # d out / d p_lex(w) = (1 - g) / p(w); see _LexicalMixture for the cap.
-        grad_mass = grad_at * torch.exp((log_not_g - out_at).clamp(max=80.0))
-        write_dtype, gate_dtype = ctx.dtypes
-        return grad_logits.to(write_dtype), grad_gate.to(gate_dtype), grad_mass, None, None
-
-
-@torch.no_grad()
-def sparse_mixture_no_grad(
-    write_logits: Tensor,
-    gate_logit: Tensor,
-    mass: Tensor,
-    index: Tensor,
-    slot_of: Tensor,
-    drop: Optional[int] = None,
-    overwrite_logits: bool = False,
-) -> Tensor:
-    """_SparseLexicalMixture's forward without autograd (generation, validation), in one pass over the vocabulary
-    after log_softmax. ``drop`` (<unk> in generation): that word gets probability 0 and the rest are renormalised,
-    equal to renormalized_without(mixture, drop) with the division folded into the same pass; p(drop) is computed
-    first, from its write logit and the lexicon's mass on it. ``overwrite_logits``: the result is written over the
-    fp32 write logits (beam search, where the decoder's logits have no other reader)."""
-    lsm, _, log_g, log_not_g, _, out_at = _sparse_mixture_at_slots(
-        write_logits, gate_logit, mass, index, slot_of, overwrite_logits
-    )
-    if drop is None:
-        return lsm.add_(log_g).scatter_(-1, index, out_at)
-    lex_drop = mass.masked_fill(index != drop, 0.0).sum(-1, keepdim=True)
-    write_drop = lsm[..., drop : drop + 1] + log_g
-    out_drop = torch.where(
-        lex_drop > 0, torch.logaddexp(write_drop, torch.log(lex_drop.clamp_min(_TINY)) + log_not_g), write_drop
-    )
-    log_rest = log1mexp(out_drop)
-    out = lsm.add_(log_g - log_rest).scatter_(-1, index, out_at - log_rest)
-    out[..., drop] = float("-inf")
-    return out
-
-
-def _distinct_slots(index: Tensor) -> Tensor:
-    """For target ids ``index`` (B, T, M), each slot's rank among its row's distinct ids (B, T, M): slots holding the
-    same id get the same rank. Computed once per sentence when ``index`` repeats one row over T (an expand)."""
-    rows = index[:, :1] if index.size(1) > 1 and index.stride(1) == 0 else index
-    sorted_ids, order = rows.sort(-1)
-    new_id = torch.ones_like(sorted_ids)
-    new_id[..., 0] = 0
-    new_id[..., 1:] = sorted_ids[..., 1:] != sorted_ids[..., :-1]
-    return torch.empty_like(rows).scatter_(-1, order, new_id.cumsum(-1)).expand_as(index)
-
-
-def scatter_overwrite_softmax(mass: Tensor, index: Tensor, filled: Tensor, num_target: int) -> Tensor:
-    """The copy distribution of the pointer-generator code published with Bafna & Yarowsky (2024), kept only to
-    reproduce it (``copy_scatter_softmax``): each slot's mass is *written* (a plain scatter, not a scatter-add)
-    into a |V|-sized score vector, so for a target id indexed more than once the last write wins and the earlier
-    slots' mass is lost; the scores are then normalised with a softmax over the whole vocabulary, which turns
-    masses in [0, 1] into a nearly uniform distribution (each word gets about e^score / |V|).
-
-    ``mass`` and ``index`` are (B, T, M) as from ``LexicalTranslationHead.lexical_mass``; ``filled`` (B, T, M)
-    marks the slots that hold a lexicon entry (empty slots write nothing). "Last" is the highest slot index,
-    i.e. the rightmost source position, decided deterministically (a plain ``scatter_`` leaves the winner of
-    duplicate indices unspecified).
-    """
-    bsz, tgt_len, slots = index.shape
-    order = torch.arange(slots, device=index.device).expand(bsz, tgt_len, slots)
-    order = torch.where(filled, order, torch.full_like(order, -1))
-    last = torch.full((bsz, tgt_len, num_target), -1, dtype=order.dtype, device=index.device)
-    last.scatter_reduce_(-1, index, order, reduce="amax", include_self=True)
-    wins = last.gather(-1, index).eq(order) & filled
-    scores = mass.new_zeros(bsz, tgt_len, num_target).scatter_add_(-1, index, mass * wins)
-    return torch.softmax(scores, dim=-1)
 
 
 @with_incremental_state
@@ -370,7 +162,7 @@ class LexicalTranslationHead(nn.Module):
         if trainable:
             filled = weights > 0
             logits = torch.where(
-                filled, torch.log(weights.clamp_min(_TINY)), torch.full_like(weights, _EMPTY_SLOT_LOGIT)
+                filled, torch.log(weights.clamp_min(TINY)), torch.full_like(weights, _EMPTY_SLOT_LOGIT)
             )
             self.register_buffer("lexicon_slot_mask", filled.to(torch.uint8))
             self._set_tensor("lexicon_logits", logits, parameter=True)
