@@ -19,7 +19,8 @@ default a = --lenpen = 1); s / (length + 1)^a for a < 0. So the stop is exact fo
 could still produce beats them. For a > 0 the bound is loose, which costs steps (measured in docs/search.md).
 
 Beam 1 is greedy decoding and stays fairseq's own, as do prefixes and constraints. The options this search does not
-implement are listed by ``keep_best_unsupported``; the task hands those to fairseq's generator.
+implement are listed by ``keep_best_unsupported``. ``build_search_generator`` is the one place that chooses between
+the two generators, for the task (so fairseq-generate and the hub) and the analysis tools alike.
 """
 
 from __future__ import annotations
@@ -28,14 +29,24 @@ import bisect
 import logging
 import math
 import numbers
-from typing import Dict, List, Optional
+from functools import partial
+from types import SimpleNamespace
+from typing import Callable, Dict, List, Optional
 
 import torch
 from torch import Tensor
 
 from fairseq.sequence_generator import SequenceGenerator
+from fairseq.tasks import FairseqTask
 
-from lexical_offline.cli import BEAM_SEARCHES
+# the searches' names, their default, --beam-search and the task that offers them: defined without torch, for
+# lexical_offline's programs and the recipes too
+from lexical_offline.cli import (  # noqa: F401
+    BEAM_SEARCHES,
+    DEFAULT_BEAM_SEARCH,
+    KEEP_BEST_TASK_NAME,
+    add_beam_search_argument,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -301,13 +312,50 @@ class KeepBestSequenceGenerator(SequenceGenerator):
         return [ended.hypothesis(int(i), s) for s, i in zip(scores, ids.tolist()) if i >= 0]
 
 
-def beam_search_generator(models, tgt_dict, beam: int, search: str = "keep-best", **kwargs) -> SequenceGenerator:
-    """The generator of the analysis tools: ``search`` 'keep-best' (this module's) or 'fairseq' (fairseq's own);
-    ``kwargs`` are ``SequenceGenerator``'s (``max_len_a``, ``max_len_b``, ...)."""
+def build_search_generator(
+    models,
+    tgt_dict,
+    options,
+    *,
+    search: Optional[str] = None,
+    beam_name: str = "beam",
+    seq_gen_cls=None,
+    extra_gen_cls_kwargs=None,
+    prefix_allowed_tokens_fn=None,
+    fairseq_build: Optional[Callable] = None,
+):
+    """The generator of every entrance (the tasks, the hub through its task, the analysis tools): the keep-best
+    search, or fairseq's generator where the options need it.
+
+    ``options``: fairseq's GenerationConfig, the hub's or a dict (``beam``, ``beam_search``, ``nbest``, ``max_len_a``,
+    ... as fairseq-generate's options); ``options.beam_search`` (the hub's keyword), else ``search`` (the task's
+    --beam-search), else ``DEFAULT_BEAM_SEARCH`` chooses. ``beam_name`` names the beam in the error on a bad one.
+    ``seq_gen_cls``, ``extra_gen_cls_kwargs`` and ``prefix_allowed_tokens_fn`` are fairseq's ``build_generator``'s;
+    a given ``seq_gen_cls`` is used as given. ``fairseq_build`` is the fairseq ``build_generator`` that builds the
+    generator (a task's; default fairseq's own for ``tgt_dict``)."""
+    # 1. The options: a dict is read as fairseq's configuration is.
+    if isinstance(options, dict):
+        options = SimpleNamespace(**options)
+    # 2. The search's name, and the beam (the searches would fail inside on a bad one).
+    search = getattr(options, "beam_search", None) or search or DEFAULT_BEAM_SEARCH
     if search not in BEAM_SEARCHES:
-        raise ValueError(f"beam search {search!r}: expected one of {', '.join(BEAM_SEARCHES)}")
-    beam = check_beam(beam, "beam")
-    if search == "fairseq":
-        kwargs.pop("nbest", None)
-        return SequenceGenerator(models, tgt_dict, beam_size=beam, **kwargs)
-    return KeepBestSequenceGenerator(models, tgt_dict, beam_size=beam, **kwargs)
+        raise ValueError(f"beam_search={search!r}: expected one of {', '.join(BEAM_SEARCHES)}")
+    check_beam(getattr(options, "beam", 5), beam_name)
+    # 3. The fallbacks to fairseq's generator. Greedy decoding (beam 1) and scoring are fairseq's whatever the search
+    # (the keep-best generator would run fairseq's own steps for beam 1), so only the other options get a line.
+    why = keep_best_unsupported(options, extra_gen_cls_kwargs, prefix_allowed_tokens_fn)
+    if search == "keep-best" and seq_gen_cls is None and why is None:
+        seq_gen_cls = KeepBestSequenceGenerator
+        extra_gen_cls_kwargs = {**(extra_gen_cls_kwargs or {}), "nbest": getattr(options, "nbest", 1)}
+    elif search == "keep-best" and seq_gen_cls is None and not why.startswith(("--beam 1", "--score-reference")):
+        logger.info("fairseq's generator, not --beam-search keep-best, which does not implement %s", why)
+    # 4. fairseq builds it: its search strategy and every option, as fairseq-generate passes them.
+    if fairseq_build is None:
+        fairseq_build = partial(FairseqTask.build_generator, SimpleNamespace(target_dictionary=tgt_dict))
+    return fairseq_build(
+        models,
+        options,
+        seq_gen_cls=seq_gen_cls,
+        extra_gen_cls_kwargs=extra_gen_cls_kwargs,
+        prefix_allowed_tokens_fn=prefix_allowed_tokens_fn,
+    )

@@ -126,10 +126,10 @@ def test_the_beam_must_be_an_integer_of_at_least_1(hub, beam, search):
 
 
 def test_the_analysis_tools_generator_checks_the_beam_too(hub):
-    from fairseq_lexical.sequence_generator import beam_search_generator
+    from fairseq_lexical.sequence_generator import build_search_generator
 
     with pytest.raises(ValueError, match=r"^beam=0: the beam size must be an integer >= 1$"):
-        beam_search_generator(hub.models, hub.tgt_dict, 0)
+        build_search_generator(hub.models, hub.tgt_dict, {"beam": 0})
 
 
 # ------------------------------------------------------------------------------------------ the programs

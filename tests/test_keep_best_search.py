@@ -485,7 +485,7 @@ def test_the_task_builds_the_keep_best_generator_and_leaves_the_rest_to_fairseq(
     assert type(build([model], _generation(beam=1))) is SequenceGenerator  # greedy decoding is fairseq's
     assert type(build([model], _generation(beam_search="fairseq"))) is SequenceGenerator  # the hub's keyword
     assert type(build([model], _generation(score_reference=True))) is SequenceScorer
-    with caplog.at_level(logging.INFO, logger="fairseq_lexical.tasks.lexical_translation"):
+    with caplog.at_level(logging.INFO, logger="fairseq_lexical.sequence_generator"):
         assert type(build([model], _generation(print_alignment="hard"))) is SequenceGeneratorWithAlignment
         assert type(build([model], _generation(sampling=True))) is SequenceGenerator
     assert "does not implement --print-alignment" in caplog.text and "does not implement --sampling" in caplog.text
@@ -505,6 +505,71 @@ def test_the_task_builds_the_keep_best_generator_and_leaves_the_rest_to_fairseq(
     assert type(fairseq_task.build_generator([model], _generation())) is SequenceGenerator
     _, lla_task, _ = build_model(toy_data / "bin", "--arch", "lla_lstm_small", "--task", "lla_translation")
     assert type(lla_task.build_generator([model], _generation())) is KeepBestSequenceGenerator
+
+
+@pytest.mark.parametrize(
+    "options, expected",
+    [
+        ({"beam": 1}, "SequenceGenerator"),  # greedy decoding is fairseq's whatever the search
+        ({"beam": 5}, "KeepBestSequenceGenerator"),
+        ({"beam": 5, "beam_search": "fairseq"}, "SequenceGenerator"),
+        ({"beam": 5, "sampling": True}, "SequenceGenerator"),  # an option keep-best does not implement
+    ],
+    ids=["beam1", "beam5-keep-best", "beam5-fairseq", "beam5-sampling"],
+)
+def test_every_entrance_builds_the_same_generator(toy_data, tmp_path, monkeypatch, options, expected):
+    """The task, the hub (its task swapped in for a checkpoint of fairseq's translation task), the analysis tools
+    and build_search_generator itself choose the same generator for the same options: one place chooses."""
+    from argparse import Namespace
+
+    from conftest import save_checkpoint
+
+    from fairseq_lexical import sequence_generator
+    from fairseq_lexical.analysis import gates
+    from fairseq_lexical.models.lex_lstm import LexLSTMModel
+
+    model, task, args = build_model(
+        toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", toy_data / "lexicon.tsv", "--task", "translation"
+    )
+    model.eval()
+    built = {}
+    real = sequence_generator.build_search_generator
+
+    def spy(entrance):
+        def build(*a, **k):
+            built[entrance] = real(*a, **k)
+            return built[entrance]
+
+        return build
+
+    # the task (fairseq-generate's entrance) and the builder itself
+    _, lexical_task, _ = build_model(
+        toy_data / "bin",
+        "--arch",
+        "lex_lstm_small",
+        "--lexicon",
+        toy_data / "lexicon.tsv",
+        "--task",
+        "lexical_translation",
+    )
+    built["task"] = lexical_task.build_generator([model], Namespace(nbest=1, **options))
+    built["builder"] = real([model], task.target_dictionary, dict(options))
+    # the hub: hub.generate's keywords reach the task's build_generator
+    save_checkpoint(tmp_path / "checkpoint.pt", args, model)
+    hub = LexLSTMModel.from_pretrained(str(tmp_path), "checkpoint.pt", data_name_or_path=str(toy_data / "bin"))
+    assert type(hub.task).__name__ == "LexicalTranslationTask"
+    hub_build = hub.task.build_generator
+    monkeypatch.setattr(hub.task, "build_generator", lambda *a, **k: built.setdefault("hub", hub_build(*a, **k)))
+    hub.translate("a2", max_len_b=3, **options)
+    # the analysis tools (which take the beam and the search, not sampling)
+    if "sampling" not in options:
+        monkeypatch.setattr(sequence_generator, "build_search_generator", spy("analysis"))
+        src = task.source_dictionary.encode_line("a2", add_if_not_exist=False).long()
+        search = options.get("beam_search", sequence_generator.DEFAULT_BEAM_SEARCH)
+        gates.beam_decode(model, task, src, beam=options["beam"], max_len_b=3, search=search)
+    assert {name: type(g).__name__ for name, g in built.items()} == dict.fromkeys(built, expected)
+    assert len(built) == (3 if "sampling" in options else 4)
+    assert len({(g.beam_size, getattr(g, "nbest", None), type(g.search).__name__) for g in built.values()}) == 1
 
 
 def test_a_beam_search_with_fairseqs_task_prints_the_hint_once(toy_data, monkeypatch, caplog):
@@ -615,7 +680,7 @@ def test_the_analysis_tools_take_the_search(toy_data):
     _, ours = gates.beam_decode(model, task, src, beam=3, max_len_b=10)
     _, theirs = gates.beam_decode(model, task, src, beam=3, max_len_b=10, search="fairseq")
     assert ours >= theirs - 1e-6
-    with pytest.raises(ValueError, match="beam search 'exact'"):
+    with pytest.raises(ValueError, match="beam_search='exact'"):
         gates.beam_decode(model, task, src, beam=3, search="exact")
     record = gates.analyse(model, task, src, beam=3, max_len_b=10)
     assert record.target_origin == "best of beam 3 (keep-best)"

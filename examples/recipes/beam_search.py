@@ -39,13 +39,13 @@ def count_row_steps(generator) -> dict:
 
 
 def _generators(models, tgt_dict, beam: int, max_len_b: int):
-    from fairseq_lexical.sequence_generator import beam_search_generator
+    from fairseq_lexical.sequence_generator import build_search_generator
 
-    return {
-        "greedy": beam_search_generator(models, tgt_dict, 1, "fairseq", max_len_a=0, max_len_b=max_len_b),
-        "fairseq": beam_search_generator(models, tgt_dict, beam, "fairseq", max_len_a=0, max_len_b=max_len_b),
-        "keep-best": beam_search_generator(models, tgt_dict, beam, "keep-best", max_len_a=0, max_len_b=max_len_b),
-    }
+    def build(beam, search):
+        options = {"beam": beam, "beam_search": search, "max_len_a": 0, "max_len_b": max_len_b}
+        return build_search_generator(models, tgt_dict, options)
+
+    return {"greedy": build(1, "fairseq"), "fairseq": build(beam, "fairseq"), "keep-best": build(beam, "keep-best")}
 
 
 def decode_run(

@@ -12,6 +12,7 @@ import sys
 import time
 from typing import Callable, Dict, List, Optional, Sequence
 
+from lexical_offline.cli import KEEP_BEST_TASK_NAME
 from recipes import fairseq_log
 from recipes.console import RecipeError, hms, say, show
 
@@ -32,7 +33,7 @@ def tool(name: str) -> str:
 
 # fairseq-generate's options for a beam wider than 1: the plugin's task and its keep-best search (docs/search.md).
 # Greedy decoding is the same under either task, so beam-1 commands leave it out and stay those of earlier runs.
-KEEP_BEST_TASK = ("--task", "lexical_translation")
+KEEP_BEST_TASK = ("--task", KEEP_BEST_TASK_NAME)
 
 
 def idle_cores() -> int:

@@ -19,6 +19,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from lexical_offline.cli import DEFAULT_BEAM_SEARCH
+
 from .checkpoints import load_checkpoints, load_subset, model_device
 from .gates import beam_decode
 
@@ -190,7 +192,7 @@ def generate(
     max_len_a: float = 0.0,
     max_len_b: int = 200,
     batch_size: int = 32,
-    search: str = "keep-best",
+    search: str = DEFAULT_BEAM_SEARCH,
 ) -> Tuple[List[str], List[str], List[str]]:
     """(hypotheses, references, sources) of every sentence of ``subset``, in sample id order, by a beam search
     (the best hypothesis; ``search``: 'keep-best' or 'fairseq', docs/search.md). References are printed as
@@ -198,7 +200,7 @@ def generate(
     import torch
     from fairseq import utils
 
-    from ..sequence_generator import beam_search_generator
+    from ..sequence_generator import build_search_generator
 
     dataset = load_subset(task, subset, DamageError)
     itr = task.get_batch_iterator(
@@ -208,9 +210,8 @@ def generate(
         ignore_invalid_inputs=False,
         seed=1,
     ).next_epoch_itr(shuffle=False)
-    generator = beam_search_generator(
-        [model], task.target_dictionary, beam, search, max_len_a=max_len_a, max_len_b=max_len_b
-    )
+    options = {"beam": beam, "beam_search": search, "max_len_a": max_len_a, "max_len_b": max_len_b}
+    generator = build_search_generator([model], task.target_dictionary, options)
     src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
     device = model_device(model)
     out: Dict[int, Tuple[str, str, str]] = {}
@@ -230,7 +231,13 @@ def generate(
 
 
 def translate(
-    model, task, sentence: str, beam: int = 5, max_len_a: float = 0.0, max_len_b: int = 200, search: str = "keep-best"
+    model,
+    task,
+    sentence: str,
+    beam: int = 5,
+    max_len_a: float = 0.0,
+    max_len_b: int = 200,
+    search: str = DEFAULT_BEAM_SEARCH,
 ) -> str:
     """The best beam hypothesis for one tokenised source sentence (Table 2's example inputs)."""
     src_dict = task.source_dictionary
@@ -283,7 +290,7 @@ def run_conditions(
     batch_size: int = 32,
     checkpoint: Optional[str] = None,
     save_damaged_path: Optional[str] = None,
-    search: str = "keep-best",
+    search: str = DEFAULT_BEAM_SEARCH,
 ) -> List[dict]:
     """One result per condition, each starting from the undamaged weights: the report, the scores on ``subset``
     (if given) and the hypotheses for ``examples``. With ``save_damaged_path`` (``{}`` = the condition's name when

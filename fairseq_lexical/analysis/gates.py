@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # torch is imported where a model is loaded
     import torch
 
 from lexical_offline import textio
+from lexical_offline.cli import DEFAULT_BEAM_SEARCH
 
 from .checkpoints import load_checkpoints, load_subset, model_device
 
@@ -129,15 +130,22 @@ def dataset_sample(task, subset: str, sample_id: int):
 
 
 def beam_decode(
-    model, task, src_ids, beam: int = 5, max_len_a: float = 0.0, max_len_b: int = 200, search: str = "keep-best"
+    model,
+    task,
+    src_ids,
+    beam: int = 5,
+    max_len_a: float = 0.0,
+    max_len_b: int = 200,
+    search: str = DEFAULT_BEAM_SEARCH,
 ):
     """(tokens of the best hypothesis, ending in </s>; its score) by a beam search (``search``: 'keep-best' or
     'fairseq', docs/search.md)."""
     import torch
 
-    from ..sequence_generator import beam_search_generator
+    from ..sequence_generator import build_search_generator
 
-    gen = beam_search_generator([model], task.target_dictionary, beam, search, max_len_a=max_len_a, max_len_b=max_len_b)
+    options = {"beam": beam, "beam_search": search, "max_len_a": max_len_a, "max_len_b": max_len_b}
+    gen = build_search_generator([model], task.target_dictionary, options)
     device = model_device(model)
     sample = {
         "net_input": {
@@ -210,7 +218,7 @@ def analyse(
     beam: int = 5,
     max_len_a: float = 0.0,
     max_len_b: int = 200,
-    search: str = "keep-best",
+    search: str = DEFAULT_BEAM_SEARCH,
     target_origin: Optional[str] = None,
     checkpoint: Optional[str] = None,
     sample_id: Optional[int] = None,

@@ -34,6 +34,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from lexical_offline.cli import DEFAULT_BEAM_SEARCH
+
 from .checkpoints import load_checkpoints
 
 logger = logging.getLogger(__name__)
@@ -250,7 +252,7 @@ def ensemble_uncertainty(
     max_len_b: int = 200,
     device: str = "cpu",
     progress: bool = False,
-    search: str = "keep-best",
+    search: str = DEFAULT_BEAM_SEARCH,
 ) -> UncertaintyResult:
     """Token-level RMI of each candidate under the ensemble ``models`` (see the module docstring).
 
@@ -337,11 +339,10 @@ def ensemble_uncertainty(
         for i, tok in zip(todo, per_token):
             result.token_rmi[i], result.tokens[i], result.rmi[i] = tok, int(tok.size), float(tok.mean())
     else:
-        from ..sequence_generator import beam_search_generator
+        from ..sequence_generator import build_search_generator
 
-        gen = beam_search_generator(
-            models, tgt_dict, beam, search, max_len_a=max_len_a, max_len_b=max_len_b, nbest=nbest
-        )
+        options = {"beam": beam, "beam_search": search, "max_len_a": max_len_a, "max_len_b": max_len_b, "nbest": nbest}
+        gen = build_search_generator(models, tgt_dict, options)
         src_len = {i: int(encoded[i][0].numel()) for i in todo}
         order = sorted(todo, key=lambda i: (-src_len[i], i))
         for start in range(0, len(order), batch_size):

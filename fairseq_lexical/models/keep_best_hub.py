@@ -2,14 +2,18 @@
 
 - ``from_pretrained`` gives a hub whose task is ``lexical_translation`` (the keep-best search) when the checkpoint
   was trained with fairseq's ``translation`` task, so ``hub.translate`` and the analysis tools built on the hub keep
-  the best hypothesis; ``hub.generate(..., beam_search="fairseq")`` gives fairseq's search for one call.
+  the best hypothesis; ``hub.generate(..., beam_search="fairseq")`` gives fairseq's search for one call. The task's
+  generator is ``sequence_generator.build_search_generator``'s, as everywhere.
 - ``prepare_for_inference_``, which fairseq-generate, fairseq-interactive and the hub call once per model, prints a
   one-line hint when a beam search runs with fairseq's ``translation`` task.
 """
 
 import logging
 
+from fairseq.tasks import TASK_REGISTRY
 from fairseq.tasks.translation import TranslationTask
+
+from ..sequence_generator import KEEP_BEST_TASK_NAME
 
 logger = logging.getLogger(__name__)
 
@@ -19,8 +23,6 @@ _hinted = False
 def hint_if_fairseq_search(cfg) -> bool:
     """Log the hint once per process when ``cfg`` (fairseq's whole configuration) decodes with a beam wider than 1
     under a task without the keep-best search; returns whether it did."""
-    from ..tasks.lexical_translation import TASK_NAME  # the tasks package imports the models
-
     global _hinted
     generation, task = getattr(cfg, "generation", None), getattr(cfg, "task", None)
     if _hinted or generation is None or task is None or getattr(generation, "beam", 5) <= 1:
@@ -32,7 +34,7 @@ def hint_if_fairseq_search(cfg) -> bool:
         "fairseq's beam search (--task translation) ends a sentence once --beam hypotheses have ended and "
         "can return a worse one than greedy decoding with this model; --task %s keeps the best "
         "(docs/search.md)",
-        TASK_NAME,
+        KEEP_BEST_TASK_NAME,
     )
     return True
 
@@ -63,16 +65,14 @@ class KeepBestHub:
     def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):
         from fairseq import hub_utils
 
-        from ..tasks.lexical_translation import LexicalTranslationTask
-
         if model_name_or_path not in cls.hub_models():  # fairseq resolves neither path's absence by name
             missing_paths(model_name_or_path, checkpoint_file, data_name_or_path)
         x = hub_utils.from_pretrained(
             model_name_or_path, checkpoint_file, data_name_or_path, archive_map=cls.hub_models(), **kwargs
         )
         task, cfg = x["task"], x["args"]
-        if type(task) is TranslationTask:
-            task = LexicalTranslationTask.from_translation_task(task)
+        if type(task) is TranslationTask:  # the plugin's task by its registered name: models import no task module
+            task = TASK_REGISTRY[KEEP_BEST_TASK_NAME].from_translation_task(task)
             cfg.task = task.cfg
         return hub_utils.GeneratorHubInterface(cfg, task, x["models"])
 

@@ -31,21 +31,22 @@ from fairseq.tasks.translation import TranslationConfig, TranslationTask
 from ..modules.lexicon_override import apply_override
 from ..sequence_generator import (
     BEAM_SEARCHES,
+    DEFAULT_BEAM_SEARCH,
+    KEEP_BEST_TASK_NAME,
     GenerationOptionError,
-    KeepBestSequenceGenerator,
+    build_search_generator,
     check_beam,
-    keep_best_unsupported,
 )
 
 logger = logging.getLogger(__name__)
 
-TASK_NAME = "lexical_translation"
+TASK_NAME = KEEP_BEST_TASK_NAME
 
 
 @dataclass
 class LexicalTranslationConfig(TranslationConfig):
     beam_search: ChoiceEnum(list(BEAM_SEARCHES)) = field(
-        default="keep-best",
+        default=DEFAULT_BEAM_SEARCH,
         metadata={
             "help": "'keep-best': a sentence ends only when no hypothesis in the beam can beat the --beam best ended "
             "ones, and greedy decoding's hypothesis is always among the candidates (never worse than greedy in "
@@ -118,28 +119,25 @@ class LexicalTranslationTask(TranslationTask):
         override = keywords[0] or getattr(self.cfg, "lexicon_override", None)
         bias = getattr(self.cfg, "lexicon_override_gate_bias", 0.0) if keywords[1] is None else keywords[1]
         program = self.command_line and keywords == (None, None)  # no hub keyword: every value is an option
+        beam_name = "--beam" if program else "beam"
         try:
-            check_beam(getattr(args, "beam", 5), "--beam" if program else "beam")
+            check_beam(getattr(args, "beam", 5), beam_name)  # before the override: the beam is the first option
             apply_override(models, override, self.src_dict, self.tgt_dict, bias)
         except GenerationOptionError as e:
             if program:
                 usage_error(str(e))
             raise
-        search = getattr(args, "beam_search", None) or self.cfg.beam_search  # the hub's keyword, else the option
-        if search not in BEAM_SEARCHES:
-            raise ValueError(f"beam_search={search!r}: expected one of {', '.join(BEAM_SEARCHES)}")
-        why = keep_best_unsupported(args, extra_gen_cls_kwargs, prefix_allowed_tokens_fn)
-        if search == "keep-best" and seq_gen_cls is None and why is None:
-            seq_gen_cls = KeepBestSequenceGenerator
-            extra_gen_cls_kwargs = {**(extra_gen_cls_kwargs or {}), "nbest": getattr(args, "nbest", 1)}
-        elif search == "keep-best" and seq_gen_cls is None and not why.startswith(("--beam 1", "--score-reference")):
-            logger.info("fairseq's generator, not --beam-search keep-best, which does not implement %s", why)
-        return super().build_generator(
+        # the hub's keyword beam_search, else the option; the choice and its fallbacks: sequence_generator.py
+        return build_search_generator(
             models,
+            self.tgt_dict,
             args,
+            search=self.cfg.beam_search,
+            beam_name=beam_name,
             seq_gen_cls=seq_gen_cls,
             extra_gen_cls_kwargs=extra_gen_cls_kwargs,
             prefix_allowed_tokens_fn=prefix_allowed_tokens_fn,
+            fairseq_build=super().build_generator,
         )
 
 

@@ -1,7 +1,11 @@
 """Command-line programs, installed as console entry points (setup.py)."""
 
-# fairseq_lexical.sequence_generator's searches; spelled here too because these programs parse options without torch.
+# The beam searches of fairseq_lexical.sequence_generator (which takes them from here), their default and their
+# option: defined here, without torch, because these programs parse --beam-search before they load a model.
 BEAM_SEARCHES = ("keep-best", "fairseq")
+DEFAULT_BEAM_SEARCH = "keep-best"
+# the fairseq task (--task) whose generator offers them; fairseq's translation task has fairseq's search only
+KEEP_BEST_TASK_NAME = "lexical_translation"
 
 
 def add_beam_search_argument(parser) -> None:
@@ -9,7 +13,7 @@ def add_beam_search_argument(parser) -> None:
     parser.add_argument(
         "--beam-search",
         choices=BEAM_SEARCHES,
-        default="keep-best",
+        default=DEFAULT_BEAM_SEARCH,
         help="keep-best (default): a sentence ends only when no hypothesis in the beam can beat the "
         "best ended one, never below greedy decoding; fairseq: fairseq's search, which ends it "
         "once --beam hypotheses have ended (docs/search.md)",
