@@ -1,4 +1,5 @@
-"""tools/damage.py and fairseq_lexical.analysis.damage (Thrush 2020, Table 2), and plot_lexicon.py --checkpoint."""
+"""tools/damage.py and fairseq_lexical.analysis.damage (Thrush 2020, Table 2), and plot_lexicon.py --checkpoint
+(fairseq_lexical.analysis.lexicon_unit)."""
 
 import json
 import os
@@ -284,7 +285,9 @@ def test_plot_lexicon_from_checkpoint(toy_data, checkpoint, tmp_path, capsys):
     )
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "left out: zz" in capsys.readouterr().err
-    words, targets, mat = plot.checkpoint_rows(str(ckpt), str(toy_data / "bin"), "a1,a2,twice", max_targets=5)
+    from fairseq_lexical.analysis.lexicon_unit import checkpoint_rows  # what --checkpoint runs (the plugin's)
+
+    words, targets, mat = checkpoint_rows(str(ckpt), str(toy_data / "bin"), "a1,a2,twice", max_targets=5)
     assert words == ["a1", "a2", "twice"] and len(targets) == 5 and mat.shape == (3, 5)
     assert "<pad>" not in targets and not any(t.startswith("madeupword") for t in targets)
     # the numbers are sigmoid(w) = sigmoid(lr_scale * u) of the checkpoint, columns by their largest weight
@@ -297,7 +300,7 @@ def test_plot_lexicon_from_checkpoint(toy_data, checkpoint, tmp_path, capsys):
     expected = torch.sigmoid(100.0 * u[[src.index(w) for w in words]][:, [tgt.index(t) for t in targets]])
     torch.testing.assert_close(torch.from_numpy(mat).float(), expected.float())
     assert list(mat.max(axis=0)) == sorted(mat.max(axis=0), reverse=True)
-    assert plot.checkpoint_rows(str(ckpt), str(toy_data / "bin"), "a1", min_weight=1.01)[1] == []
+    assert checkpoint_rows(str(ckpt), str(toy_data / "bin"), "a1", min_weight=1.01)[1] == []
     with pytest.raises(SystemExit):
         plot.main(["--checkpoint", str(ckpt), "-o", str(png)])  # --data missing
     with pytest.raises(SystemExit):

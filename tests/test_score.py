@@ -570,8 +570,9 @@ def test_format_table_lists_categories_sorted():
 
 
 def test_offline_package_does_not_import_fairseq_or_torch():
-    """lexical_offline imports neither fairseq, torch nor the plugin; only two programs reach them, inside the
-    functions of their model options (plot_lexicon --checkpoint, select_compositional uncertainty)."""
+    """lexical_offline imports neither fairseq, torch nor the plugin; the options that need a model reach the
+    plugin through lexical_offline/cli/plugin.py only (tests/test_import_boundary.py, which also looks inside
+    functions and imports every module with them blocked)."""
     import ast
 
     heavy = ("fairseq", "fairseq_cli", "fairseq_lexical", "torch")

@@ -1,5 +1,5 @@
 """Loading fairseq checkpoints and binarised splits for the analysis tools (plot_gates, damage, output_growth,
-select_compositional's uncertainty)."""
+select_compositional's uncertainty, plot_lexicon --checkpoint)."""
 
 from __future__ import annotations
 

@@ -37,6 +37,11 @@ from .keep_best_hub import KeepBestHub
 
 logger = logging.getLogger(__name__)
 
+# A task class whose begin_epoch calls ``model.set_epoch(epoch)`` itself (tasks/lla_translation.py) sets this class
+# attribute to True; the model then leaves the task alone. Any other task gets the fallback of _install_epoch_hook.
+# (A name, not an isinstance check: the model imports no task module, the task module imports this one.)
+TASK_SETS_MODEL_EPOCH = "sets_model_epoch"
+
 DEFAULT_MAX_POSITIONS = int(1e5)
 
 
@@ -387,9 +392,7 @@ class LLALSTMModel(KeepBestHub, FairseqEncoderDecoderModel):
             adversary = LexiconAdversary(
                 2 * args.num_layers * args.hidden_size, args.adversary_hidden_size, len(tgt), args.adversary_grad_scale
             )
-        from ..tasks.lla_translation import LLATranslationTask  # (that module imports this one)
-
-        if not isinstance(task, LLATranslationTask):  # which calls set_epoch itself
+        if not getattr(task, TASK_SETS_MODEL_EPOCH, False):  # lla_translation's begin_epoch calls set_epoch itself
             _install_epoch_hook(task)
         return cls(args, encoder, decoder, adversary)
 
@@ -479,7 +482,8 @@ class LLALSTMModel(KeepBestHub, FairseqEncoderDecoderModel):
 
 def _install_epoch_hook(task):
     """Wrap this task object's ``begin_epoch`` (not the class) to call ``model.set_epoch``: fairseq tells only the
-    task the epoch, and a task other than lla_translation (e.g. translation) leaves a model no other way to learn it."""
+    task the epoch, and a task that does not pass it on itself (e.g. fairseq's translation; a task that does says so
+    with the class attribute named by TASK_SETS_MODEL_EPOCH) leaves a model no other way to learn it."""
     if getattr(task, "_lla_epoch_hook", False):
         return
     original = task.begin_epoch

@@ -11,7 +11,8 @@
                   is the FIRST epoch with the best score (fairseq alone keeps the last of tied epochs)
 
 The schedule lives in the task, as in fairseq's translation_moe and latent_depth examples: `begin_epoch` tells the
-model the epoch, `get_batch_iterator` gives each phase its batch size, `post_validate` (fairseq's hook after each
+model the epoch (the class says so with `sets_model_epoch`, so that the model, which imports no task, installs no
+hook of its own), `get_batch_iterator` gives each phase its batch size, `post_validate` (fairseq's hook after each
 validation) selects. After each validation the task writes what it measured and selected to
 `--save-dir`/lla_selection.json (``SelectionRecord``), which the recipes read instead of the log. The result equals
 the two calls of docs/lla.md with the selected unit put into checkpoint_last.pt between them.
@@ -137,6 +138,10 @@ class SelectionRecord:
 class LLATranslationTask(LexicalTranslationTask):
     """The plugin's translation task (its keep-best beam search) plus the LLA schedule and Thrush's model selection
     (module docstring)."""
+
+    # begin_epoch tells the model the epoch (model.set_epoch): the model leaves this task's begin_epoch alone
+    # (models/lla_lstm.py: TASK_SETS_MODEL_EPOCH)
+    sets_model_epoch = True
 
     def __init__(self, cfg: LLATranslationConfig, src_dict, tgt_dict):
         super().__init__(cfg, src_dict, tgt_dict)

@@ -7,7 +7,8 @@ the same rule and checks as the model's when it loads the file (`--lexicon-norma
 columns are the output words that carry weight in the shown rows (at most --max-targets, by total weight).
 
 With --checkpoint (an `lla_lstm` model, Thrush 2020) the rows are the learned Lexicon Unit sigmoid(w[v]) of the
-chosen input words instead (Fig. 2 of that paper; black 0, white 1):
+chosen input words instead (Fig. 2 of that paper; black 0, white 1). The model is loaded by the plugin
+(fairseq_lexical, with torch and fairseq; lexical_offline/cli/plugin.py), the only part of this program that needs it:
 
     fairseq-lexical-plot-lexicon --checkpoint ckpt/checkpoint_best.pt --data data-bin -o fig2.png \\
         --words dax,lug,wif,zup,fep,kiki,blicket
@@ -59,17 +60,20 @@ def main(argv=None) -> int:
     import matplotlib
 
     matplotlib.use("Agg")
-    # fairseq (imported by the package __init__ when installed) may leave the root logger at DEBUG
+    # fairseq (imported with the plugin by --checkpoint) may leave the root logger at DEBUG
     logging.getLogger("matplotlib").setLevel(logging.WARNING)
     import matplotlib.pyplot as plt
     import numpy as np
 
     if args.checkpoint:
-        try:
+        from lexical_offline.cli.plugin import PluginUnavailable, plugin_function
+
+        try:  # the model is the plugin's (fairseq_lexical/analysis/lexicon_unit.py); the drawing is done here
+            checkpoint_rows = plugin_function("plot-lexicon --checkpoint", "--checkpoint")
             words, targets, mat = checkpoint_rows(
                 args.checkpoint, args.data, args.words, args.max_words, args.max_targets, args.min_weight
             )
-        except ValueError as e:
+        except (PluginUnavailable, ValueError) as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
         title = args.title or f"Lexicon Unit sigmoid(w): {os.path.basename(args.checkpoint)}"
@@ -131,46 +135,6 @@ def _heatmap(plt, mat, words, targets, title, cmap, output):
     fig.tight_layout()
     fig.savefig(output, dpi=120)
     print(f"wrote {output} ({len(words)} input words x {len(targets)} output words)", file=sys.stderr)
-
-
-def _filler(symbol):
-    """fairseq-preprocess pads dictionaries to a multiple of 8 with madeupword0000, ...: no data contains them."""
-    return symbol.startswith("madeupword") and symbol[len("madeupword") :].isdigit()
-
-
-def checkpoint_rows(checkpoint, data, words=None, max_words=20, max_targets=20, min_weight=0.0):
-    """(input words, output words, matrix) of a checkpoint's Lexicon Unit: row v is sigmoid(w[v]) restricted to the
-    chosen columns. Words missing from the source dictionary are left out with a note; ValueError if none is left,
-    or if the model has no Lexicon Unit."""
-    import numpy as np
-    import torch
-
-    from fairseq_lexical.analysis.damage import DamageError, load_checkpoint
-
-    try:
-        model, _, task = load_checkpoint(checkpoint, data)
-    except DamageError as e:
-        raise ValueError(str(e)) from None
-    if not hasattr(model, "lexicon_unit_probabilities"):
-        raise ValueError(
-            f"{checkpoint}: the model ({type(model).__name__}) has no Lexicon Unit (an lla_lstm checkpoint is needed)"
-        )
-    src, tgt = task.source_dictionary, task.target_dictionary
-    if words:
-        wanted = [w for w in words.split(",") if w]
-        missing = [w for w in wanted if src.index(w) == src.unk() and w != src.unk_word]
-        if missing:
-            print(f"note: not in the source dictionary, left out: {', '.join(missing)}", file=sys.stderr)
-        words = [w for w in wanted if w not in missing]
-    else:
-        words = [src[i] for i in range(src.nspecial, len(src)) if not _filler(src[i])][:max_words]
-    if not words:
-        raise ValueError("no input word to show")
-    rows = model.lexicon_unit_probabilities(torch.tensor([src.index(w) for w in words])).cpu().numpy()
-    columns = [k for k in range(len(tgt)) if k not in (tgt.pad(), tgt.bos()) and not _filler(tgt[k])]
-    peak = rows[:, columns].max(axis=0)
-    order = [columns[k] for k in np.argsort(-peak, kind="stable") if peak[k] >= min_weight][:max_targets]
-    return words, [tgt[k] for k in order], rows[:, order] if order else np.zeros((len(words), 1))
 
 
 if __name__ == "__main__":

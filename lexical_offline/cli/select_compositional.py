@@ -20,6 +20,8 @@ docs/compositional.md.
 
 Inputs are tokenised text, one sentence per line, words separated by spaces. Outputs are TSV files with a header
 line (every score of every candidate) and a JSON summary; the counts of what was dropped and why are printed.
+The uncertainty step (`uncertainty`, `select`) is the plugin's (fairseq_lexical/cli/select_compositional.py, with
+torch and fairseq; lexical_offline/cli/plugin.py); the other commands need neither.
 """
 
 from __future__ import annotations
@@ -295,85 +297,6 @@ def run_pool(args) -> dict:
     return summary
 
 
-def _aligned(path, indices, what):
-    from lexical_offline.analysis.ngram_statistics import CompositionalError
-
-    lines = _read_text(path)
-    if indices and max(indices) >= len(lines):
-        raise CompositionalError(
-            f"{path} ({what}) has {len(lines)} lines but the pool refers to line "
-            f"{max(indices) + 1} of the candidate file"
-        )
-    return [lines[i] for i in indices]
-
-
-def run_uncertainty(args, pool_tsv: str, output: str) -> dict:
-    from lexical_offline.analysis.ngram_statistics import CompositionalError
-
-    header, rows = read_tsv(pool_tsv, required=("index", "source"), error=CompositionalError)
-    indices = [int(r["index"]) for r in rows]
-    sources = (
-        _aligned(args.model_source, indices, "--model-source") if args.model_source else [r["source"] for r in rows]
-    )
-    targets = None
-    if args.model_target:
-        targets = _aligned(args.model_target, indices, "--model-target")
-    elif "target" in header:
-        targets = [r["target"] for r in rows]
-    if args.targets == "reference" and targets is None:
-        raise CompositionalError("--targets reference needs targets: a pool made with --target, or --model-target")
-    paths = [p for p in args.path.split(":") if p]
-    from fairseq_lexical.analysis import uncertainty as U
-
-    print(f"loading {len(paths)} ensemble members on {args.device}", file=sys.stderr)
-    models, task = U.load_ensemble(paths, args.data, args.device, args.source_lang, args.target_lang)
-    res = U.ensemble_uncertainty(
-        models,
-        task,
-        sources,
-        targets,
-        mode=args.targets,
-        beam=args.beam,
-        nbest=args.nbest,
-        batch_size=args.batch_size,
-        max_tokens=args.max_tokens,
-        max_len_a=args.max_len_a,
-        max_len_b=args.max_len_b,
-        device=args.device,
-        progress=not args.no_progress,
-        search=args.beam_search,
-    )
-    added = ["rmi", "rmi_tokens", "rmi_status"] + (["hypothesis"] if args.targets == "decode" else [])
-    base = [h for h in header if h not in ("rmi", "rmi_tokens", "rmi_status", "hypothesis")]
-    out_header = base + added
-
-    def rows_out():
-        for k, r in enumerate(rows):
-            row = [r[h] for h in base] + [res.rmi[k], res.tokens[k], res.skipped.get(k, "ok")]
-            if args.targets == "decode":
-                row.append(res.hypotheses[k])
-            yield row
-
-    _prefix_dir(output)
-    write_tsv(output, out_header, rows_out())
-    summary = res.summary()
-    summary.update(checkpoints=paths, data=args.data, pool=pool_tsv)
-    write_json(os.path.splitext(output)[0] + ".json", summary)
-    skipped = ", ".join(f"{n} {r}" for r, n in summary["skipped"].items()) or "none"
-    print(
-        f"reverse mutual information ({args.targets}, {len(paths)} members): {summary['scored']} of "
-        f"{summary['candidates']} scored (skipped: {skipped}); mean {summary['rmi_mean']}"
-    )
-    if any(summary["candidates_with_unk"].values()):
-        print(
-            f"note: candidates with words outside the models' dictionaries (scored as <unk>): "
-            f"{summary['candidates_with_unk']}",
-            file=sys.stderr,
-        )
-    print(f"wrote {output}, {os.path.splitext(output)[0]}.json", file=sys.stderr)
-    return summary
-
-
 def run_sample(args, scores_tsv: str, prefix: str) -> dict:
     from lexical_offline.analysis.compositional_selection import sample_by_uncertainty
     from lexical_offline.analysis.ngram_statistics import CompositionalError
@@ -546,6 +469,13 @@ def main(argv=None) -> int:
         return _err(str(e))
 
     try:
+        if args.command in ("uncertainty", "select"):  # the model step: the plugin's (lexical_offline/cli/plugin.py)
+            from lexical_offline.cli.plugin import PluginUnavailable, plugin_function
+
+            try:
+                run_uncertainty = plugin_function("select-compositional uncertainty", f"`{args.command}`")
+            except PluginUnavailable as e:
+                return _err(str(e))
         if args.command == "pool":
             run_pool(args)
         elif args.command == "uncertainty":
@@ -561,12 +491,8 @@ def main(argv=None) -> int:
             run_novelty(args)
         elif args.command == "bench":
             run_bench(args)
-    except CompositionalError as e:
+    except CompositionalError as e:  # the plugin's uncertainty step raises it too
         return _err(str(e))
-    except Exception as e:  # the uncertainty module's errors, without importing it for the offline commands
-        if type(e).__name__ == "UncertaintyError":
-            return _err(str(e))
-        raise
     return 0
 
 
