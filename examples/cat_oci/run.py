@@ -36,7 +36,7 @@ from lexical_offline.metrics.aggregate import aggregate_dir, format_mean_std
 from recipes import ROOT, ownership, process
 from recipes.console import RecipeError, hms, say, show
 from recipes.execute import RunSpec, execute_run
-from recipes.process import KEEP_BEST_TASK, run_logged, tool
+from recipes.process import run_logged, search_options, tool
 from recipes.rundir import PREPROCESS_WRITES, lock_work_directory, refuse_foreign_writes, remove_owned
 from recipes.settings import TRANSFORMER_CPU_SMALL, TRANSFORMER_PAPER, TransformerSettings
 from recipes.steps import Step
@@ -429,7 +429,7 @@ class Experiment:
             "10",
             "--num-workers",
             "0",
-            *(KEEP_BEST_TASK if s.beam > 1 else ()),
+            *search_options(s.beam),
             # D lines: the hypothesis decoded with this size's SentencePiece model (detokenised text)
             "--bpe",
             "sentencepiece",

@@ -31,7 +31,7 @@ from lexical_offline.metrics.scores import exact_match
 from lexical_offline.textio import write_json
 
 from .fairseq_log import read_records, updates_of
-from .process import KEEP_BEST_TASK, tool
+from .process import search_options, tool
 
 
 def checkpoints(run_dir: str):
@@ -132,8 +132,7 @@ def main(argv=None):
                     "--num-workers",
                     "0",
                 ]
-                if beam > 1:
-                    cmd += [*KEEP_BEST_TASK, "--beam-search", args.beam_search]
+                cmd += search_options(beam, "--beam-search", args.beam_search)
                 with open(out + ".tmp", "w", encoding="utf-8") as f:
                     subprocess.run(cmd, stdout=f, stderr=subprocess.DEVNULL, check=True)
                 os.replace(out + ".tmp", out)

@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from lexical_offline.cli import KEEP_BEST_TASK_NAME
 from recipes import fairseq_log
@@ -31,9 +31,11 @@ def tool(name: str) -> str:
     return found
 
 
-# fairseq-generate's options for a beam wider than 1: the plugin's task and its keep-best search (docs/search.md).
-# Greedy decoding is the same under either task, so beam-1 commands leave it out and stay those of earlier runs.
-KEEP_BEST_TASK = ("--task", KEEP_BEST_TASK_NAME)
+def search_options(beam: int, *search: str) -> Tuple[str, ...]:
+    """fairseq-generate's options for the search of ``beam`` (then ``search``, e.g. "--beam-search", "fairseq"): the
+    plugin's task and its keep-best search for a beam wider than 1 (docs/search.md). Greedy decoding is the same
+    under either task, so beam-1 commands leave it out and stay those of earlier runs."""
+    return ("--task", KEEP_BEST_TASK_NAME, *search) if beam > 1 else ()
 
 
 def idle_cores() -> int:

@@ -31,7 +31,7 @@ from recipes.console import PROG, RecipeError, hms, say, show
 from recipes.execute import RunOutcome, RunSpec, execute_run
 from recipes.lla import LEXICON_UNIT_METRIC, LlaSteps
 from recipes.rundir import PREPROCESS_WRITES, RunDirectory, lock_work_directory, remove_owned
-from recipes.process import KEEP_BEST_TASK, child_env, run_concurrently, run_logged, tool
+from recipes.process import child_env, run_concurrently, run_logged, search_options, tool
 from recipes.settings import (
     CPU_LSTM_ARCH_SIZES,
     PRESET_LABELS,
@@ -609,7 +609,7 @@ class Recipe(LlaSteps):
             str(hp.max_len_b),
             "--num-workers",
             "0",
-            *(KEEP_BEST_TASK if hp.beam > 1 else ()),
+            *search_options(hp.beam),
             *shlex.split(self.args.generate_args),
         ]
 
