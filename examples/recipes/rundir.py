@@ -18,7 +18,7 @@ import datetime
 import os
 import re
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Callable, Dict, List, Mapping, Optional
 
 from recipes import ownership
 from recipes.console import RecipeError, say
@@ -39,12 +39,9 @@ PREPROCESS_WRITES = re.compile(
 )
 
 
-def refuse_foreign_writes(directory: str, writes: "re.Pattern[str]", what: str, names: Sequence[str] = ()) -> None:
-    """Stop (nothing written) if ``directory`` holds a file the pipeline did not write whose name it writes there:
-    one matching ``writes`` or one of ``names``."""
-    found = ownership.foreign_in(directory, writes)
-    found += [p for p in ownership.foreign(os.path.join(directory, n) for n in names) if p not in found]
-    ownership.refuse_foreign(found, what)
+def refuse_foreign_writes(directory: str, writes: "re.Pattern[str]", what: str) -> None:
+    """Stop (nothing written) if ``directory`` holds a file the pipeline did not write whose name matches ``writes``."""
+    ownership.refuse_foreign(ownership.foreign_in(directory, writes), what)
 
 
 def remove_owned(directory: str, keep=lambda name: False) -> List[str]:
