@@ -30,7 +30,7 @@ from recipes.catalogue import (
 from recipes.console import PROG, RecipeError, hms, say, show
 from recipes.execute import RunOutcome, RunSpec, execute_run
 from recipes.lla import LEXICON_UNIT_METRIC, LlaSteps
-from recipes.rundir import PREPROCESS_WRITES, RunDirectory, lock_work_directory, remove_owned
+from recipes.rundir import PREPROCESS_WRITES, RUN_WRITES, RunDirectory, lock_work_directory, remove_owned
 from recipes.process import child_env, run_concurrently, run_logged, search_options, tool
 from recipes.settings import (
     CPU_LSTM_ARCH_SIZES,
@@ -275,19 +275,19 @@ class Recipe(LlaSteps):
         found = ownership.foreign(self.planned_writes())
         for destdir in (self.bin, self.bin_joined):
             found += ownership.foreign_in(destdir, PREPROCESS_WRITES)
+        for model, seed in self.pairs:
+            found += ownership.foreign_in(self.run_dir(model, seed), RUN_WRITES)
         ownership.refuse_foreign(found, "this run of the pipeline")
-        if not self.args.force:
-            self.refuse_runs_of_other_data()
+        self.refuse_runs_of_other_data()  # first: no lexicon is built aside for runs of other data
         if build_aside:
             self.lexicon_sha1_aside = {
                 m: sha1 for m in self.lexicon_methods() if (sha1 := self.lexicon_to_be_built(m, prep)) is not None
             }
-        for model, seed in self.pairs:
-            self.spec(model, seed, prep).directory().check()
+        self.check_finished_runs(prep)
 
     def refuse_runs_of_other_data(self) -> None:
         """A RecipeError if a finished run of this invocation, or an unfinished one with a checkpoint, was made from
-        other data (check_finished_runs checks the rest, once the commands are known)."""
+        other data (check_finished_runs checks the rest, once the lexicons' content is known)."""
         if self.args.force:
             return
         # the data part of each run's fingerprint (a run that recorded none is not refused for it)
@@ -786,9 +786,11 @@ class Recipe(LlaSteps):
         return self.spec(model, seed, prep).directory().stale()
 
     def check_finished_runs(self, prep: Prepared) -> None:
+        """Every run's whole fingerprint (the lexicons' as this invocation will build them), before anything is
+        written."""
         problems = [p for model, seed in self.pairs if (p := self.stale(model, seed, prep))]
         if problems:
-            raise stale_runs_error(problems)
+            raise stale_runs_error(problems, " (nothing was written)")
 
     def with_lla_selection(self, model: str, seed: int, index: str, training: Dict[str, object]) -> Dict[str, object]:
         """The training summary of an lla run evaluated at checkpoint_best.pt, with what lla_translation selected
@@ -979,7 +981,6 @@ class Recipe(LlaSteps):
         if self.args.prepare_only:
             say(f"== prepared (--prepare-only): {self.work}; no model trained")
             return 0
-        self.check_finished_runs(prep)
         if self.args.jobs > 1 and len(self.pairs) > 1:  # one pair: in this process
             failed = self.run_jobs()
         else:
