@@ -250,17 +250,27 @@ def write_parallel(prefix: str, pairs: List[Pair], src_lang: str = "src", tgt_la
     """Write ``prefix.src_lang`` and ``prefix.tgt_lang`` (one sentence per line) for fairseq-preprocess. A file that
     already holds these lines is left untouched, and a changed one is replaced atomically: a recipe's concurrent runs
     (--jobs) prepare again while their siblings read these files."""
-    for side, lang in enumerate((src_lang, tgt_lang)):
-        write_if_changed(f"{prefix}.{lang}", "".join(pair[side] + "\n" for pair in pairs).encode("utf-8"))
+    for lang, data in zip((src_lang, tgt_lang), parallel_bytes(pairs)):
+        write_if_changed(f"{prefix}.{lang}", data)
+
+
+def parallel_bytes(pairs: List[Pair]) -> Tuple[bytes, bytes]:
+    """The two files write_parallel writes for ``pairs``: one sentence per line, UTF-8."""
+    return tuple("".join(pair[side] + "\n" for pair in pairs).encode("utf-8") for side in (0, 1))
+
+
+def holds(path: str, data: bytes) -> bool:
+    """Whether the file ``path`` holds exactly ``data``."""
+    if not (os.path.isfile(path) and os.path.getsize(path) == len(data)):
+        return False
+    with open(path, "rb") as f:
+        return f.read() == data
 
 
 def write_if_changed(path: str, data: bytes) -> None:
     """``data`` to ``path`` unless the file already holds exactly it; written to a temporary file, then renamed."""
-    if os.path.isfile(path) and os.path.getsize(path) == len(data):
-        with open(path, "rb") as f:
-            if f.read() == data:
-                return
-    write_atomically(path, data)
+    if not holds(path, data):
+        write_atomically(path, data)
 
 
 def write_atomically(path: str, data: bytes) -> None:

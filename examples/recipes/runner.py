@@ -14,7 +14,7 @@ import time
 from dataclasses import asdict
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from lexical_offline.textio import write_parallel
+from lexical_offline.textio import holds, parallel_bytes, write_parallel
 
 from recipes import ROOT, ownership, reports
 from recipes.catalogue import (
@@ -202,8 +202,8 @@ class Recipe(LlaSteps):
         # before WORK/data, the data-bin and the lexicons they were made from are replaced
         digest = hashlib.sha1()
         for name, pairs in self.splits(prep).items():
-            for side in (0, 1):
-                digest.update("".join(pair[side] + "\n" for pair in pairs).encode("utf-8") + b"\0")
+            for data in parallel_bytes(pairs):
+                digest.update(data + b"\0")
         self.data_sha1 = digest.hexdigest()
         return prep
 
@@ -237,15 +237,8 @@ class Recipe(LlaSteps):
 
     def data_written(self, name: str, pairs) -> bool:
         """Whether WORK/data/NAME.src and .tgt hold ``pairs`` already."""
-        for side, ext in ((0, "src"), (1, "tgt")):
-            path = f"{self.data_dir}/{name}.{ext}"
-            data = "".join(pair[side] + "\n" for pair in pairs).encode("utf-8")
-            if not (os.path.isfile(path) and os.path.getsize(path) == len(data)):
-                return False
-            with open(path, "rb") as f:
-                if f.read() != data:
-                    return False
-        return True
+        src, tgt = parallel_bytes(pairs)
+        return holds(f"{self.data_dir}/{name}.src", src) and holds(f"{self.data_dir}/{name}.tgt", tgt)
 
     def planned_writes(self) -> List[str]:
         """The files outside the run directories this invocation may write (the data-bins' are checked by name)."""
