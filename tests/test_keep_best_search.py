@@ -14,7 +14,7 @@ import zlib
 import pytest
 import torch
 
-from conftest import REPO, build_model, run_cli, shared_data
+from conftest import REPO, build_model, run_cli, shared_data, toy_lexical_model
 from model_checks import toy_batch
 
 USER_DIR = os.path.join(REPO, "fairseq_lexical")
@@ -543,15 +543,7 @@ def test_every_entrance_builds_the_same_generator(toy_data, tmp_path, monkeypatc
         return build
 
     # the task (fairseq-generate's entrance) and the builder itself
-    _, lexical_task, _ = build_model(
-        toy_data / "bin",
-        "--arch",
-        "lex_lstm_small",
-        "--lexicon",
-        toy_data / "lexicon.tsv",
-        "--task",
-        "lexical_translation",
-    )
+    _, lexical_task, _ = toy_lexical_model(toy_data)
     built["task"] = lexical_task.build_generator([model], Namespace(nbest=1, **options))
     built["builder"] = real([model], task.target_dictionary, dict(options))
     # the hub: hub.generate's keywords reach the task's build_generator
