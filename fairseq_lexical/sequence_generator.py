@@ -21,6 +21,9 @@ could still produce beats them. For a > 0 the bound is loose, which costs steps 
 Beam 1 is greedy decoding and stays fairseq's own, as do prefixes and constraints. The options this search does not
 implement are listed by ``keep_best_unsupported``. ``build_search_generator`` is the one place that chooses between
 the two generators, for the task (so fairseq-generate and the hub) and the analysis tools alike.
+
+Shapes in the letters of ``fairseq_lexical/modules/__init__.py``; here K is the beam size, n the sentences still
+searched and each sentence has K + 1 rows (the beam, then the greedy lane).
 """
 
 from __future__ import annotations
@@ -96,7 +99,16 @@ class _EndedHypotheses:
         self.count = 0
 
     def add(self, tokens: Tensor, positional_scores: Tensor, attention: Optional[Tensor]) -> int:
-        """Store n hypotheses (n x L tensors, attention n x S x L); returns the id of the first."""
+        """Store m hypotheses of T tokens each (</s> included).
+
+        Args:
+            tokens: m x T.
+            positional_scores: m x T, each token's log-probability.
+            attention: m x S x T, or None.
+
+        Returns:
+            The id of the first.
+        """
         first = self.count
         self.starts.append(first)
         self.chunks.append({"tokens": tokens, "positional_scores": positional_scores, "attention": attention})
@@ -104,6 +116,8 @@ class _EndedHypotheses:
         return first
 
     def hypothesis(self, ident: int, score: Tensor) -> Dict[str, Tensor]:
+        """Hypothesis ``ident`` as fairseq returns one: ``tokens`` and ``positional_scores`` T, ``attention`` S x T
+        (empty without), ``score`` as given."""
         c = bisect.bisect_right(self.starts, ident) - 1
         chunk, i = self.chunks[c], ident - self.starts[c]
         attention = chunk["attention"]
@@ -188,7 +202,7 @@ class KeepBestSequenceGenerator(SequenceGenerator):
             if avg_attn is not None:
                 column = avg_attn.float().unsqueeze(2)
                 attn = column if attn is None else torch.cat([attn, column], 2)
-            candidates = cumulative.unsqueeze(1) + lprobs  # rows x V
+            candidates = cumulative.unsqueeze(1) + lprobs  # n*(K + 1) x V
             live = cumulative.view(n, width).gt(-math.inf)
 
             # 1. Offer every row's </s> continuation to its sentence's pool; a beam row holding the lane's prefix
@@ -264,7 +278,8 @@ class KeepBestSequenceGenerator(SequenceGenerator):
         """fairseq's beam: of the 2k best candidates of the beam rows (only row 0 at the first step, where all
         hold the same prefix), the first k that do not end, as fairseq's ``BeamSearch`` ranks them. Selecting them
         the same way (same tensor shape, same ``topk``) keeps equal scores in fairseq's order, so both searches
-        keep the same beam, ties included. Returns their scores, parent rows and tokens (n x k each)."""
+        keep the same beam, ties included. ``candidates``: n*(K + 1) x V cumulative scores (``k``: K). Returns their
+        scores, parent rows and tokens, n x K each."""
         vocab = candidates.size(1)
         used = 1 if step == 0 and vocab - 1 >= k else k  # a vocabulary smaller than the beam: all rows (-inf)
         rows = candidates.view(n, width, vocab)[:, :used].reshape(n, -1)
@@ -283,7 +298,8 @@ class KeepBestSequenceGenerator(SequenceGenerator):
 
     def _mask(self, lprobs: Tensor, step: int, max_len: int, tokens: Tensor, n: int, width: int) -> Tensor:
         """fairseq's per-step rules: no NaN, no pad, the unknown-word penalty, minimum and maximum length,
-        suppressed tokens, blocked repeated n-grams."""
+        suppressed tokens, blocked repeated n-grams. ``lprobs`` (n*(K + 1) x V) is changed in place and returned;
+        ``tokens``: n*(K + 1) x (step + 1), the prefixes; ``width``: K + 1."""
         lprobs[lprobs != lprobs] = -math.inf
         lprobs[:, self.pad] = -math.inf
         lprobs[:, self.unk] -= self.unk_penalty
@@ -299,8 +315,9 @@ class KeepBestSequenceGenerator(SequenceGenerator):
         return lprobs
 
     def _bound(self, scores: Tensor, step: int, max_len: int) -> Tensor:
-        """The best final score that hypotheses of ``step + 1`` tokens with cumulative ``scores`` can still reach
-        (module docstring): their final length lies in [step + 2, max_len + 1], and scores only fall."""
+        """The best final score that hypotheses of ``step + 1`` tokens with cumulative ``scores`` (any shape, e.g.
+        n x K) can still reach (module docstring): their final length lies in [step + 2, max_len + 1], and scores only
+        fall. Same shape as ``scores``."""
         a = self.len_penalty
         if not self.normalize_scores or a == 0:
             return scores
@@ -327,12 +344,26 @@ def build_search_generator(
     """The generator of every entrance (the tasks, the hub through its task, the analysis tools): the keep-best
     search, or fairseq's generator where the options need it.
 
-    ``options``: fairseq's GenerationConfig, the hub's or a dict (``beam``, ``beam_search``, ``nbest``, ``max_len_a``,
-    ... as fairseq-generate's options); ``options.beam_search`` (the hub's keyword), else ``search`` (the task's
-    --beam-search), else ``DEFAULT_BEAM_SEARCH`` chooses. ``beam_name`` names the beam in the error on a bad one.
-    ``seq_gen_cls``, ``extra_gen_cls_kwargs`` and ``prefix_allowed_tokens_fn`` are fairseq's ``build_generator``'s;
-    a given ``seq_gen_cls`` is used as given. ``fairseq_build`` is the fairseq ``build_generator`` that builds the
-    generator (a task's; default fairseq's own for ``tgt_dict``)."""
+    Args:
+        models: the models to decode with (an ensemble).
+        tgt_dict: the target dictionary.
+        options: fairseq's GenerationConfig, the hub's or a dict (``beam``, ``beam_search``, ``nbest``, ``max_len_a``,
+            ... as fairseq-generate's options). ``options.beam_search`` (the hub's keyword), else ``search`` (the
+            task's --beam-search), else ``DEFAULT_BEAM_SEARCH`` chooses the search.
+        search: the task's --beam-search.
+        beam_name: names the beam in the error on a bad one.
+        seq_gen_cls, extra_gen_cls_kwargs, prefix_allowed_tokens_fn: fairseq's ``build_generator``'s; a given
+            ``seq_gen_cls`` is used as given.
+        fairseq_build: the fairseq ``build_generator`` that builds the generator (a task's; default fairseq's own
+            for ``tgt_dict``).
+
+    Returns:
+        A KeepBestSequenceGenerator, or fairseq's generator.
+
+    Raises:
+        GenerationOptionError: a bad beam.
+        ValueError: an unknown search.
+    """
     # 1. The options: a dict is read as fairseq's configuration is.
     if isinstance(options, dict):
         options = SimpleNamespace(**options)

@@ -25,7 +25,8 @@ class LexicalCrossEntropyConfig(FairseqDataclass):
 
 @register_criterion("lexical_cross_entropy", dataclass=LexicalCrossEntropyConfig)
 class LexicalCrossEntropyCriterion(FairseqCriterion):
-    """Cross-entropy of the mixture; the decoder's extra output may carry
+    """Cross-entropy of the mixture (shapes in the letters of ``fairseq_lexical/modules/__init__.py``); the
+    decoder's extra output may carry
 
     - ``p_gate`` (B x T): the gate of eq. 6, logged as its mean over target tokens;
     - ``aux_losses`` ({name: scalar summed over the batch}): added to the loss and logged one by one, per
@@ -51,6 +52,20 @@ class LexicalCrossEntropyCriterion(FairseqCriterion):
         self.eos_idx = task.target_dictionary.eos()
 
     def forward(self, model, sample, reduce=True):
+        """The loss of ``sample`` under ``model``.
+
+        Args:
+            model: a fairseq model whose normalised output is B x T x V log-probabilities.
+            sample: fairseq's batch: ``net_input`` (``src_tokens`` B x S, ``src_lengths`` B, ``prev_output_tokens``
+                B x T), ``target`` B x T, ``ntokens``.
+            reduce: sum the loss over the batch (else one value per target position: B*T, or B*T x 1 with label
+                smoothing).
+
+        Returns:
+            (loss, sample_size, logging_output): loss summed over the target tokens plus the auxiliary losses,
+            sample_size its divisor (target tokens, or sentences with --sentence-avg), logging_output the sums
+            ``reduce_metrics`` reads.
+        """
         net_output = model(**sample["net_input"])
         lprobs = fp32_or_wider(model.get_normalized_probs(net_output, log_probs=True, sample=sample))
         target = model.get_targets(sample, net_output)
@@ -62,7 +77,7 @@ class LexicalCrossEntropyCriterion(FairseqCriterion):
                 ignore_index=self.padding_idx,
                 reduce=reduce,
             )
-        else:  # plain NLL: no |V|-sized smoothing sum in the forward, a one-hot (not dense) gradient in the backward
+        else:  # plain NLL: no V-sized smoothing sum in the forward, a one-hot (not dense) gradient in the backward
             nll_loss = F.nll_loss(
                 lprobs.view(-1, lprobs.size(-1)),
                 target.view(-1),

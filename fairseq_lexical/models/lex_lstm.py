@@ -4,6 +4,10 @@
 The encoder is fairseq's LSTMEncoder (its output also carries the source tokens); the decoder has fairseq's
 LSTMDecoder's parameters, names and initial weights and a step loop of its own: a `lex_lstm` checkpoint with
 `--lexicon none` loads as a stock `lstm` one, and a stock `lstm` checkpoint as `lstm_plain`.
+
+Shapes in the letters of ``fairseq_lexical/modules/__init__.py``; here C is the decoder's hidden size, C_x the
+encoder's output size (2 x its hidden size when bidirectional), E the decoder's embedding size and C_out
+--decoder-out-embed-dim.
 """
 
 from __future__ import annotations
@@ -55,7 +59,15 @@ LSTM_GATE_FEATURES = GateFeatures(
 
 def left_to_right_padding(tokens: Tensor, padding_idx: int) -> Tensor:
     """Left-padded rows moved to right padding: fairseq's ``convert_padding_direction`` without its checks for
-    "no padding" (two ``.any()`` reads, each a host-device synchronisation); a row without padding is unchanged."""
+    "no padding" (two ``.any()`` reads, each a host-device synchronisation); a row without padding is unchanged.
+
+    Args:
+        tokens: B x S, left-padded.
+        padding_idx: the padding id.
+
+    Returns:
+        B x S, right-padded.
+    """
     num_pads = tokens.eq(padding_idx).sum(dim=1, keepdim=True)
     positions = torch.arange(tokens.size(1), device=tokens.device).unsqueeze(0)
     return tokens.gather(1, torch.remainder(positions + num_pads, max(tokens.size(1), 1)))
@@ -71,6 +83,17 @@ class LexLSTMEncoder(LSTMEncoder):
             self.dropout_out_module = FairseqDropout(0.0, module_name="LSTMEncoder")
 
     def forward(self, src_tokens: Tensor, src_lengths: Tensor, enforce_sorted: bool = True):
+        """fairseq's LSTMEncoder, plus the source tokens.
+
+        Args:
+            src_tokens: B x S source ids (padded on the side of ``self.left_pad``).
+            src_lengths: B.
+            enforce_sorted: as fairseq's (rows sorted by decreasing length).
+
+        Returns:
+            (states S x B x C_x, final hidden states N x B x C_x, final cells N x B x C_x, padding mask S x B,
+            source tokens B x S right-padded as the states are).
+        """
         out = super().forward(src_tokens, src_lengths, enforce_sorted)
         if self.left_pad:
             # The encoder states (and so the attention) are in right-padded order: align x_j with them.
@@ -78,17 +101,25 @@ class LexLSTMEncoder(LSTMEncoder):
         return tuple(out) + (src_tokens,)
 
     def reorder_encoder_out(self, encoder_out, new_order):
+        """``encoder_out`` (``forward``'s tuple) with its B rows replaced by rows ``new_order`` (B', long)."""
         *state, src_tokens = encoder_out
         return tuple(super().reorder_encoder_out(tuple(state), new_order)) + (src_tokens.index_select(0, new_order),)
 
 
 def lstm_attention(keys: Tensor, query: Tensor, mask_bias: Optional[Tensor]) -> Tensor:
-    """alpha = softmax_j(s_j . q), B x S, in fp32 (or wider) whatever the activations' dtype (keys: B x C x S,
-    query: B x C, mask_bias: B x S of 0 and -inf, added).
+    """alpha = softmax_j(s_j . q), in fp32 (or wider) whatever the activations' dtype.
 
     The head reads alpha (eq. 9), and d log p(y) / d alpha_j = (1 - g) L[x_j, y] / p(y) is unbounded: at
     p(y) = 5e-4, g = 0.5 and a loss scale of 128 it is 1.3e5, past fp16's 65504. Kept in fp32 up to the scores,
     the gradient is bounded again there (alpha_j times it is at most 1, times the loss scale).
+
+    Args:
+        keys: B x C_x x S, the encoder states s_j.
+        query: B x C_x.
+        mask_bias: B x S of 0 and -inf (padding), added to the scores; or None.
+
+    Returns:
+        B x S, fp32 (or wider).
     """
     scores = fp32_or_wider(torch.bmm(query.unsqueeze(1), keys).squeeze(1))
     if mask_bias is not None:
@@ -97,7 +128,7 @@ def lstm_attention(keys: Tensor, query: Tensor, mask_bias: Optional[Tensor]) -> 
 
 
 def _cell_pointwise(input_gates: Tensor, hidden_gates: Tensor, cell: Tensor):
-    """(h, c) of an LSTM cell from its gates' two matrix products (biases included in them)."""
+    """(h, c), B x C each, of an LSTM cell from its gates' two matrix products (B x 4C, biases included in them)."""
     i, f, g, o = (input_gates + hidden_gates).chunk(4, dim=1)
     cell = torch.sigmoid(f) * cell + torch.sigmoid(i) * torch.tanh(g)
     return torch.sigmoid(o) * torch.tanh(cell), cell
@@ -107,8 +138,17 @@ _FUSED_CELL = {"usable": True}
 
 
 def lstm_cell_from_gates(input_gates: Tensor, hidden_gates: Tensor, cell: Tensor):
-    """(h, c) from the gates' two products: on CUDA torch's fused cell kernel (the one nn.LSTMCell runs there),
-    elsewhere, or if that kernel refuses the tensors, the same arithmetic as separate operations."""
+    """An LSTM cell's step from its gates' two products: on CUDA torch's fused cell kernel (the one nn.LSTMCell runs
+    there), elsewhere, or if that kernel refuses the tensors, the same arithmetic as separate operations.
+
+    Args:
+        input_gates: B x 4C, W_ih x_t + b_ih (gates i, f, g, o).
+        hidden_gates: B x 4C, W_hh h_t-1 + b_hh.
+        cell: B x C, c_t-1.
+
+    Returns:
+        (h_t, c_t), B x C each.
+    """
     if input_gates.is_cuda and _FUSED_CELL["usable"] and input_gates.dtype == hidden_gates.dtype == cell.dtype:
         try:
             hy, cy, _ = torch.ops.aten._thnn_fused_lstm_cell(input_gates, hidden_gates, cell)
@@ -138,19 +178,24 @@ class _DeferredGradient(torch.autograd.Function):
         return grad, ctx.rule(x, grad).to(ctx.dtype), None, None
 
 
-def _matrix_rule(x: Tensor, grad: Tensor) -> Tensor:  # x: T x B x K, grad: T x B x N -> K x N
+def _matrix_rule(x: Tensor, grad: Tensor) -> Tensor:  # x: T x B x C_1, grad: T x B x C_2 -> C_1 x C_2
     return x.flatten(0, -2).t().mm(grad.flatten(0, -2))
 
 
-def _batched_rule(x: Tensor, grad: Tensor) -> Tensor:  # x: T x B x 1 x K, grad: T x B x 1 x N -> B x K x N
+def _batched_rule(x: Tensor, grad: Tensor) -> Tensor:  # x: T x B x 1 x C_1, grad: T x B x 1 x C_2 -> B x C_1 x C_2
     return torch.bmm(x.squeeze(2).permute(1, 2, 0), grad.squeeze(2).transpose(0, 1))
 
 
 class StepProduct:
-    """y_t = base_t + x_t @ M for the steps t of a loop in which x_t is known only at step t (M: K x N, x_t: B x K;
-    or per row, M: B x K x N, x_t: B x 1 x K). With ``defer`` M's gradient is computed once, over all steps, in the
-    backward pass (``_DeferredGradient``): each step's backward then has one product (for x_t) instead of two and
-    no accumulation into M's gradient."""
+    """y_t = base_t + x_t @ M for the steps t of a loop in which x_t is known only at step t. With ``defer`` M's
+    gradient is computed once, over all steps, in the backward pass (``_DeferredGradient``): each step's backward then
+    has one product (for x_t) instead of two and no accumulation into M's gradient.
+
+    Args:
+        base: T x B x C_2 (per row: T x B x 1 x C_2), base_t for every step.
+        operand: M, C_1 x C_2 (per row: B x C_1 x C_2).
+        defer: compute M's gradient once, in the backward pass.
+    """
 
     def __init__(self, base: Tensor, operand: Tensor, defer: bool):
         self.batched = operand.dim() == 3
@@ -162,6 +207,7 @@ class StepProduct:
         self.bases = base.unbind(0)
 
     def __call__(self, t: int, x: Tensor) -> Tensor:
+        """y_t from x_t: B x C_1 -> B x C_2 (per row: B x 1 x C_1 -> B x 1 x C_2)."""
         if self.inputs is not None:
             self.inputs.append(x.detach())
         if self.batched:
@@ -170,16 +216,23 @@ class StepProduct:
 
 
 class LoopAttention:
-    """The attention of the loop's steps: alpha_t = softmax_j(s_j . q_t) (B x S, fp32 as ``lstm_attention``: the
-    head reads it, eq. 9) and the output's share of the context, W_c c_t = sum_j alpha_tj W_c s_j (B x H). states: s_j
-    (B x S x C), values: W_c s_j (B x S x H), padding_mask: S x B (fairseq's encoder_padding_mask) or None.
+    """The attention of the loop's steps: alpha_t = softmax_j(s_j . q_t) (fp32 as ``lstm_attention``: the head reads
+    it, eq. 9) and the output's share of the context, W_c c_t = sum_j alpha_tj W_c s_j.
 
     With ``defer`` (training, with operands of the scores' dtype) both products are ``StepProduct``s, the mask the
     base of the scores: the keys' and values' gradients are then computed once, over all steps. Otherwise each step
-    multiplies directly and makes the scores fp32 after the product (``lstm_attention``: autocast, half models)."""
+    multiplies directly and makes the scores fp32 after the product (``lstm_attention``: autocast, half models).
+
+    Args:
+        states: B x S x C_x, the encoder states s_j.
+        values: B x S x C, W_c s_j.
+        padding_mask: S x B (fairseq's encoder_padding_mask), or None.
+        steps: T, the steps of the loop.
+        defer: compute the keys' and values' gradients once, over all steps.
+    """
 
     def __init__(self, states: Tensor, values: Tensor, padding_mask: Optional[Tensor], steps: int, defer: bool):
-        self.keys = states.transpose(1, 2).contiguous()  # B x C x S: (1 x C) @ (C x S) is bmm's fast case on CPUs
+        self.keys = states.transpose(1, 2).contiguous()  # B x C_x x S: (1 x C_x) @ (C_x x S), bmm's fast case on CPUs
         self.values = values
         wide = fp32_or_wider(states).dtype
         self.mask_bias = None  # B x S of 0 and -inf, added to the scores
@@ -196,7 +249,7 @@ class LoopAttention:
             self.attended = StepProduct(values.new_zeros(()).expand(steps, bsz, 1, values.size(2)), values, True)
 
     def __call__(self, t: int, query: Tensor):
-        """(alpha_t, W_c c_t) at step t from the query q_t (B x C)."""
+        """(alpha_t B x S in fp32, W_c c_t B x C) at step t from the query q_t (B x C_x)."""
         if self.scores is not None:
             attn = torch.softmax(self.scores(t, query.unsqueeze(1)).squeeze(1), dim=1)
             return attn, self.attended(t, attn.unsqueeze(1)).squeeze(1)
@@ -209,7 +262,17 @@ def attentional_output(
 ) -> Tensor:
     """o_t from its shares W_h h_t and W_c c_t: luong (``rest`` None), tanh(W [c_t; h_t]); combined,
     W [e(y_t-1); o_t-1; h_t; c_t] + b with ``rest`` = W_e e(y_t-1) + W_f o_t-1 + b, linear, times the write
-    dropout's mask where there is one and clamped at _O_T_BOUND."""
+    dropout's mask where there is one and clamped at _O_T_BOUND.
+
+    Args:
+        hidden_share: B x C, W_h h_t.
+        context_share: B x C, W_c c_t.
+        rest: B x C, or None (luong).
+        write_mask: B x C, or None.
+
+    Returns:
+        B x C, o_t.
+    """
     if rest is None:
         return torch.tanh(hidden_share + context_share)
     out = (hidden_share + rest) + context_share
@@ -222,6 +285,7 @@ class Float32Linear(nn.Linear):
     """nn.Linear computed in fp32 whatever its parameters' dtype and autocast (the parameters keep their dtype)."""
 
     def forward(self, input: Tensor) -> Tensor:
+        """... x C_1 -> ... x C_2, fp32 (or wider)."""
         return fp32_linear(input, self.weight, self.bias)
 
 
@@ -320,8 +384,17 @@ class LexLSTMDecoder(LexicalDecoder, FairseqIncrementalDecoder):
 
     # -- the step loop -------------------------------------------------------------------------------------------
     def initial_state(self, encoder_out, bsz: int, like: Tensor):
-        """(h per layer, c per layer, input feed) at the first step: the encoder's final states, projected where
-        their size differs, and a zero input feed."""
+        """The decoder's state at the first step: the encoder's final states, projected where their size differs,
+        and a zero input feed.
+
+        Args:
+            encoder_out: ``LexLSTMEncoder.forward``'s tuple.
+            bsz: B.
+            like: a tensor of the activations' dtype and device.
+
+        Returns:
+            (h: N tensors B x C, c: N tensors B x C, input feed B x C).
+        """
         hiddens, cells = list(encoder_out[1].unbind(0)), list(encoder_out[2].unbind(0))
         if self.encoder_hidden_proj is not None:
             hiddens = [self.encoder_hidden_proj(h) for h in hiddens]
@@ -331,7 +404,7 @@ class LexLSTMDecoder(LexicalDecoder, FairseqIncrementalDecoder):
 
     def step_masks(self, dropout: nn.Module, steps: int, like: Tensor):
         """The dropout masks (scaled by 1 / (1 - p)) of ``steps`` steps, drawn at once (one draw instead of one per
-        step), or None where ``dropout`` is off."""
+        step): ``steps`` tensors shaped as ``like``, or None where ``dropout`` is off."""
         p = dropout.p
         if p <= 0 or not (dropout.training or getattr(dropout, "apply_during_inference", False)):
             return None
@@ -341,13 +414,21 @@ class LexLSTMDecoder(LexicalDecoder, FairseqIncrementalDecoder):
         return keep.to(like.dtype).div_(1 - p).unbind(0)
 
     def run_steps(self, embedded: Tensor, encoder_out, state):
-        """The recurrence over T steps. embedded: B x T x E (dropout applied); state: (h list, c list, input feed).
-        Returns the outputs o_t (B x T x H, before additional_fc), the top layer's h_t (B x T x H), alpha
-        (B x T x S, fp32) and the final state."""
+        """The recurrence over T steps.
+
+        Args:
+            embedded: B x T x E, the embedded y_t-1 (dropout applied).
+            encoder_out: ``LexLSTMEncoder.forward``'s tuple.
+            state: (h: N tensors B x C, c: N tensors B x C, input feed B x C), as ``initial_state``'s.
+
+        Returns:
+            (o_t B x T x C before additional_fc, the top layer's h_t B x T x C, alpha B x T x S in fp32, the final
+            state as ``state``).
+        """
         hiddens, cells, feed = state
         hiddens, cells = list(hiddens), list(cells)
-        enc = encoder_out[0].transpose(0, 1)  # B x S x C
-        steps, bsz, E, H, C = embedded.size(1), embedded.size(0), embedded.size(2), self.hidden_size, enc.size(2)
+        enc = encoder_out[0].transpose(0, 1)  # B x S x C_x
+        steps, bsz, E, C, C_x = embedded.size(1), embedded.size(0), embedded.size(2), self.hidden_size, enc.size(2)
         wide = fp32_or_wider(enc).dtype
         # Deferred gradients of the operands shared by all steps (weights, keys): where training, and where the
         # attention's operands have the scores' dtype (fp32 or fp64 models without autocast; others multiply
@@ -364,26 +445,26 @@ class LexLSTMDecoder(LexicalDecoder, FairseqIncrementalDecoder):
         with fp32_only:
             if combined:
                 # o_t = W_e e_t + W_f o_t-1 + W_h h_t + W_c c_t + b in fp32; the first cell too, since it reads o_t-1
-                w_oe, w_of, w_oh, w_oc = w_out.split([E, H, H, C], dim=1)
+                w_oe, w_of, w_oh, w_oc = w_out.split([E, C, C, C_x], dim=1)
                 # e_t and o_t-1 each feed the first cell's gates and o_t: one product each
                 pre = fp32_linear(
                     embedded.transpose(0, 1), torch.cat([w_embed, w_oe]), torch.cat([bias0, att.output_proj.bias])
-                )  # T x B x 5H
+                )  # T x B x 5C
                 w_shared = fp32_or_wider(torch.cat([w_feed, w_of])).t()
                 w_hh0 = fp32_or_wider(cell0.weight_hh).t()
-                enc_out = fp32_linear(enc, w_oc)  # B x S x H: W_c s_j, so that W_c c_t = sum_j alpha_j W_c s_j
+                enc_out = fp32_linear(enc, w_oc)  # B x S x C: W_c s_j, so that W_c c_t = sum_j alpha_j W_c s_j
                 # h_t feeds the query and o_t: one product, [W_q; W_h] h_t + [b_q; 0]
                 w_query = fp32_or_wider(torch.cat([att.input_proj.weight, w_oh])).t()
-                b_query = fp32_or_wider(torch.cat([att.input_proj.bias, att.output_proj.bias.new_zeros(H)]))
+                b_query = fp32_or_wider(torch.cat([att.input_proj.bias, att.output_proj.bias.new_zeros(C)]))
             else:
-                w_oc, w_oh = w_out.split([C, H], dim=1)
-                pre = F.linear(embedded.transpose(0, 1), w_embed, bias0)  # T x B x 4H
+                w_oc, w_oh = w_out.split([C_x, C], dim=1)
+                pre = F.linear(embedded.transpose(0, 1), w_embed, bias0)  # T x B x 4C
                 w_shared, w_hh0 = w_feed.t(), cell0.weight_hh.t()
-                enc_out = F.linear(enc, w_oc)  # B x S x H: W_c s_j
+                enc_out = F.linear(enc, w_oc)  # B x S x C: W_c s_j
                 w_query, b_query = torch.cat([att.input_proj.weight, w_oh]).t(), None
             state_dtype = hiddens[0].dtype
             first_input = StepProduct(pre, w_shared, defer)
-            gates_shape = (steps, bsz, 4 * H)
+            gates_shape = (steps, bsz, 4 * C)
             first_hidden = StepProduct(pre.new_zeros(()).expand(gates_shape), w_hh0, defer)
             upper = [
                 (
@@ -393,7 +474,7 @@ class LexLSTMDecoder(LexicalDecoder, FairseqIncrementalDecoder):
                 for layer in self.layers[1:]
             ]
             query_base = b_query if b_query is not None else w_query.new_zeros(())
-            query = StepProduct(query_base.expand(steps, bsz, C + H), w_query, defer)
+            query = StepProduct(query_base.expand(steps, bsz, C_x + C), w_query, defer)
             attention = LoopAttention(enc, enc_out, encoder_out[3], steps, defer)
         between = [self.step_masks(self.dropout_out_module, steps, hiddens[i]) for i in range(1, self.num_layers)]
         out_masks = self.step_masks(self.dropout_out_module, steps, feed)
@@ -406,7 +487,7 @@ class LexLSTMDecoder(LexicalDecoder, FairseqIncrementalDecoder):
                 feed = feed * feed_masks[t]
             with fp32_only:
                 if combined:
-                    gates_in, out_partial = first_input(t, feed).split([4 * H, H], dim=1)
+                    gates_in, out_partial = first_input(t, feed).split([4 * C, C], dim=1)
                     h, c = lstm_cell_from_gates(
                         gates_in, first_hidden(t, fp32_or_wider(hiddens[0])), fp32_or_wider(cells[0])
                     )
@@ -419,7 +500,7 @@ class LexLSTMDecoder(LexicalDecoder, FairseqIncrementalDecoder):
                     x = h if masks is None else h * masks[t]
                     h, c = lstm_cell_from_gates(upper[i - 1][0](t, x), upper[i - 1][1](t, hiddens[i]), cells[i])
                     hiddens[i], cells[i] = h, c
-                q, out_h = query(t, fp32_or_wider(h) if combined else h).split([C, H], dim=1)
+                q, out_h = query(t, fp32_or_wider(h) if combined else h).split([C_x, C], dim=1)
             attn, attn_out = attention(t, q)  # alpha_t (B x S, fp32) and W_c c_t
             out = attentional_output(out_h, attn_out, out_partial, None if write_masks is None else write_masks[t])
             if out_masks is not None:
@@ -436,7 +517,17 @@ class LexLSTMDecoder(LexicalDecoder, FairseqIncrementalDecoder):
         )
 
     def extract_features(self, prev_output_tokens, encoder_out, incremental_state=None):
-        """(o_t: B x T x out_embed_dim, alpha: B x T x S fp32) and, kept in ``incremental_state``, the state."""
+        """The decoder's features, the state kept in ``incremental_state``.
+
+        Args:
+            prev_output_tokens: B x T target ids, y_t-1; in an incremental step the prefix so far, of which only the
+                last is read (T = 1 in the results).
+            encoder_out: ``LexLSTMEncoder.forward``'s tuple.
+            incremental_state: fairseq's, or None.
+
+        Returns:
+            (o_t B x T x C_out, alpha B x T x S in fp32).
+        """
         x, _, attn = self._features(prev_output_tokens, encoder_out, incremental_state)
         return x, attn
 
@@ -469,6 +560,19 @@ class LexLSTMDecoder(LexicalDecoder, FairseqIncrementalDecoder):
         incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]] = None,
         src_lengths: Optional[Tensor] = None,
     ):
+        """One decoder pass (teacher forcing over T positions, or an incremental step).
+
+        Args:
+            prev_output_tokens: B x T target ids, y_t-1; in an incremental step the prefix so far, of which only the
+                last is read (T = 1 in the results).
+            encoder_out: ``LexLSTMEncoder.forward``'s tuple.
+            incremental_state: fairseq's, or None.
+            src_lengths: unused (fairseq's signature).
+
+        Returns:
+            (log_probs, extra): B x T x V log p(y_t) in fp32 (eq. 10; without a head log_softmax of the write logits),
+            extra with ``attn`` (a list of one B x T x S, fp32) and, with a head, ``p_gate`` (B x T).
+        """
         x, queries, attn = self._features(prev_output_tokens, encoder_out, incremental_state)
         # with the combined output the write dropout is inside the loop (o_t is also the next input feed)
         write_logits = self.output_layer(x if self.combined_output else self.write_dropout(x))
@@ -481,6 +585,7 @@ class LexLSTMDecoder(LexicalDecoder, FairseqIncrementalDecoder):
         return list(cached["prev_hiddens"].unbind(0)), list(cached["prev_cells"].unbind(0)), cached["input_feed"]
 
     def reorder_incremental_state(self, incremental_state, new_order: Tensor):
+        """Reorder the kept state with the beam (``new_order``: B', the rows to keep)."""
         if incremental_state is None or len(incremental_state) == 0:
             return
         cached = self.get_incremental_state(incremental_state, "cached_state")
@@ -498,8 +603,18 @@ class LexLSTMDecoder(LexicalDecoder, FairseqIncrementalDecoder):
 
     # -- what the head reads -------------------------------------------------------------------------------------
     def published_features(self, prev_output_tokens, incremental_state, encoder_out, hidden, attn, output):
-        """The gate inputs, B x T x C each: h_t (eq. 6), c_t (eq. 4), the embedding of y_t-1 (as pointer-generator
-        networks, See et al. 2017) and the attentional output (c_t and the embedding computed when asked for)."""
+        """The gate inputs by name: ``hidden`` h_t (eq. 6) B x T x C, ``context`` c_t (eq. 4) B x T x C_x, ``input``
+        the embedding of y_t-1 (as pointer-generator networks, See et al. 2017) B x T x E and ``output`` the
+        attentional output B x T x C_out (c_t and the embedding as callables, computed when asked for).
+
+        Args:
+            prev_output_tokens: B x T target ids (the prefix so far in an incremental step).
+            incremental_state: fairseq's, or None.
+            encoder_out: ``LexLSTMEncoder.forward``'s tuple.
+            hidden: B x T x C, the top layer's h_t.
+            attn: B x T x S, alpha.
+            output: B x T x C_out, the attentional output.
+        """
 
         def context():
             states = encoder_out[0].transpose(0, 1)
@@ -514,7 +629,8 @@ class LexLSTMDecoder(LexicalDecoder, FairseqIncrementalDecoder):
         return {"hidden": hidden, "context": context, "input": embedding, "output": output}
 
     def gate_features(self, prev_output_tokens, incremental_state, encoder_out, hidden, attn, output):
-        """The gate's input, per `--gate-features` (h_t alone, the default, is eq. 6)."""
+        """The gate's input, per `--gate-features` (h_t alone, the default, is eq. 6): B x T x (the sum of their
+        sizes). Arguments as ``published_features``'."""
         return self.gate_input(
             self.published_features(prev_output_tokens, incremental_state, encoder_out, hidden, attn, output)
         )
@@ -526,6 +642,7 @@ class LexLSTMDecoder(LexicalDecoder, FairseqIncrementalDecoder):
         return self.write_dropout(super().gate_input(features))
 
     def output_layer(self, x):
+        """p_write's logits: B x T x C_out -> B x T x V (fp32 with the combined output)."""
         weight, bias = (
             (self.embed_tokens.weight, None)
             if self.share_input_output_embed
@@ -587,6 +704,15 @@ class LexLSTMModel(KeepBestHub, LSTMModel):
 
     @classmethod
     def build_model(cls, args, task):
+        """The model the arguments describe, with its lexical head.
+
+        Args:
+            args: the model's arguments (architecture defaults filled in here).
+            task: gives the source and target dictionaries.
+
+        Returns:
+            A LexLSTMModel.
+        """
         lex_lstm_base(args)
         if args.tf32:
             torch.backends.cuda.matmul.allow_tf32 = True
@@ -627,7 +753,15 @@ class LexLSTMModel(KeepBestHub, LSTMModel):
     @staticmethod
     def build_encoder_decoder(args, task):
         """fairseq's LSTMModel.build_model with our encoder and decoder classes (the same checks, embeddings,
-        constructor arguments and order of construction, hence the same initial weights for a seed)."""
+        constructor arguments and order of construction, hence the same initial weights for a seed).
+
+        Args:
+            args: the model's arguments, architecture defaults filled in.
+            task: gives the source and target dictionaries.
+
+        Returns:
+            (LexLSTMEncoder, LexLSTMDecoder), the decoder without its head.
+        """
         if args.encoder_layers != args.decoder_layers:
             raise ValueError("--encoder-layers must match --decoder-layers")
         src_dict, tgt_dict = task.source_dictionary, task.target_dictionary

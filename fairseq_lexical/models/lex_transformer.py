@@ -23,6 +23,9 @@ write side: p_gate = sigmoid(w^T f + b) = 1 - p_copy with w = -W, b = -B. The ex
 The model is fairseq's `transformer` with two subclasses that add behaviour but rename no parameter: the encoder
 also returns its source tokens (fairseq's encoder keeps the source order, left padding included, so x_j is
 ``src_tokens[:, j]`` and padded positions have zero attention), and the decoder ends in the head.
+
+Shapes in the letters of ``fairseq_lexical/modules/__init__.py``; here C is the decoder's embedding size, C_x the
+encoder's and C_out --decoder-output-dim (C_out = C = C_x by default).
 """
 
 from __future__ import annotations
@@ -71,6 +74,18 @@ class LexTransformerEncoder(TransformerEncoderBase):
         return_all_hiddens: bool = False,
         token_embeddings: Optional[Tensor] = None,
     ):
+        """fairseq's TransformerEncoder, plus the source tokens.
+
+        Args:
+            src_tokens: B x S source ids.
+            src_lengths: B.
+            return_all_hiddens: as fairseq's.
+            token_embeddings: B x S x C_x precomputed embeddings, or None (fairseq's).
+
+        Returns:
+            fairseq's dict of lists (``encoder_out``: S x B x C_x, ``encoder_padding_mask``: B x S, ...) with
+            ``src_tokens``: B x S added.
+        """
         out = super().forward(src_tokens, src_lengths, return_all_hiddens, token_embeddings)
         out["src_tokens"] = [src_tokens]
         return out
@@ -79,8 +94,8 @@ class LexTransformerEncoder(TransformerEncoderBase):
 class LexTransformerDecoder(LexicalDecoder, TransformerDecoderBase):
     """TransformerDecoder whose output is log p(y_t) of eq. 10 (fp32) when it has a lexical head.
 
-    The extra output holds ``attn`` ([B x T x S], the attention the head reads), ``p_gate`` (B x T) and fairseq's
-    ``inner_states``. Without a head (`--lexicon none`) it is fairseq's decoder and returns logits.
+    The extra output holds ``attn`` (a list of one B x T x S, the attention the head reads), ``p_gate`` (B x T) and
+    fairseq's ``inner_states``. Without a head (`--lexicon none`) it is fairseq's decoder and returns logits.
     """
 
     GATE_FEATURES = TRANSFORMER_GATE_FEATURES
@@ -110,10 +125,10 @@ class LexTransformerDecoder(LexicalDecoder, TransformerDecoderBase):
             self._alignment_hook = self.layers[layer].register_forward_hook(self._keep_head_attention)
 
     def _keep_head_attention(self, layer, inputs, outputs):
-        self._head_attention = outputs[1]  # heads x B x T x S, fp32
+        self._head_attention = outputs[1]  # H x B x T x S, fp32
 
     def head_attention(self) -> Tensor:
-        """a_t of the alignment layer, B x T x S in fp32, averaged over its heads as fairseq averages them."""
+        """a_t of the alignment layer, averaged over its heads as fairseq averages them: B x T x S, fp32."""
         per_head, self._head_attention = self._head_attention, None
         if self.lexical_alignment_heads is not None:
             per_head = per_head[: self.lexical_alignment_heads]
@@ -131,6 +146,23 @@ class LexTransformerDecoder(LexicalDecoder, TransformerDecoderBase):
         src_lengths: Optional[Any] = None,
         return_all_hiddens: bool = False,
     ):
+        """fairseq's TransformerDecoder pass, ending in the lexical head.
+
+        Args:
+            prev_output_tokens: B x T target ids, y_t-1; in an incremental step the prefix so far, of which only the
+                last is read (T = 1 in the results).
+            encoder_out: ``LexTransformerEncoder.forward``'s dict.
+            incremental_state: fairseq's, or None.
+            features_only: return the features (B x T x C_out) and extra, as fairseq's.
+            full_context_alignment: as fairseq's.
+            alignment_layer, alignment_heads, src_lengths, return_all_hiddens: ignored (the head reads the layer and
+                heads it was built with).
+
+        Returns:
+            (log_probs, extra): B x T x V log p(y_t) in fp32 (eq. 10), extra with ``attn`` (a list of one
+            B x T x S, fp32), ``p_gate`` (B x T) and ``inner_states``. Without a head (B x T x V logits, fairseq's
+            extra).
+        """
         # The head always reads the attention the model was trained with: a caller's alignment_layer /
         # alignment_heads (fairseq passes None) cannot change the scores.
         x, extra = self.extract_features(
@@ -158,7 +190,15 @@ class LexTransformerDecoder(LexicalDecoder, TransformerDecoderBase):
 
     @staticmethod
     def published_features(encoder_out, attn: Tensor, hidden: Tensor, extra) -> dict:
-        """The gate inputs [c_t ; d_t ; x_t], B x T x C each (c_t only computed when asked for)."""
+        """The gate inputs [c_t ; d_t ; x_t] by name: ``context`` c_t B x T x C_x (a callable, computed when asked
+        for), ``hidden`` d_t B x T x C_out, ``input`` x_t B x T x C.
+
+        Args:
+            encoder_out: ``LexTransformerEncoder.forward``'s dict.
+            attn: B x T x S, a_t.
+            hidden: B x T x C_out, the decoder's features d_t.
+            extra: fairseq's extra output (its ``inner_states``: T x B x C each).
+        """
 
         def context():  # c_t = sum_j a_tj e_j
             states = encoder_out["encoder_out"][0].transpose(0, 1)
@@ -184,6 +224,15 @@ class LexTransformerModel(KeepBestHub, TransformerModel):
 
     @classmethod
     def build_model(cls, args, task):
+        """fairseq's Transformer with the lexical head the arguments ask for.
+
+        Args:
+            args: the model's arguments (architecture defaults filled in here).
+            task: gives the source and target dictionaries.
+
+        Returns:
+            A LexTransformerModel.
+        """
         lex_transformer_base(args)
         model = super().build_model(args, task)
         encoder, decoder = model.encoder, model.decoder
@@ -211,10 +260,12 @@ class LexTransformerModel(KeepBestHub, TransformerModel):
 
     @classmethod
     def build_encoder(cls, args, src_dict, embed_tokens):
+        """A LexTransformerEncoder for ``src_dict`` over ``embed_tokens`` (V_x x C_x)."""
         return LexTransformerEncoder(TransformerConfig.from_namespace(args), src_dict, embed_tokens)
 
     @classmethod
     def build_decoder(cls, args, tgt_dict, embed_tokens):
+        """A LexTransformerDecoder for ``tgt_dict`` over ``embed_tokens`` (V x C), without its head."""
         cfg = TransformerConfig.from_namespace(args)
         return LexTransformerDecoder(cfg, tgt_dict, embed_tokens, no_encoder_attn=cfg.no_cross_attention)
 

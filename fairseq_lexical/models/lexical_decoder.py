@@ -1,12 +1,13 @@
 """The contract between a decoder and the lexical head, shared by `lex_lstm`, `lex_transformer` and
 `rdangle_transformer`.
 
-A decoder publishes, per target step, named tensors (B x T x C each; a zero-argument callable for one that is
-costly and may not be asked for), its attention over the source positions (B x T x S, fp32) and the source tokens
+A decoder publishes, per target step, named tensors (B x T x (its size) each; a zero-argument callable for one that
+is costly and may not be asked for), its attention over the source positions (B x T x S, fp32) and the source tokens
 (B x S). ``LexicalDecoder`` then owns the rest: the `--gate-features` names and sizes, the options and their
 validation (`--gate-features`, `--alignment-layer`, `--alignment-heads`, the lexicon options), the gate input
 assembled from the named tensors, the call of the head (eq. 10 of Akyurek & Andreas 2021) and the normalised
 probabilities. As in OpenNMT-py, where decoders publish ``attns["copy"]`` and one ``CopyGenerator`` does the rest.
+Shapes in the letters of ``fairseq_lexical/modules/__init__.py``.
 """
 
 from __future__ import annotations
@@ -114,8 +115,17 @@ class LexicalDecoder:
     excluded_outputs: Sequence[int] = ()  # `--exclude-special-outputs`: target ids penalised by SPECIAL_PENALTY
 
     def attach_lexical_head(self, args, src_dict, tgt_dict, sizes: Dict[str, int]):
-        """Parse `--gate-features` (``sizes``: the width of each tensor the decoder publishes) and build the head the
-        lexicon options ask for. The head is the submodule ``lexical_head`` (its state-dict prefix)."""
+        """Parse `--gate-features` and build the head the lexicon options ask for, as the submodule
+        ``lexical_head`` (its state-dict prefix).
+
+        Args:
+            args: the model's arguments (`--gate-features`, `--exclude-special-outputs`, the lexicon options).
+            src_dict, tgt_dict: the dictionaries (V_x and V words).
+            sizes: the size of each tensor the decoder publishes, by name.
+
+        Returns:
+            The LexicalTranslationHead, or None for `--lexicon none`.
+        """
         names = self.GATE_FEATURES.parse(args.gate_features)
         self.gate_feature_names = names
         if getattr(args, "exclude_special_outputs", False):
@@ -129,7 +139,15 @@ class LexicalDecoder:
     def gate_input(
         self, features: Mapping[str, Feature], transform: Optional[Callable[[str, Tensor], Tensor]] = None
     ) -> Tensor:
-        """The published tensors that `--gate-features` names, in its order, concatenated (B x T x sum of sizes)."""
+        """The published tensors that `--gate-features` names, in its order, concatenated.
+
+        Args:
+            features: name -> B x T x (its size), or a callable that returns it.
+            transform: applied to each (name, tensor) before the concatenation.
+
+        Returns:
+            B x T x (the sum of their sizes).
+        """
         parts = []
         for name in self.gate_feature_names:
             value = features[name]
@@ -146,7 +164,20 @@ class LexicalDecoder:
         extra: dict,
         incremental_state=None,
     ):
-        """(log p(y_t) of eq. 10 in fp32, extra with ``attn`` and ``p_gate``); without a head (write logits, extra)."""
+        """The decoder's output: the head's mixture (eq. 10), or without a head ``plain_output``.
+
+        Args:
+            write_logits: B x T x V, the logits of p_write.
+            features: the published tensors, name -> B x T x (its size) or a callable that returns it.
+            attn: B x T x S, the attention the head reads (fp32).
+            src_tokens: B x S source ids, aligned with attn's S.
+            extra: the decoder's extra output, completed here.
+            incremental_state: fairseq's, or None.
+
+        Returns:
+            (log_probs, extra): B x T x V log p(y_t) in fp32; extra with ``attn`` (a list of one B x T x S) and
+            ``p_gate`` (B x T). Without a head ``plain_output``'s (write logits, extra with ``attn``).
+        """
         extra["attn"] = [attn]
         if self.lexical_head is None:
             return self.plain_output(write_logits, extra)
@@ -159,8 +190,15 @@ class LexicalDecoder:
         return log_probs, extra
 
     def plain_output(self, write_logits: Tensor, extra: dict):
-        """The output without a head: the write logits (fp32 log-probabilities where LOG_PROBS_WITHOUT_HEAD), with
-        `--exclude-special-outputs`' penalty."""
+        """The output without a head, with `--exclude-special-outputs`' penalty.
+
+        Args:
+            write_logits: B x T x V.
+            extra: the decoder's extra output.
+
+        Returns:
+            (B x T x V write logits, or fp32 log-probabilities where LOG_PROBS_WITHOUT_HEAD; extra).
+        """
         if self.excluded_outputs:
             write_logits = self.penalize_special_outputs(fp32_or_wider(write_logits))
         if self.LOG_PROBS_WITHOUT_HEAD:
@@ -168,9 +206,9 @@ class LexicalDecoder:
         return write_logits, extra
 
     def penalize_special_outputs(self, scores: Tensor) -> Tensor:
-        """scores (fp32 or wider) with SPECIAL_PENALTY subtracted at the excluded ids. A large finite penalty, not
-        -inf, as the authors' decoder: a reference <unk> (a word the training data lacks) costs about 1e5 instead of
-        making the validation loss infinite."""
+        """``scores`` (... x V, fp32 or wider) with SPECIAL_PENALTY subtracted at the excluded ids; same shape. A
+        large finite penalty, not -inf, as the authors' decoder: a reference <unk> (a word the training data lacks)
+        costs about 1e5 instead of making the validation loss infinite."""
         penalty = getattr(self, "_special_penalty", None)  # built once, not at every decoder step
         if penalty is None or (penalty.numel(), penalty.dtype, penalty.device) != (
             scores.size(-1),
@@ -183,6 +221,16 @@ class LexicalDecoder:
         return scores - penalty
 
     def get_normalized_probs(self, net_output, log_probs: bool, sample=None):
+        """p(y_t) from the decoder's output.
+
+        Args:
+            net_output: (B x T x V output, extra), as ``forward`` returns it.
+            log_probs: log-probabilities rather than probabilities.
+            sample: unused (fairseq's signature).
+
+        Returns:
+            B x T x V, fp32 with a head (or LOG_PROBS_WITHOUT_HEAD); without, fairseq's softmax of the logits.
+        """
         if self.lexical_head is None and not self.LOG_PROBS_WITHOUT_HEAD:
             return super().get_normalized_probs(net_output, log_probs, sample)
         lprobs = net_output[0]  # already normalised fp32 log-probabilities (eq. 10 is not a softmax of logits)

@@ -200,8 +200,17 @@ def _load_table(opts: LexiconOptions, src_dict, tgt_dict) -> LexiconTable:
 
 
 def build_lexical_head(args, src_dict, tgt_dict, gate_input_dim: int):
-    """The LexicalTranslationHead that the options ask for, or None for `--lexicon none`. Marks ``args`` (saved in
-    the checkpoint) as holding the lexicon in the model's state."""
+    """The LexicalTranslationHead that the options ask for. Marks ``args`` (saved in the checkpoint) as holding the
+    lexicon in the model's state.
+
+    Args:
+        args: the model's arguments (the lexicon options, `--arch`, `--copy-scatter-softmax`).
+        src_dict, tgt_dict: the dictionaries (V_x and V words).
+        gate_input_dim: the size of the gate's input features.
+
+    Returns:
+        The head, or None for `--lexicon none`.
+    """
     opts = LexiconOptions.from_args(args)
     spec = opts.lexicon
     if spec is None:

@@ -12,6 +12,8 @@ of target words, the adversary from the BCE against l, both returned as ``extra[
 `lexical_cross_entropy` criterion. The schedule (`--lexicon-unit-epochs`: the Lexicon Unit alone first, then the
 other modules) follows fairseq's epochs through ``set_epoch``, which the `lla_translation` task calls (with the
 paper's batch sizes and model selection, tasks/lla_translation.py). Details and deviations: docs/lla.md.
+
+Shapes in the letters of ``fairseq_lexical/modules/__init__.py``; C is the LSTMs' hidden size (one for both).
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ def _grad_if(flag: bool):
 class LLAEncoder(LSTMEncoder):
     """fairseq's unidirectional LSTMEncoder plus the Lexicon Unit. Its output is the tuple
 
-        (x: S x B x H, h_e: L x B x H, c_e: L x B x H, padding mask: S x B, lexicon logits: B x |V_y| fp32)
+        (x: S x B x C, h_e: N x B x C, c_e: N x B x C, padding mask: S x B, lexicon logits: B x V fp32)
 
     (the first four are LSTMEncoder's), reordered together with the beam.
     """
@@ -84,6 +86,7 @@ class LLAEncoder(LSTMEncoder):
         self.translation_trains = True
 
     def forward(self, src_tokens: Tensor, src_lengths: Tensor, enforce_sorted: bool = False):
+        """The tuple of the class docstring from ``src_tokens`` (B x S source ids) and ``src_lengths`` (B)."""
         with _grad_if(self.lexicon_trains):
             lexicon_logits = self.lexicon_unit(src_tokens)
         with _grad_if(self.translation_trains):
@@ -91,6 +94,7 @@ class LLAEncoder(LSTMEncoder):
         return x, h, c, mask, lexicon_logits
 
     def reorder_encoder_out(self, encoder_out, new_order):
+        """``encoder_out`` with its B rows replaced by rows ``new_order`` (B', long)."""
         x, h, c, mask, lexicon_logits = encoder_out
         return (
             x.index_select(1, new_order),
@@ -120,7 +124,15 @@ class InputlessLSTM(nn.Module):
         nn.init.uniform_(self.bias, -0.1, 0.1)
 
     def forward(self, steps: int, h: Tensor, c: Tensor) -> Tuple[Tensor, Tuple[Tensor, Tensor]]:
-        """``steps`` steps from (h, c), each B x H; returns (steps x B x H outputs, (h, c))."""
+        """``steps`` (T) steps from (h, c).
+
+        Args:
+            steps: T.
+            h, c: B x C each.
+
+        Returns:
+            (outputs T x B x C, (h, c) after the last step, B x C each).
+        """
         outputs = []
         for _ in range(steps):
             i, f, g, o = F.linear(h, self.weight_hh, self.bias).chunk(4, dim=-1)
@@ -139,7 +151,16 @@ class StepAttention(nn.Module):
         self.output_proj = Linear(hidden_size + source_dim, hidden_size, bias=False)
 
     def forward(self, h: Tensor, source: Tensor, padding_mask: Tensor) -> Tuple[Tensor, Tensor]:
-        """h: B x T x H; source: S x B x C; padding_mask: S x B. Returns (B x T x H, attention B x T x S)."""
+        """Attention over the encoder states and the attentional output.
+
+        Args:
+            h: B x T x C, the decoder states.
+            source: S x B x C, the encoder states.
+            padding_mask: S x B, True = padding.
+
+        Returns:
+            (tanh(W [c_t ; h_t]) B x T x C, attention B x T x S in h's dtype).
+        """
         source = source.transpose(0, 1)  # B x S x C
         scores = torch.bmm(self.input_proj(h), source.transpose(1, 2)).float()  # B x T x S
         scores = scores.masked_fill(padding_mask.t().unsqueeze(1), float("-inf"))
@@ -153,7 +174,7 @@ class LLADecoder(FairseqIncrementalDecoder):
 
     With no token input the first layer is an ``InputlessLSTM`` and layers 2.. an nn.LSTM over the layer below;
     with ``--decoder-token-input`` one nn.LSTM reads the embeddings of y_t-1. The incremental state is (h, c) of
-    every layer. The extra output is ``{"attn": [B x T x S or None]}``.
+    every layer. The extra output is ``{"attn": [attention]}``, attention B x T x S or None.
     """
 
     def __init__(
@@ -192,13 +213,32 @@ class LLADecoder(FairseqIncrementalDecoder):
         self.translation_trains = True  # set by LLALSTMModel.set_epoch (the schedule)
 
     def forward(self, prev_output_tokens, encoder_out=None, incremental_state=None, **kwargs):
+        """log o'_t.
+
+        Args:
+            prev_output_tokens: B x T target ids, y_t-1 (read with --decoder-token-input only); in an incremental
+                step the prefix so far, of which only the last is read (T = 1 in the results).
+            encoder_out: ``LLAEncoder.forward``'s tuple.
+            incremental_state: fairseq's, or None.
+
+        Returns:
+            (B x T x V log o'_t in fp32, {"attn": [attention B x T x S, or None without --decoder-attention]}).
+        """
         with _grad_if(self.translation_trains):
             x, attn = self.extract_features(prev_output_tokens, encoder_out, incremental_state)
             logits = self.fc_out(x)
         return self.output_log_probs(logits, encoder_out[4]), {"attn": [attn]}
 
     def output_log_probs(self, logits: Tensor, lexicon_logits: Tensor) -> Tensor:
-        """log o'_t = log sigmoid(lexicon logits) + log_softmax(W h_t), fp32 and finite; l is detached."""
+        """log o'_t = log sigmoid(lexicon logits) + log_softmax(W h_t), fp32 and finite; l is detached.
+
+        Args:
+            logits: B x T x V, W h_t.
+            lexicon_logits: B x V, the Lexicon Unit's.
+
+        Returns:
+            B x T x V, fp32.
+        """
         log_l = F.logsigmoid(lexicon_logits.detach().float()).unsqueeze(1)  # B x 1 x V
         out = torch.log_softmax(logits.float(), dim=-1) + log_l
         if self.renormalize:
@@ -206,6 +246,16 @@ class LLADecoder(FairseqIncrementalDecoder):
         return out
 
     def extract_features(self, prev_output_tokens, encoder_out, incremental_state=None):
+        """The decoder's states h_t (after the attention with --decoder-attention).
+
+        Args:
+            prev_output_tokens: as ``forward``'s.
+            encoder_out: ``LLAEncoder.forward``'s tuple.
+            incremental_state: fairseq's, or None.
+
+        Returns:
+            (B x T x C, attention B x T x S or None).
+        """
         enc_x, enc_h, enc_c, enc_mask, _ = encoder_out
         cached = self.get_incremental_state(incremental_state, "cached_state")
         if cached is not None:
@@ -226,7 +276,7 @@ class LLADecoder(FairseqIncrementalDecoder):
                 h, c = h1.unsqueeze(0), c1.unsqueeze(0)
         if incremental_state is not None:
             self.set_incremental_state(incremental_state, "cached_state", {"h": h, "c": c})
-        x = self.dropout_out_module(x.transpose(0, 1))  # B x T x H
+        x = self.dropout_out_module(x.transpose(0, 1))  # B x T x C
         attn = None
         if self.attention is not None:
             x, attn = self.attention(x, enc_x, enc_mask)
@@ -234,6 +284,7 @@ class LLADecoder(FairseqIncrementalDecoder):
         return x, attn
 
     def reorder_incremental_state(self, incremental_state, new_order):
+        """Reorder the kept (h, c) with the beam (``new_order``: B', the rows to keep)."""
         cached = self.get_incremental_state(incremental_state, "cached_state")
         if cached is None:
             return
@@ -247,6 +298,7 @@ class LLADecoder(FairseqIncrementalDecoder):
         )
 
     def get_normalized_probs(self, net_output, log_probs: bool, sample=None):
+        """o'_t (B x T x V, fp32) from ``forward``'s output, as log-probabilities or not; ``sample`` is unused."""
         # forward already returns fp32 log o' (not a softmax of logits: the lexicon factor is applied)
         lprobs = net_output[0]
         return lprobs if log_probs else lprobs.exp()
@@ -343,6 +395,16 @@ class LLALSTMModel(KeepBestHub, FairseqEncoderDecoderModel):
 
     @classmethod
     def build_model(cls, args, task):
+        """The model the arguments describe (and, for a task that does not tell the model its epochs, the hook that
+        does).
+
+        Args:
+            args: the model's arguments (architecture defaults filled in here, then checked).
+            task: gives the source and target dictionaries.
+
+        Returns:
+            An LLALSTMModel.
+        """
         lla_lstm_base(args)
         for name in ("hidden_size", "num_layers", "encoder_embed_dim", "decoder_embed_dim", "adversary_hidden_size"):
             if getattr(args, name) < 1:
@@ -399,6 +461,17 @@ class LLALSTMModel(KeepBestHub, FairseqEncoderDecoderModel):
     # -- forward -------------------------------------------------------------------------------------------------
 
     def forward(self, src_tokens, src_lengths, prev_output_tokens, **kwargs):
+        """The translation and the auxiliary losses.
+
+        Args:
+            src_tokens: B x S source ids.
+            src_lengths: B.
+            prev_output_tokens: B x T target ids, y_t-1.
+
+        Returns:
+            (B x T x V log o'_t in fp32, extra with ``attn``, ``aux_losses`` {name: scalar} and ``aux_sizes``
+            {name: B}).
+        """
         encoder_out = self.encoder(src_tokens, src_lengths=src_lengths)
         lprobs, extra = self.decoder(prev_output_tokens, encoder_out=encoder_out)
         extra["aux_losses"] = self.auxiliary_losses(encoder_out, prev_output_tokens)
@@ -407,7 +480,7 @@ class LLALSTMModel(KeepBestHub, FairseqEncoderDecoderModel):
 
     def auxiliary_losses(self, encoder_out, prev_output_tokens) -> Dict[str, Tensor]:
         """{"lexicon": BCE(l, bag of target words), "adversary": BCE(l_a, l detached)}, each the per-sentence mean
-        over the output vocabulary summed over the batch. The bag is read from ``prev_output_tokens``: fairseq's
+        over the output vocabulary summed over the batch. The bag is read from ``prev_output_tokens`` (B x T): fairseq's
         collater moves the target's final </s> to the front, so it holds the target's words, </s> included."""
         _, h, c, _, lexicon_logits = encoder_out
         bag = target_bag(prev_output_tokens, lexicon_logits.size(-1), self.decoder.dictionary.pad())
@@ -419,6 +492,7 @@ class LLALSTMModel(KeepBestHub, FairseqEncoderDecoderModel):
         return losses
 
     def get_normalized_probs(self, net_output, log_probs: bool, sample=None):
+        """The decoder's: o'_t, B x T x V in fp32."""
         return self.decoder.get_normalized_probs(net_output, log_probs, sample)
 
     def max_positions(self):
@@ -475,7 +549,7 @@ class LLALSTMModel(KeepBestHub, FairseqEncoderDecoderModel):
         return {name: mods for name, mods in groups.items() if mods}
 
     def lexicon_unit_probabilities(self, source_ids: Tensor) -> Tensor:
-        """sigmoid(w[v]) for each source id v: the rows of Fig. 2 (len(source_ids) x |V_y|)."""
+        """sigmoid(w[v]) for each source id v: the rows of Fig. 2 (len(source_ids) x V, fp32)."""
         with torch.no_grad():
             return torch.sigmoid(self.encoder.lexicon_unit.table()[source_ids].float())
 

@@ -14,6 +14,9 @@ incremental Transformer decoder over the cached states and the keys of the last 
 fairseq's view: the *encoder* embeds the source and, in ``sep`` mode, runs the value encoder (nothing in it
 depends on the target); the adaptive encoder's layers are registered under the encoder (``encoder.adaptive``) but
 run from the *decoder*, at the re-encoding points, because they read the target prefix.
+
+Shapes in the letters of ``fairseq_lexical/modules/__init__.py``; C is the model size (source, target and every
+layer).
 """
 
 from __future__ import annotations
@@ -79,6 +82,7 @@ class _Embedder(nn.Module):
         self.dropout = dropout
 
     def forward(self, tokens: Tensor, last_only: bool = False) -> Tensor:
+        """Token ids B x L (L = S or T) -> B x L x C (B x 1 x C for the last position only, ``last_only``)."""
         x = self.embed_scale * self.embed_tokens(tokens[:, -1:] if last_only else tokens)
         if self.embed_positions is not None:
             positions = self.embed_positions(tokens)
@@ -110,6 +114,16 @@ class RDangleEncoder(FairseqEncoder):
         return self.embed.embed_tokens
 
     def forward(self, src_tokens, src_lengths=None, **kwargs):
+        """The source side of the model: what does not depend on the target.
+
+        Args:
+            src_tokens: B x S source ids.
+            src_lengths: unused (fairseq's signature).
+
+        Returns:
+            A dict of lists: ``src_tokens`` B x S, ``encoder_padding_mask`` B x S, ``src_embed`` B x S x C and, in
+            ``sep`` mode, ``value_states`` B x S x C (H^v, eq. 14; an empty list in ``shared`` mode).
+        """
         padding_mask = src_tokens.eq(self.padding_idx)
         x = self.embed(src_tokens)
         out = {
@@ -133,8 +147,8 @@ class RDangleDecoder(LexicalDecoder, FairseqIncrementalDecoder):
     """Re-encodes at the interval points and decodes; ends in the lexical head when there is one.
 
     Returns logits (or, with a lexical head, fp32 log-probabilities of eq. 10 of Akyurek & Andreas) and an extra
-    dict with ``attn`` [B x T x S] (the cross-attention of ``--alignment-layer`` averaged over its first
-    ``--alignment-heads`` heads: what the head reads, fp32 in every precision) and, with a head, ``p_gate``
+    dict with ``attn`` (a list of one B x T x S: the cross-attention of ``--alignment-layer`` averaged over its first
+    ``--alignment-heads`` heads, what the head reads, fp32 in every precision) and, with a head, ``p_gate``
     (B x T).
     """
 
@@ -183,19 +197,37 @@ class RDangleDecoder(LexicalDecoder, FairseqIncrementalDecoder):
 
     # -- the pieces (also used by the per-prefix reference loop in tests/rdangle_reference.py) -----------------
     def average_heads(self, probs: Tensor) -> Tensor:
-        """(B, H, q, S) -> (B, q, S): mean over the first ``alignment_heads`` heads (all by default)."""
+        """B x H x T x S -> B x T x S: mean over the first ``alignment_heads`` heads (all by default)."""
         if self.alignment_heads is not None:
             probs = probs[:, : self.alignment_heads]
         return probs.mean(dim=1)
 
     def adaptive_keys(self, encoder_out, x_in: Tensor, tgt_mask: Tensor) -> Tensor:
-        """H_t (eqs. 3-6, 11, 15) for prefixes x_in (R, t, C); tgt_mask (R, t) blocks positions outside them."""
+        """H_t (eqs. 3-6, 11, 15) of each row's target prefix.
+
+        Args:
+            encoder_out: ``RDangleEncoder.forward``'s dict (R rows).
+            x_in: R x T x C, the embedded target prefixes.
+            tgt_mask: R x T, True at the positions outside each row's prefix.
+
+        Returns:
+            R x S x C.
+        """
         return self.adaptive.keys(encoder_out["src_embed"][0], encoder_out["encoder_padding_mask"][0], x_in, tgt_mask)
 
     def decode_prefix(self, encoder_out, x_in: Tensor, key_states: Tensor, last_only: bool = False):
-        """Eq. 12 / 16: the decoder over the whole prefix x_in (B, t, C) with empty memory and keys from
-        ``key_states``; returns the features (B, t, C) and the aligned attention (B, t, S), or with ``last_only``
-        those of the last position only (B, 1, ...), which the last layer then queries alone."""
+        """Eq. 12 / 16: the decoder over the whole prefix with empty memory and keys from ``key_states``.
+
+        Args:
+            encoder_out: ``RDangleEncoder.forward``'s dict.
+            x_in: B x T x C, the embedded prefix.
+            key_states: B x S x C, H_t.
+            last_only: the last position's outputs only (T = 1 in the results), which the last layer then queries
+                alone.
+
+        Returns:
+            (features B x T x C, the aligned attention B x T x S in fp32).
+        """
         keys = self.stack.project_keys(key_states)
         value_states = key_states if self.kv_mode == "shared" else encoder_out["value_states"][0]
         values = self.stack.project_values(value_states)
@@ -207,11 +239,20 @@ class RDangleDecoder(LexicalDecoder, FairseqIncrementalDecoder):
 
     @staticmethod
     def context(attn: Tensor, states: Tensor) -> Tensor:
-        """c_t = sum_j a_tj s_j (B, q, C), in the states' dtype (the fp32 attention is a gate input only here)."""
+        """c_t = sum_j a_tj s_j, in the states' dtype (the fp32 attention is a gate input only here).
+
+        Args:
+            attn: B x T x S, a_t.
+            states: B x S x C, s_j.
+
+        Returns:
+            B x T x C.
+        """
         return torch.bmm(attn.to(states.dtype), states)
 
     def value_states(self, encoder_out, key_states: Tensor) -> Tensor:
-        """The source states the values are made of (H_t when shared, H^v when separate): the gate's c_t."""
+        """The source states the values are made of (H_t when shared, H^v when separate), B x S x C: what the gate's
+        c_t sums (``key_states``: B x S x C, H_t)."""
         return key_states if self.kv_mode == "shared" else encoder_out["value_states"][0]
 
     def output(
@@ -223,8 +264,20 @@ class RDangleDecoder(LexicalDecoder, FairseqIncrementalDecoder):
         src_tokens: Tensor,
         incremental_state=None,
     ):
-        """Output layer and, when present, the lexical head. ``context`` (B, T, C) is c_t = sum_j a_tj v_j. In
-        incremental decoding the head keeps the sentence's lexicon rows in ``incremental_state``."""
+        """Output layer and, when present, the lexical head. In incremental decoding the head keeps the sentence's
+        lexicon rows in ``incremental_state``.
+
+        Args:
+            features: B x T x C, the decoder's features d_t.
+            attn: B x T x S, a_t (fp32).
+            context: B x T x C, c_t = sum_j a_tj v_j, or None when the gate does not read it.
+            x_in: B x T x C, the decoder's inputs x_t.
+            src_tokens: B x S source ids.
+            incremental_state: fairseq's, or None.
+
+        Returns:
+            As ``LexicalDecoder.lexical_output``: (B x T x V log p(y_t) in fp32, or logits without a head; extra).
+        """
         return self.lexical_output(
             self.output_projection(features),
             {"context": context, "hidden": features, "input": x_in},
@@ -240,6 +293,19 @@ class RDangleDecoder(LexicalDecoder, FairseqIncrementalDecoder):
 
     # -- fairseq interface -------------------------------------------------------------------------------------
     def forward(self, prev_output_tokens, encoder_out=None, incremental_state=None, features_only=False, **kwargs):
+        """Teacher forcing over T positions, or an incremental step with re-encoding points.
+
+        Args:
+            prev_output_tokens: B x T target ids, y_t-1 (right-padded); in an incremental step the prefix so far,
+                of which the last is decoded (T = 1 in the results).
+            encoder_out: ``RDangleEncoder.forward``'s dict.
+            incremental_state: fairseq's, or None.
+            features_only: return (features B x T x C, {"attn": a list of one B x T x S}).
+
+        Returns:
+            (log_probs, extra): B x T x V log p(y_t) in fp32 (logits without a head), extra with ``attn`` (a list of
+            one B x T x S, fp32) and, with a head, ``p_gate`` (B x T).
+        """
         if incremental_state is not None:
             features, attn, context, x_in = self._incremental(prev_output_tokens, encoder_out, incremental_state)
         else:
@@ -249,9 +315,11 @@ class RDangleDecoder(LexicalDecoder, FairseqIncrementalDecoder):
         return self.output(features, attn, context, x_in, encoder_out["src_tokens"][0], incremental_state)
 
     def extract_features(self, prev_output_tokens, encoder_out=None, incremental_state=None, **kwargs):
+        """``forward`` with ``features_only``: (B x T x C features, {"attn": a list of one B x T x S})."""
         return self.forward(prev_output_tokens, encoder_out, incremental_state, features_only=True)
 
     def output_layer(self, features):
+        """p_write's logits: B x T x C -> B x T x V."""
         return self.output_projection(features)
 
     def max_positions(self):
@@ -316,7 +384,8 @@ class RDangleDecoder(LexicalDecoder, FairseqIncrementalDecoder):
 
     def _chunk(self, x_in, src_embed, src_padding_mask, sentence, start, row, pos, enc_len, dec_len, *values_sent):
         """One chunk of stacked rows: adaptive keys for each row's prefix, the decoder over each row's positions,
-        the kept outputs (N, C), their aligned attention (N, S) and, shared mode, their context (N, C)."""
+        the kept outputs (n x C, n the number kept), their aligned attention (n x S) and, shared mode, their context
+        (n x C)."""
         src = src_embed.index_select(0, sentence)
         src_pad = src_padding_mask.index_select(0, sentence)
         tgt = x_in[:, :enc_len].index_select(0, sentence)
@@ -508,6 +577,15 @@ class RDangleModel(KeepBestHub, FairseqEncoderDecoderModel):
 
     @classmethod
     def build_model(cls, args, task):
+        """The model the arguments describe, with the lexical head when `--lexicon` asks for one.
+
+        Args:
+            args: the model's arguments (architecture defaults filled in here, then checked).
+            task: gives the source and target dictionaries.
+
+        Returns:
+            An RDangleModel.
+        """
         rdangle_base(args)
         if not getattr(args, "max_source_positions", None):
             args.max_source_positions = DEFAULT_MAX_POSITIONS

@@ -13,7 +13,8 @@ Sequence-to-Sequence Learning"):
   equal) sources: K_t = H^k_t W^K, V = H^v W^V (eqs. 17-19); with keys = values = H_t it is eqs. 8-10.
 - ``StackPlan``: which copy of the target prefix each re-encoding segment gets in training (see its docstring).
 
-All tensors are batch first (B x L x C). Masks are boolean, True = blocked.
+All tensors are batch first (B x S x C, B x T x C; shapes in the letters of ``fairseq_lexical/modules/__init__.py``).
+Masks are boolean, True = blocked.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from .relative_attention import (
 
 
 def causal_mask(q_len: int, k_len: int, q_start: int, device=None) -> Tensor:
-    """(q_len, k_len) boolean mask, True where key j lies after query q_start + i."""
+    """L_q x L_k (``q_len`` x ``k_len``) boolean mask, True where key j lies after query q_start + i."""
     q = torch.arange(q_start, q_start + q_len, device=device).unsqueeze(1)
     k = torch.arange(k_len, device=device).unsqueeze(0)
     return k > q
@@ -109,8 +110,18 @@ class EncoderLayer(nn.Module):
         rel_index: Optional[Tensor] = None,
         query_len: Optional[int] = None,
     ):
-        """``query_len``: compute the outputs of the first ``query_len`` positions only (every position still
-        serves as a key and a value), for a last layer whose other outputs nobody reads."""
+        """One layer over the L positions of ``x`` (L = S, or S + T over the concatenation C_t).
+
+        Args:
+            x: B x L x C.
+            key_padding_mask: B x L, True = padding.
+            rel_index: L x L relative-table rows, or None without relative positions.
+            query_len: compute the outputs of the first ``query_len`` positions only (every position still serves
+                as a key and a value), for a last layer whose other outputs nobody reads.
+
+        Returns:
+            B x ``query_len`` x C (B x L x C without it).
+        """
         q = x.size(1) if query_len is None else query_len
         h = self.self_attn_layer_norm(x) if self.normalize_before else x
         rel = None if rel_index is None else rel_index[..., :q, :]
@@ -124,7 +135,7 @@ class EncoderLayer(nn.Module):
 class KVDecoderLayer(nn.Module):
     """A Transformer decoder layer whose cross-attention reads already-projected keys and values (eqs. 17-19).
 
-    ``past`` holds this layer's self-attention keys and values of earlier positions (B, H, t, d); the layer
+    ``past`` holds this layer's self-attention keys and values of the earlier positions (B x H x start x d); the layer
     returns the extended pair, so a caller can decode one position at a time or many at once.
     """
 
@@ -153,8 +164,25 @@ class KVDecoderLayer(nn.Module):
         need_weights: bool = True,
         query_positions: Optional[Tensor] = None,
     ) -> Tuple[Tensor, Optional[Tensor], Tuple[Tensor, Tensor]]:
-        """``query_positions`` (B, q') indexes x's positions: only those are queried and returned, while every
-        position still gives its self-attention key and value (the masks must then be (B, q', k))."""
+        """One layer over the T positions start..start+T-1 of ``x`` (start: the positions in ``past``, 0 without).
+
+        Args:
+            x: B x T x C.
+            cross_key, cross_value: B x H x S x d, the projected keys and values (eqs. 17-18).
+            cross_padding_mask: B x S, True = padding.
+            self_attn_mask: L_q x L_k or B x L_q x L_k (L_q = T, or T' with ``query_positions``; L_k = start + T),
+                True = blocked; None for a single query.
+            self_rel_index: L_q x L_k or B x L_q x L_k relative-table rows, or None without relative positions.
+            past: (keys, values) of the earlier positions, B x H x start x d each.
+            need_weights: return the cross-attention probabilities.
+            query_positions: B x T', indices into x's positions: only those are queried and returned, while every
+                position still gives its self-attention key and value (the masks must then be B x T' x L_k).
+
+        Returns:
+            (x, probs, (k, v)): x B x T x C; the cross-attention probabilities B x H x T x S, fp32, or None without
+            ``need_weights`` (T' for T with ``query_positions``); the self-attention keys and values of positions
+            0..start+T-1, B x H x (start + T) x d each.
+        """
         h = self.self_attn_layer_norm(x) if self.normalize_before else x
         attn = self.self_attn
         k, v = attn.project_key(h), attn.project_value(h)
@@ -234,8 +262,17 @@ class AdaptiveEncoder(nn.Module):
         return relative_index(src_len, src_len, K, device=device) if K else None
 
     def keys(self, src: Tensor, src_padding_mask: Tensor, tgt: Tensor, tgt_mask: Tensor) -> Tensor:
-        """H_t (R, S, C) from embedded source (R, S, C) and target prefix (R, T, C); ``tgt_mask`` (R, T) blocks
-        target positions that are not part of each row's prefix (and padding)."""
+        """H_t (eqs. 3-6) of each row's target prefix.
+
+        Args:
+            src: R x S x C, the embedded source.
+            src_padding_mask: R x S, True = padding.
+            tgt: R x T x C, the embedded target prefix.
+            tgt_mask: R x T, True at the target positions that are not part of each row's prefix (and padding).
+
+        Returns:
+            R x S x C.
+        """
         src_len, tgt_len = src.size(1), tgt.size(1)
         x = torch.cat([src + self.segment_embed[0], tgt + self.segment_embed[1]], dim=1)  # eq. 3
         mask = torch.cat([src_padding_mask, tgt_mask], dim=1)
@@ -252,7 +289,15 @@ class AdaptiveEncoder(nn.Module):
         return self.key_layer_norm(h) if self.key_layer_norm is not None else h
 
     def values(self, src: Tensor, src_padding_mask: Tensor) -> Tensor:
-        """H^v (B, S, C) of eq. 14 (``sep`` mode only)."""
+        """H^v of eq. 14 (``sep`` mode only).
+
+        Args:
+            src: B x S x C, the embedded source.
+            src_padding_mask: B x S, True = padding.
+
+        Returns:
+            B x S x C.
+        """
         rel = self._source_rel(src.size(1), src.device)
         shared = list(self.source_layers)[len(self.source_layers) - self.shared_layers :]
         h = src
@@ -278,11 +323,11 @@ class KVDecoderStack(nn.Module):
         self.layer_norm = nn.LayerNorm(sizes.dim) if sizes.normalize_before else None
 
     def project_keys(self, key_states: Tensor) -> List[Tensor]:
-        """K = H^k W^K for every layer (eq. 17)."""
+        """K = H^k W^K for every layer (eq. 17): B x S x C -> one B x H x S x d per layer."""
         return [layer.encoder_attn.project_key(key_states) for layer in self.layers]
 
     def project_values(self, value_states: Tensor) -> List[Tensor]:
-        """V = H^v W^V for every layer (eq. 18)."""
+        """V = H^v W^V for every layer (eq. 18): B x S x C -> one B x H x S x d per layer."""
         return [layer.encoder_attn.project_value(value_states) for layer in self.layers]
 
     def forward(
@@ -296,13 +341,24 @@ class KVDecoderStack(nn.Module):
         start: int = 0,
         outputs: Optional[Tensor] = None,
     ) -> Tuple[Tensor, Tensor, List[Tuple[Tensor, Tensor]]]:
-        """x (B, q, C) the embedded inputs of positions start..start+q-1. Returns the features (B, q, C), the
-        cross-attention probabilities of ``alignment_layer`` (B, H, q, S) and every layer's self-attention
-        (keys, values) of positions 0..start+q-1.
+        """The decoder layers over positions start..start+T-1.
 
-        ``outputs`` (B, q'): the positions of x (0..q-1) whose features are wanted. The last layer then queries
-        only those (the other positions feed it keys and values only), and the features and probabilities are
-        (B, q', ...). Generation at a re-encoding point wants one position of t, training o of each row's e_i."""
+        Args:
+            x: B x T x C, the embedded inputs of those positions.
+            keys, values: one B x H x S x d per layer (``project_keys``, ``project_values``).
+            src_padding_mask: B x S, True = padding.
+            alignment_layer: the layer whose cross-attention probabilities are returned.
+            past: per layer, the self-attention (keys, values) of positions 0..start-1, B x H x start x d each.
+            start: the position of x's first.
+            outputs: B x T', the positions of x (0..T-1) whose features are wanted. The last layer then queries only
+                those (the other positions feed it keys and values only). Generation at a re-encoding point wants
+                one position of t, training o of each row's e_i.
+
+        Returns:
+            (features, probs, caches): features B x T x C; the cross-attention probabilities of
+            ``alignment_layer``, B x H x T x S, fp32 (T' for T with ``outputs``); per layer, the self-attention
+            (keys, values) of positions 0..start+T-1, B x H x (start + T) x d each.
+        """
         q_len = x.size(1)
         k_len = start + q_len
         mask = causal_mask(q_len, k_len, start, device=x.device) if q_len > 1 else None
@@ -356,7 +412,7 @@ class StackPlan:
         self.tgt_len, self.interval = tgt_len, interval
         num_segments = math.ceil(tgt_len / interval)
         starts = torch.arange(num_segments, device=device) * interval
-        valid = starts.unsqueeze(1) < lengths.unsqueeze(0)  # (segments, B)
+        valid = starts.unsqueeze(1) < lengths.unsqueeze(0)  # segments x B
         segment, sentence = valid.nonzero(as_tuple=True)  # ordered by segment, then sentence
         self.sentence = sentence
         self.start = segment * interval
@@ -388,10 +444,11 @@ class StackPlan:
 
     def selection(self, lo: int, hi: int) -> Tuple[Tensor, Tensor, Tensor]:
         """For chunk rows lo..hi-1: (row within the chunk, position, destination b * T + position) of every kept
-        output, i.e. positions s_i..e_i-1 of the row that are real tokens of its sentence."""
+        output, i.e. positions s_i..e_i-1 of the row that are real tokens of its sentence; three long tensors of the
+        number of kept outputs."""
         start, end, length = self.start[lo:hi], self.end[lo:hi], self.length[lo:hi]
         offsets = torch.arange(self.interval, device=start.device)
-        pos = start.unsqueeze(1) + offsets.unsqueeze(0)  # (rows, o)
+        pos = start.unsqueeze(1) + offsets.unsqueeze(0)  # rows x o
         keep = (pos < end.unsqueeze(1)) & (pos < length.unsqueeze(1))
         row = torch.arange(hi - lo, device=start.device).unsqueeze(1).expand_as(pos)[keep]
         pos = pos[keep]

@@ -6,10 +6,10 @@
 
 With L = I on shared strings this is the copy mechanism (eqs. 7-8). L is a sparse table (up to k targets per
 source id, plus a mass per row spread uniformly over the target vocabulary), so p_lex is a scatter-add over the
-batch's source positions and no |V_x| x |V_y| tensor is built per batch. The mixture and its log are computed in fp32,
+batch's source positions and no V_x x V tensor is built per batch. The mixture and its log are computed in fp32,
 in log space, so that a token with no lexical mass still gets a finite log-probability (lexical_kernels.py; the
 precision rule in precision.py). This module holds L, the gate and their state: checkpoints, overrides, the rows
-kept per sentence in incremental decoding.
+kept per sentence in incremental decoding. Shapes in the letters of ``fairseq_lexical/modules/__init__.py``.
 """
 
 from __future__ import annotations
@@ -48,7 +48,14 @@ _ROW_TABLES = ("lexicon_targets", "lexicon_weights", "lexicon_uniform_rows", "le
 
 def lexicon_fingerprint(*tensors: Tensor) -> Tensor:
     """128 bits of a SHA-256 of the tensors' shapes and values (as float64, so a table's dtype does not matter), as
-    four int64 of 32 bits each: a buffer that stays exact through fairseq's checkpoint averaging (sum, then // n)."""
+    four int64 of 32 bits each: a buffer that stays exact through fairseq's checkpoint averaging (sum, then // n).
+
+    Args:
+        *tensors: any shapes and dtypes.
+
+    Returns:
+        4, int64.
+    """
     digest = hashlib.sha256()
     for t in tensors:
         values = t.detach().cpu().double().contiguous()
@@ -77,7 +84,7 @@ class LexicalTranslationHead(nn.Module):
         trainable: fine-tune L. Sparse rows learn the weights of their k entries (softmax over the row);
             uniform rows stay uniform unless ``dense`` is set. Frozen tables are buffers, so optimisers and DDP
             never see them.
-        dense: store L as a full |V_x| x |V_y| logit matrix (small vocabularies only; Table 5's learned uniform
+        dense: store L as a full V_x x V logit matrix (small vocabularies only; Table 5's learned uniform
             lexicon needs it).
         gate_bias_init: initial bias of the gate's logit; negative values start training from the lexicon.
         gate_form: ``sigmoid`` (eq. 6: p_gate = sigmoid(w^T f + b)) or ``copy_token``, the form of the authors'
@@ -324,7 +331,14 @@ class LexicalTranslationHead(nn.Module):
 
     # -- eq. 9 ------------------------------------------------------------------------------------------------
     def lexicon_rows(self, src_tokens: Tensor) -> Tuple[Tensor, Tensor]:
-        """(targets, weights) of L's rows for each source token: two (B, S, k) tensors, weights in fp32."""
+        """L's rows (sparse tables only) for each source token.
+
+        Args:
+            src_tokens: B x S source ids.
+
+        Returns:
+            (targets, weights): B x S x k target ids and their weights (fp32).
+        """
         targets = self.lexicon_targets[src_tokens]
         if not self.trainable:
             return targets, self.lexicon_weights[src_tokens].float()
@@ -333,8 +347,16 @@ class LexicalTranslationHead(nn.Module):
         return targets, weights
 
     def lexical_mass(self, attn: Tensor, src_tokens: Tensor, rows=None) -> Tuple[Tensor, Tensor]:
-        """Eq. 9 before summation: mass alpha_tj L[x_j, w] (B, T, S*k) and its target ids w (B, T, S*k)
-        (``rows``: lexicon_rows(src_tokens), when the caller has them)."""
+        """Eq. 9 before summation: the mass alpha_tj L[x_j, w] of every slot and its target id w.
+
+        Args:
+            attn: B x T x S attention alpha.
+            src_tokens: B x S source ids.
+            rows: lexicon_rows(src_tokens), when the caller has them.
+
+        Returns:
+            (mass, index): B x T x M (M = S*k), mass in fp32 (or wider), index the target ids.
+        """
         attn = fp32_or_wider(attn)
         bsz, tgt_len, src_len = attn.shape
         targets, weights = self.lexicon_rows(src_tokens) if rows is None else rows
@@ -344,32 +366,56 @@ class LexicalTranslationHead(nn.Module):
         return mass, index
 
     def lexicon_dense_rows(self, src_tokens: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
-        """L's rows for each source token as dense (B, S, V_y) probabilities: the sparse entries scattered, plus each
-        row's uniform mass spread over the target vocabulary."""
+        """L's rows for each source token as dense probabilities: the sparse entries scattered, plus each row's
+        uniform mass spread over the target vocabulary.
+
+        Args:
+            src_tokens: B x S source ids.
+            dtype: of the result.
+
+        Returns:
+            B x S x V.
+        """
         if self.dense:
             return torch.softmax(self.lexicon_logits.to(dtype), dim=-1)[src_tokens]
         targets, weights = self.lexicon_rows(src_tokens)
         rows = weights.new_zeros(*src_tokens.shape, self.num_target, dtype=dtype)
         rows = rows.scatter_add(-1, targets, weights.to(dtype))
         if self.has_uniform_rows:
-            uniform = self.lexicon_uniform_rows[src_tokens].to(dtype).unsqueeze(-1)  # (B, S, 1)
+            uniform = self.lexicon_uniform_rows[src_tokens].to(dtype).unsqueeze(-1)  # B x S x 1
             rows = rows + uniform * self.uniform_target_dist.to(dtype)
         return rows
 
     def lexical_probs(self, attn: Tensor, src_tokens: Tensor) -> Tensor:
-        """p_lex (B, T, V_y) in fp32 (or wider) from attention (B, T, S) over source tokens (B, S): eq. 9 as one
-        product of the attention with the source tokens' dense rows."""
+        """p_lex, eq. 9 as one product of the attention with the source tokens' dense rows.
+
+        Args:
+            attn: B x T x S attention alpha.
+            src_tokens: B x S source ids.
+
+        Returns:
+            B x T x V, fp32 (or wider).
+        """
         attn = fp32_or_wider(attn)
         return torch.bmm(attn, self.lexicon_dense_rows(src_tokens, attn.dtype))
 
     def dense_is_cheaper(self, src_tokens: Tensor) -> bool:
-        """The sparse mixture handles S x k slots per target position with gathers, scatters and a sort, the dense
-        one V_y words with a product: past V_y slots (closed vocabularies with many entries per row, as the
-        mutual-exclusivity fallback gives) the dense one is the cheaper (``tools/bench.py lstm --top-k``)."""
+        """Whether the dense mixture is the cheaper for ``src_tokens`` (B x S). The sparse mixture handles M = S*k
+        slots per target position with gathers, scatters and a sort, the dense one V words with a product: past V
+        slots (closed vocabularies with many entries per row, as the mutual-exclusivity fallback gives) the dense one
+        is the cheaper (``tools/bench.py lstm --top-k``)."""
         return src_tokens.size(-1) * self.lexicon_targets.size(-1) >= self.num_target
 
     def scatter_softmax_probs(self, attn: Tensor, src_tokens: Tensor) -> Tensor:
-        """The reproduction variant of p_lex (see ``scatter_overwrite_softmax``), (B, T, V_y) in fp32."""
+        """The reproduction variant of p_lex (see ``scatter_overwrite_softmax``).
+
+        Args:
+            attn: B x T x S attention alpha.
+            src_tokens: B x S source ids.
+
+        Returns:
+            B x T x V, fp32.
+        """
         if self.dense or self.has_uniform_rows:
             raise ValueError("the scatter-then-softmax copy variant needs a sparse lexicon without uniform rows")
         mass, index = self.lexical_mass(attn, src_tokens)
@@ -386,8 +432,17 @@ class LexicalTranslationHead(nn.Module):
         attn: Optional[Tensor] = None,
         src_tokens: Optional[Tensor] = None,
     ) -> Tensor:
-        """Logit of p_gate (the weight of p_write), fp32. ``copy_token`` needs the write logits; an override's gate
-        bias (``override_rows``) needs the attention and the source tokens."""
+        """Logit of p_gate (the weight of p_write, eq. 6).
+
+        Args:
+            gate_features: B x T x (the gate's input size).
+            write_logits: B x T x V; needed by ``copy_token``.
+            attn: B x T x S attention alpha; with src_tokens (B x S), needed by an override's gate bias
+                (``override_rows``).
+
+        Returns:
+            B x T, fp32 (or wider).
+        """
         copy_logit = fp32_linear(gate_features, self.gate.weight, self.gate.bias).squeeze(-1)
         if self.gate_form == "sigmoid":
             logit = copy_logit
@@ -400,10 +455,19 @@ class LexicalTranslationHead(nn.Module):
 
     # -- what depends on the sentence only, once per sentence in incremental decoding --------------------------
     def sentence_rows(self, src_tokens: Tensor, incremental_state=None, dtype: torch.dtype = torch.float32) -> dict:
-        """The source tokens' lexicon rows in the form the mixture reads them: dense (B, S, V_y) probabilities in
-        ``dtype``, or sparse targets and weights (B, S, k) with each slot's rank among its row's distinct targets
-        (B, 1, S*k). In incremental decoding they are computed at the first step and kept in ``incremental_state``,
-        reordered with the beam (``reorder_incremental_state``): a step then gathers, sorts and ranks nothing."""
+        """The source tokens' lexicon rows in the form the mixture reads them. In incremental decoding they are
+        computed at the first step and kept in ``incremental_state``, reordered with the beam
+        (``reorder_incremental_state``): a step then gathers, sorts and ranks nothing.
+
+        Args:
+            src_tokens: B x S source ids.
+            incremental_state: fairseq's, or None.
+            dtype: of dense rows.
+
+        Returns:
+            {"dense": B x S x V probabilities in ``dtype``}, or {"targets", "weights": B x S x k, "slot_of": B x 1 x M,
+            each slot's rank among its row's distinct targets}.
+        """
         cached = self.get_incremental_state(incremental_state, "sentence")
         if cached is not None:
             return cached
@@ -421,6 +485,7 @@ class LexicalTranslationHead(nn.Module):
         return rows
 
     def reorder_incremental_state(self, incremental_state, new_order: Tensor):
+        """Reorder the kept rows with the beam (``new_order``: B, the rows to keep, as fairseq passes them)."""
         cached = self.get_incremental_state(incremental_state, "sentence")
         if cached is not None:
             self.set_incremental_state(
@@ -430,7 +495,18 @@ class LexicalTranslationHead(nn.Module):
     def forward(
         self, write_logits: Tensor, gate_features: Tensor, attn: Tensor, src_tokens: Tensor, incremental_state=None
     ) -> Tuple[Tensor, Tensor]:
-        """Return (log p(y_t = w) in fp32, p_gate (B, T))."""
+        """Eq. 10: the mixture of p_write and p_lex.
+
+        Args:
+            write_logits: B x T x V, the logits of p_write.
+            gate_features: B x T x (the gate's input size).
+            attn: B x T x S attention alpha.
+            src_tokens: B x S source ids, aligned with attn's S.
+            incremental_state: fairseq's, or None (teacher forcing).
+
+        Returns:
+            (log_probs, p_gate): B x T x V log p(y_t = w) and B x T p_gate, both fp32 (or wider).
+        """
         gate_logit = self.gate_logit(gate_features, write_logits, attn, src_tokens)
         if self.copy_scatter_softmax:
             p_lex = self.scatter_softmax_probs(attn, src_tokens)
@@ -451,7 +527,7 @@ class LexicalTranslationHead(nn.Module):
                         index,
                         rows["slot_of"],
                         drop=self.unk_index if self.masking_unk else None,
-                        # beam search on a CPU: a fresh |V|-sized buffer per step costs cache misses and page
+                        # beam search on a CPU: a fresh V-sized buffer per step costs cache misses and page
                         # faults (the GPU's caching allocator reuses its blocks: nothing to gain there)
                         overwrite_logits=incremental_state is not None and write_logits.device.type == "cpu",
                     )

@@ -3,10 +3,11 @@
     log p(y_t = w) = log(p_gate p_write(w) + (1 - p_gate) p_lex(w))                        (eq. 10)
 
 computed in fp32 (or wider), in log space (logaddexp), from the write logits, the gate's logit and p_lex, given
-dense (B, T, V_y) or as scattered mass over the source positions' lexicon slots (eq. 9). The autograd functions
-have hand-written backward passes that save and allocate fewer |V|-sized tensors than autograd would; the no-grad
-forms (generation, validation) make one pass over the vocabulary. Also: dropping a word (<unk>) with the rest
-renormalised, and the reproduction variant of p_lex (``scatter_overwrite_softmax``).
+dense (B x T x V) or as scattered mass over the source positions' lexicon slots (B x T x M, eq. 9). The autograd
+functions have hand-written backward passes that save and allocate fewer V-sized tensors than autograd would; the
+no-grad forms (generation, validation) make one pass over the vocabulary. Also: dropping a word (<unk>) with the rest
+renormalised, and the reproduction variant of p_lex (``scatter_overwrite_softmax``). Shapes in the letters of
+``fairseq_lexical/modules/__init__.py``.
 """
 
 from __future__ import annotations
@@ -22,15 +23,23 @@ from .precision import TINY, fp32_or_wider
 
 
 def log1mexp(log_p: Tensor) -> Tensor:
-    """log(1 - e^x) for x <= 0, accurate for p = e^x near 0 and near 1."""
+    """log(1 - e^x) for x <= 0, accurate for p = e^x near 0 and near 1; elementwise, any shape."""
     return torch.where(log_p > -math.log(2.0), torch.log(-torch.expm1(log_p)), torch.log1p(-torch.exp(log_p)))
 
 
 def renormalized_without(log_probs: Tensor, index: int) -> Tensor:
     """log p(w | w != index): that word's probability set to 0, the others divided by what is left, 1 - p(index),
     taken from log p(index) alone (log(1 - e^x), accurate for p near 0 and near 1): a beam step's cost is then one
-    subtraction over the vocabulary rather than a second logsumexp. Without autograd (generation) ``log_probs``
-    itself is changed and returned: no second |V|-sized buffer."""
+    subtraction over the vocabulary rather than a second logsumexp.
+
+    Args:
+        log_probs: ... x V log-probabilities (e.g. B x T x V). Without autograd (generation) it is changed in place
+            and returned: no second V-sized buffer.
+        index: the word to drop.
+
+    Returns:
+        ... x V, as ``log_probs``.
+    """
     log_rest = log1mexp(log_probs[..., index : index + 1])
     in_place = not (torch.is_grad_enabled() and log_probs.requires_grad)
     out = log_probs.sub_(log_rest) if in_place else log_probs - log_rest
@@ -41,9 +50,9 @@ def renormalized_without(log_probs: Tensor, index: int) -> Tensor:
 class _LexicalMixture(torch.autograd.Function):
     """log(g softmax(z) + (1 - g) p_lex), written as logaddexp in log space (eq. 10).
 
-    A hand-written backward keeps three |V|-sized tensors alive instead of the six that autograd would save
+    A hand-written backward keeps three V-sized tensors alive instead of the six that autograd would save
     for the same expression (log_softmax, both branches, their logs and the result), and each pass allocates
-    three |V|-sized buffers, working in place on them (a fresh buffer costs page faults and cache misses on a CPU).
+    three V-sized buffers, working in place on them (a fresh buffer costs page faults and cache misses on a CPU).
     """
 
     @staticmethod
@@ -75,22 +84,32 @@ class _LexicalMixture(torch.autograd.Function):
 
 
 def lexical_mixture_log_probs(write_logits: Tensor, gate_logit: Tensor, p_lex: Tensor) -> Tensor:
-    """fp32 log of eq. 10 from the write logits (B, T, V), the gate's logit (B, T) and a dense p_lex (B, T, V)."""
+    """Eq. 10 in log space from a dense p_lex.
+
+    Args:
+        write_logits: B x T x V, the logits of p_write.
+        gate_logit: B x T, the logit of p_gate.
+        p_lex: B x T x V.
+
+    Returns:
+        B x T x V log p(y_t = w), fp32 (or wider).
+    """
     return _LexicalMixture.apply(write_logits, gate_logit, fp32_or_wider(p_lex))
 
 
 def _sparse_mixture_at_slots(
     write_logits: Tensor, gate_logit: Tensor, mass: Tensor, index: Tensor, slot_of=None, overwrite_logits=False
 ):
-    """What the sparse mixture needs before its pass over the vocabulary: (log_softmax of the write logits, the gate
-    logit as (B, T, 1), log g, log(1 - g), log_softmax at the indexed words, eq. 10 at the indexed words).
+    """What the sparse mixture needs before its pass over the vocabulary: (log_softmax of the write logits B x T x V,
+    the gate logit as B x T x 1, log g and log(1 - g) B x T x 1, log_softmax and eq. 10 at the indexed words
+    B x T x M).
     ``overwrite_logits``: log_softmax is written over the (fp32) write logits, which the caller no longer needs."""
     logits = fp32_or_wider(write_logits)
     lsm = torch.log_softmax(logits, dim=-1, out=logits) if overwrite_logits else torch.log_softmax(logits, dim=-1)
     s = fp32_or_wider(gate_logit).unsqueeze(-1)
     log_g, log_not_g = F.logsigmoid(s), F.logsigmoid(-s)
     # Sum the mass of repeated targets (scatter-add in slot order), then read it back at every indexed slot.
-    # The sums are taken over the row's distinct targets, not over a |V|-sized buffer (same order, same sums).
+    # The sums are taken over the row's distinct targets, not over a V-sized buffer (same order, same sums).
     # (``slot_of``: _distinct_slots(index) computed once per sentence by the caller, in incremental decoding.)
     slot_of = _distinct_slots(index) if slot_of is None else slot_of.expand_as(index)
     p_at = torch.zeros_like(mass).scatter_add_(-1, slot_of, mass).gather(-1, slot_of)
@@ -114,7 +133,7 @@ class _SparseLexicalMixture(torch.autograd.Function):
         lsm, s, log_g, _, lsm_at, out_at = _sparse_mixture_at_slots(write_logits, gate_logit, mass, index, slot_of)
         out = lsm.add_(log_g).scatter_(-1, index, out_at)  # in place: lsm is not needed as such any more
         # Saving the output rather than log_softmax: the loss saves the same tensor, so the layer costs one
-        # |V|-sized saved tensor, like a plain softmax output layer. log_softmax is rebuilt from it below.
+        # V-sized saved tensor, like a plain softmax output layer. log_softmax is rebuilt from it below.
         ctx.save_for_backward(out, s, index, lsm_at, out_at)
         ctx.dtypes = (write_logits.dtype, gate_logit.dtype)
         ctx.mark_non_differentiable(index)
@@ -137,7 +156,7 @@ class _SparseLexicalMixture(torch.autograd.Function):
         first[..., 1:] = sorted_index[..., 1:] != sorted_index[..., :-1]
         write_total = grad_total + ((write_at - grad_at).gather(-1, order) * first).sum(-1, keepdim=True)
         # d/dz of log_softmax: grad_write - p_write * S, with p_write = exp(out - log g) off the indexed words
-        # (computed in one |V|-sized buffer: each fresh one costs page faults on a CPU)
+        # (computed in one V-sized buffer: each fresh one costs page faults on a CPU)
         grad_logits = torch.sub(out, log_g).exp_()
         torch.addcmul(grad_out, grad_logits, write_total, value=-1.0, out=grad_logits)
         grad_logits.scatter_(-1, index, write_at - torch.exp(lsm_at) * write_total)
@@ -159,10 +178,23 @@ def sparse_mixture_no_grad(
     overwrite_logits: bool = False,
 ) -> Tensor:
     """_SparseLexicalMixture's forward without autograd (generation, validation), in one pass over the vocabulary
-    after log_softmax. ``drop`` (<unk> in generation): that word gets probability 0 and the rest are renormalised,
-    equal to renormalized_without(mixture, drop) with the division folded into the same pass; p(drop) is computed
-    first, from its write logit and the lexicon's mass on it. ``overwrite_logits``: the result is written over the
-    fp32 write logits (beam search, where the decoder's logits have no other reader)."""
+    after log_softmax.
+
+    Args:
+        write_logits: B x T x V, the logits of p_write.
+        gate_logit: B x T, the logit of p_gate.
+        mass: B x T x M, p_lex's mass per slot (``LexicalTranslationHead.lexical_mass``).
+        index: B x T x M, each slot's target id.
+        slot_of: B x T x M or B x 1 x M, each slot's rank among its row's distinct ids (``_distinct_slots``).
+        drop: a word (<unk> in generation) that gets probability 0, the rest renormalised: equal to
+            renormalized_without(mixture, drop) with the division folded into the same pass; p(drop) is computed
+            first, from its write logit and the lexicon's mass on it.
+        overwrite_logits: write the result over the fp32 write logits (beam search, where the decoder's logits have
+            no other reader).
+
+    Returns:
+        B x T x V log p(y_t = w), fp32 (or wider).
+    """
     lsm, _, log_g, log_not_g, _, out_at = _sparse_mixture_at_slots(
         write_logits, gate_logit, mass, index, slot_of, overwrite_logits
     )
@@ -180,8 +212,8 @@ def sparse_mixture_no_grad(
 
 
 def _distinct_slots(index: Tensor) -> Tensor:
-    """For target ids ``index`` (B, T, M), each slot's rank among its row's distinct ids (B, T, M): slots holding the
-    same id get the same rank. Computed once per sentence when ``index`` repeats one row over T (an expand)."""
+    """For target ids ``index`` (B x T x M), each slot's rank among its row's distinct ids (B x T x M): slots holding
+    the same id get the same rank. Computed once per sentence when ``index`` repeats one row over T (an expand)."""
     rows = index[:, :1] if index.size(1) > 1 and index.stride(1) == 0 else index
     sorted_ids, order = rows.sort(-1)
     new_id = torch.ones_like(sorted_ids)
@@ -193,14 +225,20 @@ def _distinct_slots(index: Tensor) -> Tensor:
 def scatter_overwrite_softmax(mass: Tensor, index: Tensor, filled: Tensor, num_target: int) -> Tensor:
     """The copy distribution of the pointer-generator code published with Bafna & Yarowsky (2024), kept only to
     reproduce it (``copy_scatter_softmax``): each slot's mass is *written* (a plain scatter, not a scatter-add)
-    into a |V|-sized score vector, so for a target id indexed more than once the last write wins and the earlier
+    into a V-sized score vector, so for a target id indexed more than once the last write wins and the earlier
     slots' mass is lost; the scores are then normalised with a softmax over the whole vocabulary, which turns
-    masses in [0, 1] into a nearly uniform distribution (each word gets about e^score / |V|).
+    masses in [0, 1] into a nearly uniform distribution (each word gets about e^score / V). "Last" is the highest
+    slot index, i.e. the rightmost source position, decided deterministically (a plain ``scatter_`` leaves the
+    winner of duplicate indices unspecified).
 
-    ``mass`` and ``index`` are (B, T, M) as from ``LexicalTranslationHead.lexical_mass``; ``filled`` (B, T, M)
-    marks the slots that hold a lexicon entry (empty slots write nothing). "Last" is the highest slot index,
-    i.e. the rightmost source position, decided deterministically (a plain ``scatter_`` leaves the winner of
-    duplicate indices unspecified).
+    Args:
+        mass: B x T x M, as from ``LexicalTranslationHead.lexical_mass``.
+        index: B x T x M target ids, as from the same.
+        filled: B x T x M, True at the slots that hold a lexicon entry (empty slots write nothing).
+        num_target: V.
+
+    Returns:
+        B x T x V probabilities, in ``mass``'s dtype.
     """
     bsz, tgt_len, slots = index.shape
     order = torch.arange(slots, device=index.device).expand(bsz, tgt_len, slots)

@@ -1,12 +1,13 @@
 """The LLA units of Thrush (2020): the Lexicon Unit, the Lexicon-Adversary Unit and gradient reversal.
 
-    l   = sigmoid(maxpool_j w[x_j])                                   the Lexicon Unit, one |V_y|-vector per input word
+    l   = sigmoid(maxpool_j w[x_j])                                   the Lexicon Unit, a V-vector per input word
     l_a = sigmoid(W_a2 ReLU(W_a1 GradReverse([h_e ; c_e])))           the Lexicon-Adversary Unit
     o'_t = l * o_t                                                    (applied by the decoder, in log space)
 
 The units are trained only by binary cross-entropy: the Lexicon Unit against the bag of target words
 (``target_bag``), the adversary against l (detached). Nothing here registers with fairseq; ``models/lla_lstm.py``
-wires them into an encoder-decoder. Equations, options and deviations: docs/lla.md.
+wires them into an encoder-decoder. Equations, options and deviations: docs/lla.md. Shapes in the letters of
+``fairseq_lexical/modules/__init__.py``.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ class _GradReverse(torch.autograd.Function):
 
 
 def grad_reverse(x: Tensor, scale: float = 1.0) -> Tensor:
-    """GradReverse of the paper: x unchanged forward, gradient times ``-scale`` backward (scale 1e-4 in the paper)."""
+    """GradReverse of the paper: x unchanged forward (any shape), gradient times ``-scale`` backward (scale 1e-4 in
+    the paper)."""
     return _GradReverse.apply(x, float(scale))
 
 
@@ -49,10 +51,18 @@ class GradientReversal(nn.Module):
 
 
 def target_bag(tokens: Tensor, num_classes: int, padding_idx: int) -> Tensor:
-    """B x V float indicator: 1 where output-vocabulary word k occurs in row b of ``tokens`` (padding ignored).
+    """The bag of words of each row of ``tokens``.
 
     Given fairseq's ``prev_output_tokens`` (</s> moved from the end of the target to the front) this is the bag of
     the target, </s> included: the same set of words in another order.
+
+    Args:
+        tokens: B x T target ids.
+        num_classes: V.
+        padding_idx: ignored in ``tokens``.
+
+    Returns:
+        B x V float indicator: 1 where word v occurs in row b.
     """
     real = tokens.ne(padding_idx)
     bag = torch.zeros(tokens.size(0), num_classes + 1, dtype=torch.float, device=tokens.device)
@@ -61,9 +71,9 @@ def target_bag(tokens: Tensor, num_classes: int, padding_idx: int) -> Tensor:
 
 
 class LexiconUnit(nn.Module):
-    """l = sigmoid(max_j w[x_j]): a |V_y|-vector w per input word, max-pooled over the source (the paper's eq. for l).
+    """l = sigmoid(max_j w[x_j]): a V-vector w per input word, max-pooled over the source (the paper's eq. for l).
 
-    ``forward`` returns the pooled logits (B x |V_y|, fp32); l is their sigmoid. Padding never takes part in the
+    ``forward`` returns the pooled logits (B x V, fp32); l is their sigmoid. Padding never takes part in the
     max; the source </s> neither, unless ``pool_eos`` (a source made only of </s> falls back to its row).
 
     ``lr_scale`` S reparameterises w = S * u with u the stored parameter: under Adam, whose steps are about lr in
@@ -96,11 +106,19 @@ class LexiconUnit(nn.Module):
             self.weight.normal_(0.0, 1.0 / self.lr_scale)
 
     def table(self) -> Tensor:
-        """w: |V_x| x |V_y| logits (sigmoid(w[v]) is the Fig. 2 row of input word v)."""
+        """w: V_x x V logits (sigmoid(w[v]) is the Fig. 2 row of input word v)."""
         return self.weight * self.lr_scale if self.lr_scale != 1.0 else self.weight
 
     def forward(self, src_tokens: Tensor) -> Tensor:
-        # gather the rows, then scale: scaling the whole |V_x| x |V_y| table first (table()) would cost a full-size
+        """The pooled logits max_j w[x_j].
+
+        Args:
+            src_tokens: B x S source ids.
+
+        Returns:
+            B x V logits, fp32.
+        """
+        # gather the rows, then scale: scaling the whole V_x x V table first (table()) would cost a full-size
         # product and temporary in every forward and backward (23M entries on English-Chinese)
         vectors = F.embedding(src_tokens, self.weight).float()  # B x S x V
         if self.lr_scale != 1.0:
@@ -133,6 +151,14 @@ class LexiconAdversary(nn.Module):
             nn.init.uniform_(m.bias, -0.1, 0.1)
 
     def forward(self, features: Tensor) -> Tensor:
+        """The adversary's logits l_a (before the sigmoid).
+
+        Args:
+            features: B x (input_dim), [h_e ; c_e] of the encoder.
+
+        Returns:
+            B x V logits, fp32.
+        """
         return self.fc2(F.relu(self.fc1(self.reverse(features)))).float()
 
 

@@ -18,7 +18,8 @@ TINY = torch.finfo(torch.float32).tiny
 
 
 def fp32_or_wider(x: Tensor) -> Tensor:
-    """x in fp32, or as it is when wider (fp64: a float64 model stays float64, e.g. to compare implementations)."""
+    """x in fp32, or as it is when wider (fp64: a float64 model stays float64, e.g. to compare implementations);
+    same shape."""
     return x if x.dtype == torch.float64 else x.float()
 
 
@@ -37,7 +38,16 @@ def autocast_off(device_type: str):
 
 def fp32_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
     """x W^T + b in fp32 (or wider) whatever the tensors' dtypes and autocast (for quantities with an unbounded
-    range)."""
+    range).
+
+    Args:
+        x: ... x C_1.
+        weight: C_2 x C_1.
+        bias: C_2, or None.
+
+    Returns:
+        ... x C_2, fp32 (or wider).
+    """
     w = fp32_or_wider
     with autocast_off(x.device.type):
         return F.linear(w(x), w(weight), None if bias is None else w(bias))

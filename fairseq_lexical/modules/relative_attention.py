@@ -20,9 +20,11 @@ C_t = [x ; y_1..y_t] (eq. 3), ``joint_relative_index`` gives source-source pairs
 target-target pairs their own, and the two kinds of cross-segment pairs one learned row each (source query ->
 target key, target query -> source key): 2 (2K + 1) + 2 rows.
 
-Everything is batch first (B x L x C); the module exposes its projections so that decoders can cache keys and values.
-The relative terms look the vectors a_ij up once per call, (L_q, L_k, d) shared by the batch and the heads, and
-contract them with the queries, keys or probabilities (no (B, H, L, R) tensor is kept for the backward pass).
+Everything is batch first (queries B x L_q x C, keys and values B x L_k x C; shapes in the letters of
+``fairseq_lexical/modules/__init__.py``); the module exposes its projections so that decoders can cache keys and
+values. The relative terms look the vectors a_ij up once per call, L_q x L_k x d shared by the batch and the heads,
+and contract them with the queries, keys or probabilities (no B x H x L_q x (table rows) tensor is kept for the
+backward pass).
 The returned attention probabilities are fp32 whatever the activations' dtype: a lexical head reads them, and the
 gradient it sends them is unbounded (issue 19, point 2).
 """
@@ -52,14 +54,18 @@ def num_relative_joint(max_distance: int) -> int:
 def relative_index(
     q_len: int, k_len: int, max_distance: int, q_start: int = 0, k_start: int = 0, offset: int = 0, device=None
 ) -> Tensor:
-    """(q_len, k_len) long tensor r(i, j) = clip((k_start + j) - (q_start + i), -K, K) + K + offset."""
+    """r(i, j) = clip((k_start + j) - (q_start + i), -K, K) + K + offset, K = ``max_distance``.
+
+    Returns:
+        L_q x L_k (``q_len`` x ``k_len``), long.
+    """
     q = torch.arange(q_start, q_start + q_len, device=device).unsqueeze(1)
     k = torch.arange(k_start, k_start + k_len, device=device).unsqueeze(0)
     return (k - q).clamp(-max_distance, max_distance) + max_distance + offset
 
 
 def joint_relative_index(src_len: int, tgt_len: int, max_distance: int, device=None) -> Tensor:
-    """(S + T, S + T) indices for the concatenation [x_1..x_S ; y_1..y_T].
+    """Relative-table rows r(i, j) for the concatenation [x_1..x_S ; y_1..y_T], an (S + T) x (S + T) long tensor.
 
     Rows 0..2K: source-source distances; 2K+1..4K+1: target-target distances; 4K+2: source query -> target key;
     4K+3: target query -> source key. Distances are index differences: fairseq left-pads sources and right-pads
@@ -119,18 +125,21 @@ class RelativeMultiheadAttention(nn.Module):
             nn.init.normal_(self.relative_keys, std=self.head_dim**-0.5)
             nn.init.normal_(self.relative_values, std=self.head_dim**-0.5)
 
-    # -- projections (B x L x C -> B x H x L x d) ------------------------------------------------------------
+    # -- projections (B x L x C -> B x H x L x d, L = L_q or L_k) -------------------------------------------
     def _split(self, x: Tensor) -> Tensor:
         bsz, length, _ = x.shape
         return x.view(bsz, length, self.num_heads, self.head_dim).transpose(1, 2)
 
     def project_query(self, x: Tensor) -> Tensor:
+        """B x L_q x C -> B x H x L_q x d, pre-scaled by d^-1/2."""
         return self._split(self.q_proj(x) * self.scaling)
 
     def project_key(self, x: Tensor) -> Tensor:
+        """B x L_k x C -> B x H x L_k x d."""
         return self._split(self.k_proj(x))
 
     def project_value(self, x: Tensor) -> Tensor:
+        """B x L_k x C -> B x H x L_k x d."""
         return self._split(self.v_proj(x))
 
     # -- attention over projected tensors ----------------------------------------------------------------------
@@ -144,13 +153,20 @@ class RelativeMultiheadAttention(nn.Module):
         rel_index: Optional[Tensor] = None,
         need_weights: bool = True,
     ) -> Tuple[Tensor, Optional[Tensor]]:
-        """q (B, H, Lq, d) pre-scaled, k and v (B, H, Lk, d).
+        """Attention over already projected queries, keys and values.
 
-        key_padding_mask (B, Lk) and attn_mask (Lq, Lk) or (B, Lq, Lk) are boolean, True = blocked.
-        rel_index (Lq, Lk) or (B, Lq, Lk): rows of the relative table (required when the module has one).
-        Returns the output (B, Lq, C) after the output projection and the fp32 probabilities (B, H, Lq, Lk) before
-        dropout (None when ``need_weights`` is False: without a relative table the fused kernel
-        ``F.scaled_dot_product_attention`` then computes the same attention without materialising them).
+        Args:
+            q: B x H x L_q x d, pre-scaled (``project_query``).
+            k, v: B x H x L_k x d.
+            key_padding_mask: B x L_k, boolean, True = blocked.
+            attn_mask: L_q x L_k or B x L_q x L_k, boolean, True = blocked.
+            rel_index: L_q x L_k or B x L_q x L_k, rows of the relative table (required when the module has one).
+            need_weights: return the probabilities.
+
+        Returns:
+            (out, probs): out B x L_q x C after the output projection; probs B x H x L_q x L_k, fp32, before dropout.
+            probs is None when ``need_weights`` is False and the module has no relative table: the fused kernel
+            ``F.scaled_dot_product_attention`` then computes the same attention without materialising them.
         """
         bsz, heads, q_len, _ = q.shape
         if not need_weights and not self.num_relative:
@@ -168,7 +184,7 @@ class RelativeMultiheadAttention(nn.Module):
         if self.num_relative:
             if rel_index is None:
                 raise ValueError("this attention layer has relative positions: rel_index is required")
-            # a_ij (Lq, Lk, d), or (B, Lq, Lk, d) for per-sentence indices: looked up once for all heads
+            # a_ij L_q x L_k x d, or B x L_q x L_k x d for per-sentence indices: looked up once for all heads
             pairs = "lrd" if rel_index.dim() == 2 else "blrd"
             table = self.relative_embeddings if self.form == "dangle" else self.relative_keys
             a = table.to(q.dtype)[rel_index]
@@ -198,6 +214,8 @@ class RelativeMultiheadAttention(nn.Module):
         rel_index: Optional[Tensor] = None,
         need_weights: bool = True,
     ) -> Tuple[Tensor, Optional[Tensor]]:
+        """Multi-head attention of ``query`` (B x L_q x C) over ``key`` and ``value`` (B x L_k x C); the other
+        arguments and the result as ``attend``'s."""
         return self.attend(
             self.project_query(query),
             self.project_key(key),
