@@ -1,5 +1,6 @@
-"""tools/gpu_campaign.sh: the plan's arithmetic, collect, and a whole miniature campaign on a simulated device
-(a Python that has only the device's packages, a copy of the working tree, no network, no ../shared)."""
+"""tools/gpu_campaign.sh: the plan's arithmetic, collect, what start installs, and a whole miniature campaign on a
+simulated device (a Python without the packages the carry folder brings, a copy of the working tree, no network, no
+../shared)."""
 
 import json
 import os
@@ -15,7 +16,7 @@ from importlib import metadata
 import pytest
 
 from conftest import REPO, examples_env, scan_line
-from recipes.campaign import carry, collect, device, plan
+from recipes.campaign import carry, collect, device, plan, scheduler
 
 SCRIPT = os.path.join(REPO, "tools", "gpu_campaign.sh")
 
@@ -99,36 +100,32 @@ def test_the_probe_stops_running_runs_that_cannot_finish(monkeypatch):
     left, while 9 English-Chinese runs could: the SCAN runs give their slots up (before, they ran on to their
     time caps and came back unfinished, and nothing else ran)."""
     groups = ["scan"] * 3 + ["eng_cmn"] * 3
-    sched = device.Scheduler.__new__(device.Scheduler)
-    sched.runs = [
-        {"id": f"r{k}", "group": g, "task": g, "split": None, "model": "lstm", "seed": 1, "priority": k}
-        for k, g in enumerate(groups)
-    ]
+    sched = scheduler.Scheduler.__new__(scheduler.Scheduler)
+    sched.runs = [plan.RunRecord(plan.Run(f"r{k}", g, g, None, "lstm", 1, (), k)) for k, g in enumerate(groups)]
     for r in sched.runs[:3]:
-        r.update(status="running", updates=300, pgid=None)
-    for r in sched.runs[3:]:
-        r["status"] = "queued"
+        r.status, r.updates = plan.RunStatus.RUNNING, 300
     sched.procs, sched.measured, sched.state = {}, {"r1": 13.0}, "unused"
     costs = plan.Costs(
         {"scan": 8000, "eng_cmn": 3000}, {"scan": 11.0, "eng_cmn": 11.0}, {"scan": 37.0, "eng_cmn": 30.0}, 18.0
     )
     monkeypatch.setattr(sched, "costs", lambda: costs, raising=False)
-    monkeypatch.setattr(device, "read_deadline", lambda state: 1000.0 + 600.0)
-    monkeypatch.setattr(device, "log", lambda *parts: None)
+    monkeypatch.setattr(scheduler, "read_deadline", lambda state: 1000.0 + 600.0)
+    monkeypatch.setattr(scheduler, "log", lambda *parts: None)
     stopped = []
-    monkeypatch.setattr(device, "stop_groups", lambda pgids, grace=10.0: stopped.append(pgids))
+    monkeypatch.setattr(scheduler, "stop_groups", lambda pgids, grace=10.0: stopped.append(pgids))
     sched.decide(sched.runs[:3], {"r0": 11.0, "r1": 11.0, "r2": 11.0}, now=1000.0)
-    status = {r["id"]: r["status"] for r in sched.runs}
+    status = {r.id: r.status for r in sched.runs}
     assert status == {"r0": "skipped", "r1": "skipped", "r2": "skipped", "r3": "queued", "r4": "queued", "r5": "queued"}
-    assert sched.runs[0]["reason"].startswith("cannot finish by the deadline: needs about 12.")
+    assert sched.runs[0].reason.startswith("cannot finish by the deadline: needs about 12.")
     assert sched.slots == 3 and sched.measured["finished_by_concurrency"][3] == 3
+    assert sched.phase is scheduler.Phase.STEADY
 
     # where nothing can finish, the running runs go on (a time-limited run still says how far it got)
     for r in sched.runs[:3]:
-        r.update(status="running", updates=300)
+        r.status, r.updates = plan.RunStatus.RUNNING, 300
     sched.runs = sched.runs[:3]
     sched.decide(sched.runs, {"r0": 11.0, "r1": 11.0, "r2": 11.0}, now=1000.0)
-    assert [r["status"] for r in sched.runs] == ["running"] * 3
+    assert [r.status for r in sched.runs] == ["running"] * 3
 
 
 def test_concurrency_follows_the_measured_rates():
@@ -291,34 +288,146 @@ if _log:
 """
 
 
-def simulated_device_python(root):
-    """A Python with the device's packages only (carry.DEVICE_PACKAGES, linked from this environment), an audit
-    hook in every process it starts (files read under SIM_FORBIDDEN, sockets), and pip."""
-    site = sysconfig.get_paths()["purelib"]
-    farm = root / "packages"
-    farm.mkdir(parents=True)
-    names = set()
-    for dist in metadata.distributions(path=[site]):
-        if carry.canonicalize_name(dist.metadata["Name"]) not in carry.DEVICE_PACKAGES:
+HOST_SITE = sysconfig.get_paths()["purelib"]
+# What the simulated device lacks of this environment: packages the carry folder brings. bitarray, which the carry
+# folder brings too (fairseq-fixed requires it), is on the device as well: start leaves it out.
+SIM_DEVICE_LACKS = frozenset(
+    {"fairseq-fixed", "fairseq-lexical", "hydra-core", "omegaconf", "antlr4-python3-runtime", "cffi", "pycparser"}
+)
+
+
+def host_packages():
+    return {carry.canonicalize_name(d.metadata["Name"]): d for d in metadata.distributions(path=[HOST_SITE])}
+
+
+def link_packages(dest, names):
+    """Links in dest to this environment's files of the distributions `names` (canonical names)."""
+    linked = set()
+    for name, dist in host_packages().items():
+        if name not in names:
             continue
-        for top in sorted({f.parts[0] for f in dist.files or () if f.parts[0] != ".."} - names):
-            if os.path.exists(os.path.join(site, top)):
-                names.add(top)
-                os.symlink(os.path.join(site, top), farm / top)
+        for top in sorted({f.parts[0] for f in dist.files or () if f.parts[0] != ".."} - linked):
+            if os.path.exists(os.path.join(HOST_SITE, top)):
+                linked.add(top)
+                os.symlink(os.path.join(HOST_SITE, top), os.path.join(dest, top))
+
+
+def bare_python(root):
+    """A venv of this Python without pip or packages, and its site-packages."""
     base = getattr(sys, "_base_executable", sys.executable)
-    subprocess.run([base, "-m", "venv", "--without-pip", str(root / "python")], check=True)
-    py = root / "python" / "bin" / "python3"
-    sim_site = subprocess.run(
+    subprocess.run([base, "-m", "venv", "--without-pip", str(root)], check=True)
+    py = root / "bin" / "python3"
+    site = subprocess.run(
         [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         capture_output=True,
         text=True,
         check=True,
     ).stdout.strip()
+    return py, site
+
+
+def simulated_device_python(root):
+    """A Python with this environment's packages but SIM_DEVICE_LACKS (linked from it), an audit hook in every
+    process it starts (files read under SIM_FORBIDDEN, sockets), and pip."""
+    farm = root / "packages"
+    farm.mkdir(parents=True)
+    link_packages(farm, set(host_packages()) - SIM_DEVICE_LACKS)
+    py, sim_site = bare_python(root / "python")
     with open(os.path.join(sim_site, "device_packages.pth"), "w") as f:
         f.write(str(farm) + "\n")
     with open(os.path.join(sim_site, "sitecustomize.py"), "w") as f:
         f.write(AUDIT)
     return py
+
+
+# -- what start installs ----------------------------------------------------------------------------------------------
+def fake_device_python(root, packages):
+    """A Python whose distributions are pip (linked from this environment) and `packages` (name -> version:
+    metadata only, nothing to import)."""
+    py, site = bare_python(root)
+    link_packages(site, {"pip"})
+    for name, version in packages.items():
+        info = os.path.join(site, f"{name.replace('-', '_')}-{version}.dist-info")
+        os.makedirs(info)
+        with open(os.path.join(info, "METADATA"), "w") as f:
+            f.write(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    return py
+
+
+def fake_wheel(folder, name, version, *requires):
+    """A wheel pip installs: one module, its metadata with `requires`."""
+    import zipfile
+
+    stem = f"{name.replace('-', '_')}-{version}"
+    files = {
+        f"{name.replace('-', '_')}_module.py": "",
+        f"{stem}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+        + "".join(f"Requires-Dist: {r}\n" for r in requires),
+        f"{stem}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    files[f"{stem}.dist-info/RECORD"] = "".join(f"{n},,\n" for n in files) + f"{stem}.dist-info/RECORD,,\n"
+    path = os.path.join(folder, f"{stem}-py3-none-any.whl")
+    with zipfile.ZipFile(path, "w") as z:
+        for n, text in files.items():
+            z.writestr(n, text)
+    return path
+
+
+def test_start_installs_what_the_device_cannot_import_and_names_what_is_missing(tmp_path, monkeypatch, capsys):
+    py = fake_device_python(
+        tmp_path / "device", {"torch": "2.9.0", "numpy": "1.19.0", "regex": "2024.1.1", "omegaconf": "2.0.6"}
+    )
+    elsewhere = tmp_path / "elsewhere"  # the campaign's own PYTHONPATH is not the device's
+    (elsewhere / "lxml-5.0.dist-info").mkdir(parents=True)
+    (elsewhere / "lxml-5.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: lxml\nVersion: 5.0\n")
+    monkeypatch.setenv("PYTHONPATH", str(elsewhere))
+    present = device.device_packages(str(py))
+    assert {k: present[k] for k in ("torch", "numpy", "regex", "omegaconf")} == {
+        "torch": "2.9.0",
+        "numpy": "1.19.0",
+        "regex": "2024.1.1",
+        "omegaconf": "2.0.6",
+    }
+    assert "pip" in present and "lxml" not in present
+
+    carry_dir = tmp_path / "carry"
+    (carry_dir / "wheels").mkdir(parents=True)
+    wheels = [
+        fake_wheel(carry_dir / "wheels", "fairseq-lexical", "1.0", "torch>=2.4", "fairseq-fixed", "numpy>=1.21"),
+        fake_wheel(carry_dir / "wheels", "fairseq-fixed", "0.12.3.1", "omegaconf==2.3.0", "regex", "sacrebleu"),
+        fake_wheel(carry_dir / "wheels", "omegaconf", "2.3.0", "antlr4-python3-runtime==4.9.*"),
+        fake_wheel(carry_dir / "wheels", "antlr4-python3-runtime", "4.9.3"),
+        fake_wheel(carry_dir / "wheels", "regex", "2026.11.15"),
+        fake_wheel(carry_dir / "wheels", "sacrebleu", "2.6.0", "regex", "lxml"),
+    ]
+    state = tmp_path / "state"
+    (state / "logs").mkdir(parents=True)
+    manifest = {"python": "%d.%d" % sys.version_info[:2], "wheels": [os.path.basename(w) for w in wheels]}
+    packages = device.install(str(carry_dir), manifest, str(state), str(py))
+    # the device's torch and regex (any version will do) stay; its omegaconf is not the 2.3.0 fairseq-fixed needs
+    assert packages["installed"] == [
+        "antlr4_python3_runtime-4.9.3-py3-none-any.whl",
+        "fairseq_fixed-0.12.3.1-py3-none-any.whl",
+        "fairseq_lexical-1.0-py3-none-any.whl",
+        "omegaconf-2.3.0-py3-none-any.whl",
+        "sacrebleu-2.6.0-py3-none-any.whl",
+    ]
+    assert packages["not_installed"] == ["regex-2026.11.15-py3-none-any.whl"]
+    installed = sorted(n for n in os.listdir(state / "site") if n.endswith("_module.py"))
+    assert installed == [
+        "antlr4_python3_runtime_module.py",
+        "fairseq_fixed_module.py",
+        "fairseq_lexical_module.py",
+        "omegaconf_module.py",
+        "sacrebleu_module.py",
+    ]
+    # one line for each required package that is neither on the device (at a version allowed) nor carried
+    lines = [line.split(" ", 1)[1] for line in capsys.readouterr().out.splitlines()]
+    not_carried = ", and the carry folder does not hold it"
+    assert lines == [
+        "start: numpy>=1.21 (required by fairseq-lexical): the device has 1.19.0" + not_carried,
+        "start: lxml (required by sacrebleu): the device cannot import it" + not_carried,
+    ]
 
 
 def copy_tree(names, src, dst):
@@ -356,7 +465,7 @@ def test_run_summary_reads_validation_and_the_first_wrong_outputs(tmp_path):
         "S-2\tlook\nT-2\tLOOK\nH-2\t-9.0\t\n"
         "Generate test with beam=1: BLEU4 = 0.00\n"
     )
-    s = device.run_summary(str(tmp_path))
+    s = scheduler.run_summary(str(tmp_path))
     assert s["validation"]["last"] == {"updates": 1500, "loss": 0.5, "exact_match": None}
     assert s["validation"]["best_loss"] == {"updates": 1000, "loss": 0.4, "exact_match": 0.75}
     assert [p["updates"] for p in s["validation"]["points"]] == [500, 1000, 1500]
@@ -369,9 +478,9 @@ def test_run_summary_reads_validation_and_the_first_wrong_outputs(tmp_path):
             {"id": 2, "source": "look", "reference": "LOOK", "hypothesis": ""},
         ],
     }
-    r = {"score": {"exact_match": 0.5}, "validation": s["validation"]}
+    r = plan.RunRecord(plan.plan_runs("mini")[0], score={"exact_match": 0.5}, validation=s["validation"])
     assert device.score_text(r) == "exact_match 0.5000 (validation loss 0.5)"
-    r["validation"] = {"last": {"loss": 0.4, "exact_match": 0.75}}
+    r.validation = {"last": {"loss": 0.4, "exact_match": 0.75}}
     assert device.score_text(r) == "exact_match 0.5000 (validation loss 0.4, exact match 0.750)"
 
 
@@ -408,6 +517,8 @@ def test_a_miniature_campaign_on_a_simulated_device(tmp_path):
             "%d.%d" % sys.version_info[:2],
             "--fairseq-wheel",
             fairseq_wheel,
+            "--leave-out",  # what the simulated device has, but bitarray
+            ",".join(sorted(set(host_packages()) - SIM_DEVICE_LACKS - {"bitarray"} | set(carry.LEFT_OUT))),
         ],
         capture_output=True,
         text=True,
@@ -431,15 +542,9 @@ def test_a_miniature_campaign_on_a_simulated_device(tmp_path):
     home.mkdir()
     forbidden = [os.path.join(REPO, n) for n in ("examples", "tools", "fairseq_lexical", "lexical_offline", "tests")]
     forbidden += [str(host), str(tmp_path / "data"), os.path.join(os.path.dirname(REPO), "shared"), carry.WHEEL_CACHE]
-    for dist in metadata.distributions(path=[sysconfig.get_paths()["purelib"]]):  # the packages the device lacks
-        if carry.canonicalize_name(dist.metadata["Name"]) not in carry.DEVICE_PACKAGES:
-            forbidden += sorted(
-                {
-                    os.path.join(sysconfig.get_paths()["purelib"], f.parts[0])
-                    for f in dist.files or ()
-                    if f.parts[0] != ".."
-                }
-            )
+    for name, dist in host_packages().items():  # the packages the device lacks
+        if name in SIM_DEVICE_LACKS:
+            forbidden += sorted({os.path.join(HOST_SITE, f.parts[0]) for f in dist.files or () if f.parts[0] != ".."})
     denv = {
         "PATH": f"{py.parent}:/usr/bin:/bin",
         "HOME": str(home),
@@ -484,6 +589,12 @@ def test_a_miniature_campaign_on_a_simulated_device(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "plan 'mini': 4 runs" in proc.stdout
+    # what the device has of the carried wheels stays its own; what fairseq-fixed requires and neither has is named
+    assert f"installed {len(manifest['wheels']) - 1} of {len(manifest['wheels'])} carried wheels" in proc.stdout
+    assert any(w.startswith("bitarray-") for w in manifest["wheels"])
+    assert not any(n.startswith("bitarray") for n in os.listdir(state / "site"))
+    if "torchaudio" not in host_packages():
+        assert "torchaudio>=0.8.0 (required by fairseq-fixed): the device cannot import it" in proc.stdout
 
     def runs():
         sched = json.loads((state / "scheduler.json").read_text())

@@ -2,7 +2,7 @@
 # A GPU campaign in four steps (docs/gpu.md): prepare here, start and poll on the lent device, collect here.
 #
 #   bash tools/gpu_campaign.sh prepare [--dry-run]     # here: .gpu/ (wheels, data) and the device calls to make
-#   bash tools/gpu_campaign.sh start --budget-s N      # device: install from .gpu/ without network, launch detached
+#   bash tools/gpu_campaign.sh start --budget-s N      # device: install what it lacks from .gpu/, launch detached
 #   bash tools/gpu_campaign.sh poll [--budget-s N]     # device: wait up to 9 min, progress and results into $OUT
 #   bash tools/gpu_campaign.sh collect DIR...          # here: examples/results/gpu_*.json and RESULTS rows
 #   bash tools/gpu_campaign.sh STEP --help

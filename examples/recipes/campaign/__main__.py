@@ -8,7 +8,7 @@ import sys
 from typing import Optional, Sequence
 
 from recipes import ROOT
-from recipes.campaign import carry, collect, device, plan
+from recipes.campaign import carry, collect, device, plan, scheduler
 from recipes.console import RecipeError
 
 
@@ -21,7 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="step", required=True, metavar="{prepare,start,poll,collect}")
 
-    p = sub.add_parser("prepare", help="here: the carry folder (wheels the device lacks, the plugin, the plan's data)")
+    p = sub.add_parser("prepare", help="here: the carry folder (the plugin's wheel and what it needs, the plan's data)")
     p.add_argument(
         "--carry",
         default=os.path.join(ROOT, ".gpu"),
@@ -42,6 +42,13 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"wheel platform (default {carry.DEVICE_PLATFORM}; 'host': this machine, for a rehearsal)",
     )
     p.add_argument(
+        "--leave-out",
+        default=",".join(carry.LEFT_OUT),
+        metavar="NAME,...",
+        help="packages not to carry, with their requirements: the device is expected to have them (start says "
+        f"which required package is neither there nor carried; default {','.join(carry.LEFT_OUT)})",
+    )
+    p.add_argument(
         "--fairseq-wheel",
         help="a fairseq-fixed wheel to carry (default: the index's, or with "
         "--platform host the one tools/setup_env.sh compiled)",
@@ -58,7 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="build in a temporary folder, print the sizes and the device calls, write nothing",
     )
 
-    s = sub.add_parser("start", help="there: install from the carry folder, write the plan, launch detached")
+    s = sub.add_parser(
+        "start", help="there: install what the device lacks from the carry folder, write the plan, launch detached"
+    )
     s.add_argument(
         "--budget-s",
         type=float,
@@ -155,7 +164,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "start": device.start,
         "poll": device.poll,
         "collect": collect.collect,
-        "scheduler": lambda a: device.Scheduler(os.path.abspath(a.state)).main(),
+        "scheduler": lambda a: scheduler.Scheduler(os.path.abspath(a.state)).main(),
     }
     try:
         return steps[args.step](args)

@@ -1,10 +1,11 @@
-"""`prepare`, on the machine with the checkout: the carry folder a device call takes along (the wheels the device
-lacks, the plugin's own wheel, the plan's data as one archive, manifest.json), its size checked, and the device
-calls printed.
+"""`prepare`, on the machine with the checkout: the carry folder a device call takes along (the plugin's wheel,
+fairseq-fixed's and those of their requirements, the plan's data as one archive, manifest.json), its size checked,
+and the device calls printed; and what `start` installs of it on the device.
 
-The device (tool library: device/KINDS.md) has Python 3.12 with torch, numpy, scipy, numba, sacrebleu and many more
-(DEVICE_PACKAGES), no network, and takes at most 64 MiB per call, the checkout included. So the carry folder holds
-only what is missing there: the closure of the plugin's and fairseq-fixed's requirements minus DEVICE_PACKAGES.
+The device (tool library: device/KINDS.md) has Python 3.12 with torch and many more packages, no network, and takes
+at most 64 MiB per call, the checkout included. Which packages it has is asked there, at start: the carry folder
+holds the closure of the plugin's and fairseq-fixed's requirements less the few large ones any CUDA image with torch
+has (LEFT_OUT), and start installs of it only what the device cannot import.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from recipes import ROOT
 from recipes.campaign import plan as planning
@@ -28,36 +29,17 @@ from recipes.textio import write_json
 try:
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
+    from packaging.version import InvalidVersion
 except ImportError:  # an environment without packaging: pip's copy
     from pip._vendor.packaging.requirements import Requirement
     from pip._vendor.packaging.utils import canonicalize_name
+    from pip._vendor.packaging.version import InvalidVersion
 
-# The packages of the device image ('cuda'), as its KINDS.md listed them on 2026-11-17. The plugin needs none of
-# them carried; torch and torchaudio must be the device's own (they match its CUDA).
-DEVICE_PACKAGES = frozenset(
-    canonicalize_name(n)
-    for n in """
-absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs botorch build certifi
-charset-normalizer chex click cloudpickle cmake colorama contourpy coverage cuda-bindings cuda-core cuda-pathfinder
-cuda-toolkit cupy-cuda13x cycler cython diffrax e3nn einops equinox etils execnet filelock flatbuffers flax fonttools
-formulaic frozenlist fsspec gpytorch grpcio h11 h5py hf-xet httpcore httpx huggingface-hub humanize hypothesis idna
-imageio iniconfig interface-meta jax jax-cuda13-pjrt jax-cuda13-plugin jaxlib jaxtyping jinja2 joblib kiwisolver
-lazy-loader lightning lightning-utilities linear-operator lineax llvmlite lxml markdown markdown-it-py markupsafe
-matplotlib mdurl meson ml-dtypes mpi4py mpmath msgpack multidict multipledispatch mypy-extensions nanobind narwhals
-networkx ninja numba numba-cuda numpy numpyro nvidia-cublas nvidia-cuda-cupti nvidia-cuda-nvrtc nvidia-cuda-runtime
-nvidia-cudnn-cu13 nvidia-cufft nvidia-cufile nvidia-curand nvidia-cusolver nvidia-cusparse nvidia-cusparselt-cu13
-nvidia-ml-py nvidia-nccl-cu13 nvidia-nvjitlink nvidia-nvshmem-cu13 nvidia-nvtx onnx onnx-ir onnxruntime onnxscript
-opencv-python-headless optax opt-einsum opt-einsum-fx optimistix orbax-checkpoint packaging pandas pathspec patsy peft
-pillow pip pluggy portalocker prometheus-client propcache protobuf psutil pyarrow pybind11 py-cpuinfo pygments
-pyparsing pyproject-hooks pyre-extensions pytest pytest-benchmark pytest-cov pytest-mock pytest-timeout pytest-xdist
-python-dateutil pytorch-lightning pyyaml regex requests rich sacrebleu safetensors scikit-build-core scikit-image
-scikit-learn scipy seaborn sentencepiece sentence-transformers setuptools shellingham simplejson six
-sortedcontainers statsmodels sympy tabulate tensorboard tensorboard-data-server tensorstore threadpoolctl tifffile
-tiktoken timm tokenizers toolz torch torchaudio torchdiffeq torch-geometric torchmetrics torchvision tqdm
-transformers treescope triton typer typing-extensions typing-inspect urllib3 uvloop wadler-lindig werkzeug wheel
-wrapt xarray xxhash yarl zipp
-""".split()
-)
+# What prepare leaves out unless told otherwise (--leave-out), with their own requirements: torch and torchaudio,
+# whose builds must be the device's (they match its CUDA; torch's CUDA wheels come with it), and the large numeric
+# packages a CUDA image with torch has, tens of MiB each where a call takes 64 MiB. Everything else the plugin needs is
+# carried; start installs of it only what the device cannot import (wheels_to_install).
+LEFT_OUT = ("torch", "torchaudio", "numpy", "scipy", "scikit-learn", "numba", "llvmlite", "matplotlib")
 DEVICE_PYTHON = "3.12"
 DEVICE_PLATFORM = "manylinux_2_28_x86_64"  # fairseq-fixed's one binary wheel; the device's glibc is newer
 MAX_CARRY_MIB = 60.0
@@ -301,9 +283,10 @@ def cached_fairseq_wheel(python_version: str) -> Optional[str]:
 
 
 def collect_wheels(
-    dest: str, python_version: str, platform: str, fairseq_wheel: Optional[str], present: frozenset = DEVICE_PACKAGES
+    dest: str, python_version: str, platform: str, fairseq_wheel: Optional[str], left_out: Sequence[str] = LEFT_OUT
 ) -> List[str]:
-    """The plugin's wheel, fairseq-fixed's, and every requirement of theirs (transitively) not in `present`."""
+    """The plugin's wheel, fairseq-fixed's, and every requirement of theirs (transitively) not in `left_out`."""
+    skip = {canonicalize_name(n) for n in left_out}
     os.makedirs(dest, exist_ok=True)
     cache = os.path.join(WHEEL_CACHE, f"campaign-cp{python_version.replace('.', '')}-{platform}")
     wheels = WheelSet(dest, python_version, platform, cache)
@@ -322,12 +305,49 @@ def collect_wheels(
     while queue:
         req = queue.pop(0)
         name = canonicalize_name(req.name)
-        if name in have or name in present:
+        if name in have or name in skip:
             continue
         spec = f"{name}=={pins[name]}" if name in pins else str(Requirement(f"{req.name}{req.specifier}"))
         have[name] = wheels.fetch(spec)
         queue += wheel_requirements(have[name], python_version)
     return sorted(os.path.basename(p) for p in have.values())
+
+
+def wheel_name(wheel: str) -> str:
+    return canonicalize_name(os.path.basename(wheel).split("-")[0])
+
+
+def allows(req: Requirement, version: str) -> bool:
+    try:
+        return req.specifier.contains(version, prereleases=True)
+    except InvalidVersion:  # a version packaging cannot read: only a requirement without one takes it
+        return not req.specifier
+
+
+def wheels_to_install(
+    wheels: Sequence[str], present: Dict[str, str], python_version: str, root: str = "fairseq-lexical"
+) -> Tuple[List[str], List[str]]:
+    """What start installs of the carried wheels: the plugin's (root), then each package it requires (transitively,
+    through the wheels installed) that the device cannot import at a version the requirement allows. `present`:
+    canonical name -> version of what the device has. Returns the wheels, and one line for each required package
+    that is neither on the device nor carried."""
+    carried = {wheel_name(w): w for w in wheels}
+    if root not in carried:
+        raise PrepareError(f"the carry folder holds no wheel of {root}: prepare it again")
+    chosen, lacking = {root}, {}
+    queue = [(req, root) for req in wheel_requirements(carried[root], python_version)]
+    while queue:
+        req, by = queue.pop(0)
+        name = canonicalize_name(req.name)
+        if name in chosen or name in lacking or (name in present and allows(req, present[name])):
+            continue
+        if name in carried:
+            chosen.add(name)
+            queue += [(r, name) for r in wheel_requirements(carried[name], python_version)]
+            continue
+        there = f"the device has {present[name]}" if name in present else "the device cannot import it"
+        lacking[name] = f"{req} (required by {by}): {there}, and the carry folder does not hold it"
+    return sorted(carried[n] for n in chosen), list(lacking.values())
 
 
 # -- the whole folder -------------------------------------------------------------------------------------------------
@@ -337,9 +357,17 @@ def tree_bytes() -> int:
     return sum(os.path.getsize(os.path.join(ROOT, n)) for n in names if n and os.path.isfile(os.path.join(ROOT, n)))
 
 
-def build(folder: str, plan: str, data: str, python_version: str, platform: str, fairseq_wheel: Optional[str]) -> dict:
+def build(
+    folder: str,
+    plan: str,
+    data: str,
+    python_version: str,
+    platform: str,
+    fairseq_wheel: Optional[str],
+    left_out: Sequence[str] = LEFT_OUT,
+) -> dict:
     files = plan_data_files(plan, data)
-    wheels = collect_wheels(os.path.join(folder, "wheels"), python_version, platform, fairseq_wheel)
+    wheels = collect_wheels(os.path.join(folder, "wheels"), python_version, platform, fairseq_wheel, left_out)
     write_data_archive(files, os.path.join(folder, "data.tar.gz"))
     try:
         commit = git("rev-parse", "HEAD").strip() + ("-dirty" if git("status", "--porcelain", "-uno").strip() else "")
@@ -352,6 +380,7 @@ def build(folder: str, plan: str, data: str, python_version: str, platform: str,
         "commit": commit,
         "created": datetime.datetime.now().isoformat(timespec="seconds"),
         "wheels": wheels,
+        "left_out": sorted(left_out),
         "wheel_sha256": {w: sha256(os.path.join(folder, "wheels", w)) for w in wheels},
         "data": {
             "archive": "data.tar.gz",
@@ -407,7 +436,8 @@ def prepare(args) -> int:
     parent = os.path.dirname(carry)
     tmp = tempfile.mkdtemp(prefix=".carry.", dir=parent if not args.dry_run else None)
     try:
-        manifest = build(tmp, args.plan, data, args.python_version, args.platform, args.fairseq_wheel)
+        left_out = [n.strip() for n in args.leave_out.split(",") if n.strip()]
+        manifest = build(tmp, args.plan, data, args.python_version, args.platform, args.fairseq_wheel, left_out)
         size, tree = manifest["bytes"], tree_bytes()
         print(
             f"carry folder {rel}/: {len(manifest['wheels'])} wheels ({', '.join(manifest['wheels'])}), "

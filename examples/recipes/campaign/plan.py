@@ -2,12 +2,14 @@
 
 A plan is a list of runs in priority order; each run is one (task, split, model, seed) of the recipes, trained,
 decoded and scored by its own recipe process. Everything here is pure (no processes, no clock): the device side
-(recipes.campaign.device) measures, this module decides.
+(recipes.campaign.scheduler) measures, this module decides. A campaign's record of each run (RunRecord) is here too:
+the scheduler writes it, poll and collect read it.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
+from enum import Enum
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from recipes.catalogue import AUTHORS_LOOP
@@ -97,6 +99,86 @@ class Run:
 
     def to_json(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Run":
+        """The run named by a runs.json entry (its other keys are the record's)."""
+        tuples = ("options", "train_args")
+        return cls(**{f.name: tuple(d[f.name]) if f.name in tuples else d[f.name] for f in fields(cls) if f.name in d})
+
+
+class Word(str, Enum):
+    """An enum whose members are their words: in JSON, in f-strings and equal to the word."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class RunStatus(Word):
+    QUEUED = "queued"
+    RUNNING = "running"
+    FINISHED = "finished"  # trained, decoded and scored
+    FAILED = "failed"  # its recipe or its group's preparation failed
+    STOPPED = "stopped"  # stopped at the deadline (or by a new start)
+    SKIPPED = "skipped"  # never ran, or stopped before its end to free its slot: `reason` says why
+
+
+FINAL = (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.STOPPED, RunStatus.SKIPPED)
+
+
+@dataclass
+class RunRecord:
+    """A run of a campaign as the device records it (runs.json; results.json once it ended): the plan's run, where it
+    is, and what it left. Its JSON is flat, the run's fields first; a value that is None is left out."""
+
+    run: Run
+    status: RunStatus = RunStatus.QUEUED
+    reason: Optional[str] = None  # why it failed, was stopped or skipped
+    note: Optional[str] = None  # why a run that had started waits its turn again
+    max_update: Optional[int] = None  # its training length, as its recipe sets it
+    attempts: Optional[int] = None  # times it was started
+    # while it runs
+    started: Optional[float] = None
+    pgid: Optional[int] = None  # its recipe's process group
+    command: Optional[List[str]] = None
+    training_cap_s: Optional[int] = None  # fairseq's --stop-time-hours, in seconds
+    first_update_after_s: Optional[float] = None
+    updates: Optional[int] = None
+    rate: Optional[float] = None  # updates/s
+    eta_s: Optional[int] = None
+    gpu_share_s: Optional[float] = None  # its share of the GPU's time: wall time over the runs at once
+    # once it ended
+    ended: Optional[float] = None
+    wall_s: Optional[float] = None
+    time_limited: Optional[bool] = None  # finished, but its training cap ended it before its max_update
+    log_tail: Optional[str] = None  # of a failed or stopped run (failures.txt)
+    # what its recipe left (scheduler.run_summary)
+    score: Optional[dict] = None
+    config: Optional[dict] = None
+    times: Optional[dict] = None
+    training: Optional[dict] = None
+    validation: Optional[dict] = None
+    errors: Optional[dict] = None
+
+    @property
+    def id(self) -> str:
+        return self.run.id
+
+    @property
+    def group(self) -> str:
+        return self.run.group
+
+    def to_json(self) -> dict:
+        out = self.run.to_json()
+        out.update((f.name, getattr(self, f.name)) for f in fields(self)[1:] if getattr(self, f.name) is not None)
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict) -> "RunRecord":
+        known = {f.name for f in fields(Run)}
+        record = cls(Run.from_json(d), **{k: v for k, v in d.items() if k not in known})
+        record.status = RunStatus(record.status)
+        return record
 
 
 def plan_runs(name: str) -> List[Run]:
