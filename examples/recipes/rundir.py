@@ -22,6 +22,7 @@ from typing import Callable, Dict, List, Mapping, Optional
 
 from recipes import ownership
 from recipes.console import RecipeError, say
+from recipes.steps import differences
 from recipes.textio import read_json, write_json
 
 # The names a run writes in its directory (fairseq-train's checkpoints included, which fairseq itself overwrites or
@@ -106,12 +107,7 @@ class RunDirectory:
 
     def differences(self) -> List[str]:
         """The fingerprint keys whose recorded value is neither the current one nor its ``equivalent``."""
-        old = self.recorded() or {}
-        return [
-            k
-            for k, v in self.fingerprint.items()
-            if old.get(k) != v and (k not in self.equivalent or old.get(k) != self.equivalent[k])
-        ]
+        return differences(self.recorded() or {}, self.fingerprint, self.equivalent)
 
     def stale(self) -> Optional[str]:
         """Why this run's results (finished, or an unfinished training with a checkpoint) do not match the current

@@ -2,7 +2,8 @@
 and examples/compositional_split's selection, training and scoring steps.
 
 A step's stamp is a JSON file holding its key (the command, the SHA-1 of its input files, settings) and the seconds
-the step took. The step is up to date when the recorded key equals the current one and every output exists. Before
+the step took. The step is up to date when the recorded key equals the current one (``differences``: the rule the
+run directories and the damage records use too) and every output exists. Before
 the step runs again its stamp goes, so a step that fails or is stopped half-way is never taken for a finished one;
 the stamp is written (whole: a temporary file, renamed) only once the step has succeeded and written its outputs.
 """
@@ -12,12 +13,29 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Mapping, Optional, Sequence
+from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 from recipes.console import RecipeError
 from recipes.textio import read_json, write_json
 
 SECONDS = "seconds"  # recorded beside the key, not part of it
+
+
+def differences(
+    recorded: Mapping[str, object],
+    key: Mapping[str, object],
+    equivalent: Optional[Mapping[str, object]] = None,
+    exact: bool = False,
+) -> List[str]:
+    """The one rule of "up to date" of every pipeline step (a Step, a run's fingerprint, a damage record): the
+    names of ``key`` whose recorded value is neither the current one nor its ``equivalent`` (an older recorded
+    value that counts as the same); with ``exact``, also the recorded names the key no longer has (a Step's stamp
+    holds its key alone: one with a field more is another key)."""
+    equivalent = equivalent or {}
+    changed = [
+        k for k, v in key.items() if recorded.get(k) != v and (k not in equivalent or recorded.get(k) != equivalent[k])
+    ]
+    return changed + ([k for k in recorded if k not in key] if exact else [])
 
 
 @dataclass
@@ -33,10 +51,9 @@ class Step:
         return read_json(self.stamp) if os.path.isfile(self.stamp) else {}
 
     def up_to_date(self) -> bool:
-        old = self.recorded()
         return (
             os.path.isfile(self.stamp)
-            and {k: v for k, v in old.items() if k != SECONDS} == dict(self.key)
+            and not differences({k: v for k, v in self.recorded().items() if k != SECONDS}, self.key, exact=True)
             and all(os.path.exists(o) for o in self.outputs)
         )
 
