@@ -270,6 +270,7 @@ def test_a_failed_explanation_page_does_not_lose_the_report(tmp_path, monkeypatc
     import types
 
     import run as custom
+    from recipes.commands import Layout
     from recipes.console import RecipeError
 
     out = tmp_path / "simple" / "seed1"
@@ -284,8 +285,7 @@ def test_a_failed_explanation_page_does_not_lose_the_report(tmp_path, monkeypatc
         models=["lstm", "simple"],
         seeds=[1],
         work=str(tmp_path),
-        bin=str(tmp_path / "bin"),
-        data_dir=str(tmp_path / "data"),
+        layout=Layout.of(str(tmp_path)),
         checkpoint_path=lambda out: f"{out}/checkpoint_last.pt",
         label=lambda model: model,
     )

@@ -97,16 +97,14 @@ def test_the_recipe_builds_each_run_as_a_spec(tmp_path):
     """The paper recipes' (model, seed) runs are data: directory, commands, checkpoint and fingerprint, checked here
     without running anything."""
     from conftest import write_tiny_layouts
-    from recipes.cli import build_parser
+    from recipes.cli import parse
     from recipes.runner import Recipe
-    from recipes.tasks import TASKS, Prepared
+    from recipes.tasks import Prepared
 
     write_tiny_layouts(tmp_path)
-    task, work = TASKS["scan"], tmp_path / "w"
+    work = tmp_path / "w"
     argv = ["--data", str(tmp_path / "scan"), "--work", str(work), "--models", "lstm,simple,lla", "--cpu-small"]
-    args = build_parser(task).parse_args(argv + ["--keep-checkpoints", "all"])
-    task.args = args
-    recipe, prep = Recipe(task, args), Prepared([], None, [], [], {})
+    recipe, prep = Recipe(*parse(["scan", *argv, "--keep-checkpoints", "all"])), Prepared([], None, [], [], {})
     run = recipe.spec("simple", 2, prep, "[2/3]")  # --cpu-small: no validation, the last checkpoint evaluated
     assert run.out == f"{work}/simple/seed2" and run.checkpoint == f"{work}/simple/seed2/checkpoint_last.pt"
     assert run.who == "[2/3] simple seed 2" and run.keep_checkpoints == "all"

@@ -48,12 +48,9 @@ def test_width_plan_runs_the_fixed_rows_first_then_one_seed_of_each_variant():
         "scan_jump_no_tf32": (),
     }
     assert [r.seed for r in runs[5:]] == [2, 2, 3, 3] and len(set(ids)) == len(ids)
-    from recipes.cli import build_parser
-    from recipes.tasks import TASKS
-
     for r in runs[:5]:  # each variant's options reach fairseq-train through the recipe's --train-args
-        args = build_parser(TASKS[r.task]).parse_args(plan.recipe_argv(r, "/data", "/work")[1:])
-        assert args.train_args == " ".join(r.train_args) and (args.batch_size, args.update_freq) == (512, 1)
+        _, options = parsed(plan.run_command(r, "/data", "/work"))
+        assert options.train_args == " ".join(r.train_args) and (options.batch_size, options.update_freq) == (512, 1)
 
 
 def test_collect_gives_a_variant_a_file_of_its_own(tmp_path, capsys):
@@ -141,22 +138,40 @@ def test_concurrency_follows_the_measured_rates():
     assert k == 4 and table == {1: 1, 2: 2, 3: 3, 4: 4}
 
 
-def test_recipe_commands_parse():
-    from recipes.cli import build_parser
-    from recipes.tasks import TASKS
+def parsed(command):
+    """(task, RecipeOptions) of a `python -m recipes TASK ...` command, as the recipe process parses it."""
+    from recipes.cli import parse
 
+    assert command[1:3] == ["-m", "recipes"]
+    return parse(command[3:])
+
+
+def test_recipe_commands_parse():
     for r in plan.plan_runs("paper")[:1] + plan.plan_runs("mini"):
-        argv = plan.recipe_argv(r, "/data", "/work", ["--stop-time-hours", "0.1"])
-        args = build_parser(TASKS[r.task]).parse_args(argv[1:])
-        assert args.as_job and args.models == r.model and args.seed_list == str(r.seed)
-        assert args.train_args == " ".join([*r.train_args, "--stop-time-hours", "0.1"])
+        task, options = parsed(plan.run_command(r, "/data", "/work", ["--stop-time-hours", "0.1"]))
+        assert options.as_job and options.models == r.model and options.seed_list == str(r.seed)
+        assert options.train_args == " ".join([*r.train_args, "--stop-time-hours", "0.1"])
+        assert task.split == r.split and options == plan.run_options(r, "/data", "/work", ["--stop-time-hours", "0.1"])
     # on the GPU: the paper's 512 sentences in one pass, TF32 products
     first = plan.plan_runs("paper")[0]
-    args = build_parser(TASKS[first.task]).parse_args(plan.recipe_argv(first, "/data", "/work")[1:])
-    assert (args.batch_size, args.update_freq, args.train_args) == (512, 1, "--tf32")
+    _, options = parsed(plan.run_command(first, "/data", "/work"))
+    assert (options.batch_size, options.update_freq, options.train_args) == (512, 1, "--tf32")
     group = plan.plan_groups("paper")[2]
-    args = build_parser(TASKS[group.task]).parse_args(plan.prepare_argv(group, "/data", "/work")[1:])
-    assert args.prepare_only and args.models == "lstm,copy,simple"
+    _, options = parsed(plan.prepare_command(group, "/data", "/work"))
+    assert options.prepare_only and options.models == "lstm,copy,simple"
+
+
+def test_max_update_is_the_rows_own():
+    """The campaign's training length of a run is the recipe's for that row: the LSTM rows' HParams, the
+    Transformer rows' TransformerSettings (not the LSTM rows'), none for the lla rows (trained in epochs)."""
+    run = plan.plan_runs("mini")[0]
+    assert plan.max_update_of(run) == 30
+    from dataclasses import replace
+
+    paper = replace(run, options=())
+    assert plan.max_update_of(paper) == 8000
+    assert plan.max_update_of(replace(paper, model="transformer")) == 30000
+    assert plan.max_update_of(replace(paper, model="lla")) is None
 
 
 def test_wheel_requirements_evaluate_markers_for_the_target(tmp_path):

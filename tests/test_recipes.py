@@ -125,18 +125,16 @@ def planned(task_name, data, *args):
     """(the Recipe, its runs as {(model, seed): RunSpec}) of `examples/<task>/run.sh [--data DATA] ARGS`, built in this
     process: the runs whose commands --dry-run prints, checked as data (the printed form is pinned by
     tests/test_recipe_dry_run.py's goldens)."""
-    from recipes.cli import build_parser, check_args
-    from recipes.runner import Recipe
-    from recipes.tasks import TASKS
-
-    task = TASKS[task_name]
-    parser = build_parser(task)
-    argv = [*(["--data", str(data)] if data else []), *map(str, args)]
-    args = parser.parse_args(argv)
-    check_args(parser, args)
-    task.args, args.recipe_argv = args, [task_name, *argv]  # as recipes.cli.main
-    recipe = Recipe(task, args)
+    recipe = recipe_of(task_name, *(["--data", str(data)] if data else []), *args)
     return recipe, recipe.planned_runs()
+
+
+def recipe_of(task_name, *argv):
+    """The Recipe of `python -m recipes TASK ARGV`, as recipes.cli.main builds it (nothing run)."""
+    from recipes.cli import parse
+    from recipes.runner import Recipe
+
+    return Recipe(*parse([task_name, *map(str, argv)]))
 
 
 def shown(runs, step="train"):
@@ -320,8 +318,8 @@ def test_the_transformer_family_runs(tmp_path):
         assert "--sentence-avg" not in line and "--write-dropout" not in line
         joined = str(tmp_path / "w" / "bin_joined") + " "
         assert (joined in line and joined in gen[m]) == (m == "pgn"), m
-    assert "--joined-dictionary" in show(recipe.preprocess_command(recipe.bin_joined))
-    assert "--joined-dictionary" not in show(recipe.preprocess_command(recipe.bin))
+    assert "--joined-dictionary" in show(recipe.preprocess_command(joined=True))
+    assert "--joined-dictionary" not in show(recipe.preprocess_command(joined=False))
 
     recipe, runs = planned(
         "scan", tmp_path / "scan", "--split", "around_right", "--models", names, "--cpu-small", *work
@@ -863,33 +861,17 @@ def test_cpu_presets_refuse_a_hidden_size_without_an_arch():
     from types import SimpleNamespace
 
     from recipes.console import RecipeError
+    from recipes.options import RecipeOptions
     from recipes.settings import PRESETS, effective_hparams
 
-    overrides = dict.fromkeys(
-        (
-            "max_update",
-            "lr",
-            "warmup_updates",
-            "batch_size",
-            "update_freq",
-            "beam",
-            "checkpoint",
-            "sentence_avg",
-            "adam_betas",
-            "decoder",
-            "patience",
-            "lexicon_top_k",
-            "hidden",
-        )
-    )
-    args = SimpleNamespace(preset="cpu-small", decode_jobs=1, **overrides)
-    task = SimpleNamespace(name="toy", hparams=lambda a: replace(PRESETS[a.preset], hidden=64))
+    args = RecipeOptions(preset="cpu-small")
+    task = SimpleNamespace(name="toy", hparams=lambda preset: replace(PRESETS[preset], hidden=64))
     with pytest.raises(RecipeError, match="toy: no CPU-sized LSTM arch has 64 units"):
         effective_hparams(task, args)
-    task.hparams = lambda a: replace(PRESETS[a.preset], hidden=256)
+    task.hparams = lambda preset: replace(PRESETS[preset], hidden=256)
     assert effective_hparams(task, args).hidden == 256
     args.preset = "paper"  # the paper's arch has its own size, whatever the label
-    task.hparams = lambda a: replace(PRESETS[a.preset], hidden=64)
+    task.hparams = lambda preset: replace(PRESETS[preset], hidden=64)
     assert effective_hparams(task, args).hidden == 64
 
 
@@ -985,17 +967,22 @@ def test_lla_selection_is_read_from_the_lla_translation_record(tmp_path):
 def test_runs_made_before_the_json_log_format_are_still_reused(tmp_path):
     """The recipes train with --log-format json since the package split; the log format changes no result, so a
     finished run whose fingerprint has the simple format (made before) is not "other settings"."""
-    from recipes.cli import build_parser
-    from recipes.runner import Recipe
-    from recipes.tasks import TASKS, Prepared
+    from recipes.tasks import Prepared
 
     write_tiny_layouts(tmp_path)
-    task = TASKS["scan"]
-    args = build_parser(task).parse_args(
-        ["--data", str(tmp_path / "scan"), "--work", str(tmp_path / "w"), "--models", "lstm,lla", "--cpu-small"]
+    recipe, prep = (
+        recipe_of(
+            "scan",
+            "--data",
+            str(tmp_path / "scan"),
+            "--work",
+            str(tmp_path / "w"),
+            "--models",
+            "lstm,lla",
+            "--cpu-small",
+        ),
+        Prepared([], None, [], [], {}),
     )
-    task.args = args
-    recipe, prep = Recipe(task, args), Prepared([], None, [], [], {})
     for model in ("lstm", "lla"):
         out = tmp_path / "w" / model / "seed1"
         out.mkdir(parents=True)
@@ -1018,20 +1005,15 @@ def test_an_unfinished_run_with_a_checkpoint_and_other_settings_is_refused_not_d
     (the recipe said "run again to go on"): an unfinished run holding checkpoint_last.pt is refused like a finished
     one, its files untouched; with --force it starts again. One stopped before its first checkpoint has nothing to
     keep and is not refused."""
-    from recipes.cli import build_parser
     from recipes.console import RecipeError
-    from recipes.runner import Recipe
-    from recipes.tasks import TASKS, Prepared
+    from recipes.tasks import Prepared
 
     write_tiny_layouts(tmp_path)
-    task = TASKS["scan"]
 
     def recipe_for(*extra):
-        args = build_parser(task).parse_args(
-            ["--data", str(tmp_path / "scan"), "--work", str(tmp_path / "w"), "--models", "lstm", "--cpu-small", *extra]
+        return recipe_of(
+            "scan", "--data", tmp_path / "scan", "--work", tmp_path / "w", "--models", "lstm", "--cpu-small", *extra
         )
-        task.args = args
-        return Recipe(task, args)
 
     recipe, prep = recipe_for(), Prepared([], None, [], [], {})
     out = tmp_path / "w" / "lstm" / "seed1"
@@ -1051,18 +1033,16 @@ def test_an_unfinished_run_with_a_checkpoint_and_other_settings_is_refused_not_d
 def test_a_rebuilt_lexicon_with_the_same_entries_is_the_same_lexicon(tmp_path):
     """Issue 55, defect 3: the lexicon's fingerprint held its header's timing, so restoring the data and re-running
     was refused ("lexicon differ"). Only the entries count; runs finished with the whole file's SHA-1 still match."""
-    from recipes.cli import build_parser
-    from recipes.runner import Recipe
-    from recipes.tasks import TASKS, Prepared
+    from recipes.tasks import Prepared
     from recipes.textio import sha1_files
 
     write_tiny_layouts(tmp_path)
-    task = TASKS["scan"]
-    args = build_parser(task).parse_args(
-        ["--data", str(tmp_path / "scan"), "--work", str(tmp_path / "w"), "--models", "simple", "--cpu-small"]
+    recipe, prep = (
+        recipe_of(
+            "scan", "--data", str(tmp_path / "scan"), "--work", str(tmp_path / "w"), "--models", "simple", "--cpu-small"
+        ),
+        Prepared([], None, [], [], {}),
     )
-    task.args = args
-    recipe, prep = Recipe(task, args), Prepared([], None, [], [], {})
     lexicon = recipe.lexicon_path("simple")
     os.makedirs(os.path.dirname(lexicon), exist_ok=True)
     with open(lexicon, "w") as f:
@@ -1197,18 +1177,12 @@ def test_an_interrupted_lla_run_starts_again_or_resumes(tmp_path):
 
 def scan_recipe(tmp_path, *extra):
     """A Recipe of the SCAN task on write_tiny_layouts' files (nothing trained), WORK = tmp_path/w."""
-    from recipes.cli import build_parser
-    from recipes.runner import Recipe
-    from recipes.tasks import TASKS
 
     if not (tmp_path / "scan").exists():
         write_tiny_layouts(tmp_path)
-    task = TASKS["scan"]
-    args = build_parser(task).parse_args(
-        ["--data", str(tmp_path / "scan"), "--work", str(tmp_path / "w"), "--models", "lstm", "--cpu-small", *extra]
+    return recipe_of(
+        "scan", "--data", tmp_path / "scan", "--work", tmp_path / "w", "--models", "lstm", "--cpu-small", *extra
     )
-    task.args = args
-    return Recipe(task, args)
 
 
 def test_the_recipes_delete_only_what_they_wrote(tmp_path):
@@ -1298,3 +1272,87 @@ def test_a_test_set_of_unseen_tokens_is_reported_and_nfd_is_named():
     assert "differ in normalisation" in note
     (note,) = out_of_vocabulary_notes(train, [("zzz", "CAFÉ")])
     assert "100% of the test source" in note and "normalisation" not in note
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["colors"],
+        [
+            "scan",
+            "--data",
+            "/d",
+            "--split",
+            "around_right",
+            "--cpu-small",
+            "--models",
+            "lstm,simple",
+            "--seeds",
+            "3",
+            "--token-avg",
+        ],
+        [
+            "cogs",
+            "--data",
+            "/d",
+            "--gen",
+            "gen_2020.tsv",
+            "--cpu-medium",
+            "--hidden",
+            "256",
+            "--lr",
+            "0.003",
+            "--patience",
+            "0",
+        ],
+        [
+            "eng_cmn",
+            "--data",
+            "/d",
+            "--tokenization",
+            "thrush",
+            "--models",
+            "lla",
+            "--damage",
+            "--lla-max-epoch",
+            "40",
+            "--force",
+        ],
+        [
+            "scan",
+            "--data",
+            "/d",
+            "--train-args",
+            "--tf32 --weight-init fairseq",
+            "--generate-args=--cpu",
+            "--max-len-b",
+            "64",
+        ],
+    ],
+)
+def test_options_spell_back_the_command_line_they_were_parsed_from(argv):
+    """RecipeOptions.argv() (with the task's own, Task.argv()) is the command line of the --jobs children and the
+    campaign's runs: it must parse back to the same options and task, whatever was given."""
+    from recipes.cli import parse
+
+    task, options = parse(argv)
+    again_task, again = parse([argv[0], *options.argv(), *task.argv()])
+    assert again == options and type(again_task) is type(task) and again_task.argv() == task.argv()
+
+
+def test_a_jobs_child_runs_its_pair_alone_with_the_parents_options(tmp_path):
+    """--jobs N: each child is the parent's invocation with its one (model, seed), as a --jobs 1 --as-job process."""
+    from recipes.cli import parse
+    from recipes.jobs import job_command
+
+    write_tiny_layouts(tmp_path)
+    parent = recipe_of(
+        "scan", "--data", tmp_path / "scan", "--split", "around_right", "--models", "lstm,simple", "--seeds", "2",
+        "--cpu-small", "--jobs", "2", "--work", tmp_path / "w", "--train-args=--cpu",
+    )  # fmt: skip
+    command = job_command(parent, "simple", 2)
+    assert command[1:4] == ["-m", "recipes", "scan"]
+    task, options = parse(command[3:])
+    assert task.split == "around_right" and (options.models, options.seed_list, options.jobs) == ("simple", "2", 1)
+    assert options.as_job and options.work == str(tmp_path / "w") and options.train_args == "--cpu"
+    assert options.but(models="lstm,simple", seed_list=None, seeds=2, jobs=2, as_job=False) == parent.options

@@ -80,8 +80,8 @@ print(f"Generate test with beam=1: BLEU4 = 100.00")
 DRIVER = """
 import os, sys
 sys.path[:0] = [{examples!r}, {repo!r}]
-import recipes.runner
-recipes.runner.tool = lambda name: os.path.join({fake!r}, name)
+import recipes.commands
+recipes.commands.tool = lambda name: os.path.join({fake!r}, name)
 from recipes.cli import main
 sys.exit(main())
 """

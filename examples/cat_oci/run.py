@@ -22,7 +22,6 @@ import datetime
 import os
 import platform
 import random
-import shlex
 import sys
 import tempfile
 import time
@@ -33,10 +32,10 @@ from lexical_offline.textio import read_lines, write_parallel
 from lexical_offline.metrics.aggregate import aggregate_dir, format_mean_std
 
 # examples/recipes (run.sh puts examples/ on PYTHONPATH): the runner helpers and Transformer training settings
-from recipes import ROOT, ownership, process
+from recipes import ROOT, commands, ownership, process
 from recipes.console import RecipeError, hms, say, show
 from recipes.execute import RunSpec, execute_run
-from recipes.process import run_logged, search_options, tool
+from recipes.process import run_logged
 from recipes.rundir import PREPROCESS_WRITES, lock_work_directory, refuse_foreign_writes, remove_owned
 from recipes.settings import TRANSFORMER_CPU_SMALL, TRANSFORMER_PAPER, TransformerSettings
 from recipes.steps import Step
@@ -218,26 +217,8 @@ class Experiment:
         def make():
             os.makedirs(d + "/pieces", exist_ok=True)
             self.make_pieces(size, d, data)
-            cmd = [
-                tool("fairseq-preprocess"),
-                "--source-lang",
-                self.src,
-                "--target-lang",
-                self.tgt,
-                "--trainpref",
-                d + "/pieces/train",
-                "--validpref",
-                d + "/pieces/valid",
-                "--testpref",
-                d + "/pieces/test",
-                "--destdir",
-                d + "/bin",
-                "--joined-dictionary",
-                "--srcdict",
-                d + "/dict.txt",
-                "--workers",
-                "1",
-            ]
+            pieces = {split: f"{d}/pieces/{split}" for split in ("train", "valid", "test")}
+            cmd = commands.preprocess(pieces, d + "/bin", self.src, self.tgt, joined=True, srcdict=d + "/dict.txt")
             # the earlier data-bin's files go (the pipeline's only), a user's file of their names stops the driver
             refuse_foreign_writes(d + "/bin", PREPROCESS_WRITES, "fairseq-preprocess")
             with ownership.writing(d + "/bin"):
@@ -306,23 +287,10 @@ class Experiment:
         opts = ["--symmetrize", "intersect"] if method in ("ibm1", "ibm2") else []
         opts += ["--seed", "0"] if method == "bayes" else []
         # --no-fallback: a piece with no entry falls back to itself in the model (the joined dictionary), i.e. copy
-        return [
-            sys.executable,
-            os.path.join(ROOT, "tools", "build_lexicon.py"),
-            "--method",
-            method,
-            *opts,
-            "--no-fallback",
-            "--threads",
-            "1",
-            "--no-progress",
-            "--src",
-            f"{d}/pieces/train.{self.src}",
-            "--tgt",
-            f"{d}/pieces/train.{self.tgt}",
-            "-o",
-            d + "/lexicon.tsv",
-        ]
+        options = ["--method", method, *opts, "--no-fallback", "--threads", "1"]
+        return commands.build_lexicon(
+            options, f"{d}/pieces/train.{self.src}", f"{d}/pieces/train.{self.tgt}", d + "/lexicon.tsv"
+        )
 
     def build_lexicon(self, size: int, d: str) -> None:
         cmd = self.lexicon_command(d)
@@ -355,103 +323,35 @@ class Experiment:
         if s.dropout is not None:
             model += ["--dropout", f"{s.dropout:g}"]
         cpu = ["--cpu"] if a.cpu else []
-        train = [
-            tool("fairseq-train"),
+        train = commands.fairseq_train(
             d + "/bin",
-            "--user-dir",
-            os.path.join(ROOT, "fairseq_lexical"),
-            *model,
-            "--criterion",
-            "lexical_cross_entropy",
-            "--label-smoothing",
-            f"{ts.label_smoothing:g}",
-            "--optimizer",
-            "adam",
-            "--adam-betas",
-            ts.adam_betas,
-            "--weight-decay",
-            f"{ts.weight_decay:g}",
-            "--lr",
-            f"{ts.lr:g}",
-            "--lr-scheduler",
-            "inverse_sqrt",
-            "--warmup-updates",
-            str(ts.warmup),
-            "--clip-norm",
-            f"{ts.clip_norm:g}",
-            *(["--max-tokens", str(ts.max_tokens)] if ts.max_tokens else []),
-            *(["--batch-size", str(ts.batch_size)] if ts.batch_size else []),
-            "--required-batch-size-multiple",
-            "1",
-            "--max-update",
-            str(ts.max_update),
-            "--seed",
-            str(seed),
-            "--save-dir",
+            model,
+            seed,
             out,
-            "--no-epoch-checkpoints",
-            "--validate-interval",
-            "100000",
-            "--validate-interval-updates",
-            str(s.validate_every),
-            "--save-interval",
-            "100000",
-            "--save-interval-updates",
-            str(s.validate_every),
-            "--keep-interval-updates",
-            "1",
-            *(["--patience", str(s.patience)] if s.patience else []),
-            "--log-format",
-            "simple",
-            "--log-interval",
-            "50",
-            "--num-workers",
-            "0",
-            *cpu,
-            *shlex.split(a.train_args),
-        ]
-        generate = [
-            tool("fairseq-generate"),
+            **commands.transformer_training(ts),
+            log_interval=50,
+            log_format="--log-format simple",  # last_valid_p_gate reads it
+            after=commands.validation(s.validate_every, s.patience) + cpu,
+            extra=a.train_args,
+        )
+        # D lines: the hypothesis decoded with this size's SentencePiece model (detokenised text)
+        sentencepiece = ["--bpe", "sentencepiece", "--sentencepiece-model", d + "/spm.model"]
+        generate = commands.fairseq_generate(
             d + "/bin",
-            "--user-dir",
-            os.path.join(ROOT, "fairseq_lexical"),
-            "--path",
             out + "/checkpoint_best.pt",
-            "--gen-subset",
-            "test",
-            "--beam",
-            str(s.beam),
-            "--batch-size",
-            "64",
-            "--max-len-a",
-            "2",
-            "--max-len-b",
-            "10",
-            "--num-workers",
-            "0",
-            *search_options(s.beam),
-            # D lines: the hypothesis decoded with this size's SentencePiece model (detokenised text)
-            "--bpe",
-            "sentencepiece",
-            "--sentencepiece-model",
-            d + "/spm.model",
-            *cpu,
-            *shlex.split(a.generate_args),
-        ]
-        score = [
-            sys.executable,
-            os.path.join(ROOT, "tools", "score.py"),
+            s.beam,
+            64,
+            max_len_b=10,
+            max_len_a=2,
+            after=sentencepiece + cpu,
+            extra=a.generate_args,
+        )
+        score = commands.score(
             out + "/generate.txt",
-            "--hypotheses",
-            "D",
-            "--reference",
             f"{self.work}/data/test.{self.tgt}",
-            "--bleu",
-            "--chrf",
-            "--tokenize",
-            "13a",
-            "--json",
-        ]
+            ["--bleu", "--chrf", "--tokenize", "13a"],
+            hypotheses="D",
+        )
         return {"train": train, "generate": generate, "score": score}
 
     def spec(self, size: int, system: str, seed: int, index: str) -> RunSpec:

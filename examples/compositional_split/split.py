@@ -36,18 +36,17 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from typing import Callable, Dict, List, Optional, Sequence
 
 from lexical_offline.textio import TextFileError, read_lines, read_tsv, read_tsv_pairs, write_lines, write_parallel
 
 # examples/recipes (run.sh puts examples/ on PYTHONPATH): models, --cpu-small settings, commands, run_logged
-from recipes import ROOT, process
+from recipes import ROOT, commands, process
 from recipes.catalogue import LEXICON_METHODS, MODELS
-from recipes.cli import build_parser as recipe_parser
 from recipes.console import RecipeError, hms, say, show
-from recipes.process import run_logged, tool
+from recipes.process import run_logged
 from recipes.rundir import lock_work_directory
+from recipes.options import RecipeOptions
 from recipes.runner import Recipe
 from recipes.steps import Step
 from recipes.tasks import TASKS
@@ -251,30 +250,19 @@ def prepare(args, files: Dict[str, str], data_dir: str) -> Dict[str, int]:
 
 
 def recipe_for(args, work: str, models: Sequence[str], updates: int) -> Recipe:
-    """examples/recipes' Recipe with --cpu-small settings, pointed at this example's data-bin and lexicons."""
-    task = TASKS["eng_cmn"]
-    rargs = recipe_parser(task).parse_args(
-        [
-            "--data",
-            args.data,
-            "--work",
-            work,
-            "--cpu-small",
-            "--models",
-            ",".join(models),
-            "--max-update",
-            str(updates),
-            "--decoder",
-            args.decoder,
-            "--train-args=--cpu",
-            "--generate-args=--cpu",
-        ]
+    """examples/recipes' Recipe with --cpu-small settings, its data-bin and lexicons in this example's WORK."""
+    options = RecipeOptions(
+        data=args.data,
+        work=work,
+        preset="cpu-small",
+        models=",".join(models),
+        max_update=updates,
+        decoder=args.decoder,
+        train_args="--cpu",
+        generate_args="--cpu",
+        max_len_b=args.max_len_b,
     )
-    task.args = rargs
-    rec = Recipe(task, rargs)
-    rec.bin, rec.lexdir, rec.data_dir = f"{work}/bin", f"{work}/lexicons", f"{work}/data"
-    rec.hp = replace(rec.hp, max_len_b=args.max_len_b)
-    return rec
+    return Recipe(TASKS["eng_cmn"](), options)
 
 
 def mean(values: Sequence[float]) -> Optional[float]:
@@ -319,23 +307,7 @@ class Split:
         d = self.data
         self.runner.run(
             "preprocess",
-            [
-                tool("fairseq-preprocess"),
-                "--source-lang",
-                "src",
-                "--target-lang",
-                "tgt",
-                "--trainpref",
-                f"{d}/train",
-                "--validpref",
-                f"{d}/valid",
-                "--testpref",
-                f"{d}/candidates",
-                "--destdir",
-                self.bin,
-                "--workers",
-                "1",
-            ],
+            commands.preprocess({"train": f"{d}/train", "valid": f"{d}/valid", "test": f"{d}/candidates"}, self.bin),
             [f"{d}/{s}.{l}" for s in ("train", "valid", "candidates") for l in ("src", "tgt")],
             [f"{self.bin}/dict.src.txt", f"{self.bin}/test.src-tgt.src.bin"],
             f"{self.work}/preprocess.log",
@@ -476,13 +448,13 @@ class Split:
         a, rec = self.args, self.rec
         for method in sorted({MODELS[m].lexicon for m in self.systems} & set(LEXICON_METHODS)):
             say(f"== lexicon: {LEXICON_METHODS[method][1]}")
-            os.makedirs(rec.lexdir, exist_ok=True)
+            os.makedirs(rec.layout.lexicons, exist_ok=True)
             self.runner.run(
                 f"lexicon_{method}",
                 rec.lexicon_command(method),
                 [f"{self.data}/lexcorpus.src", f"{self.data}/lexcorpus.tgt"],
                 [rec.lexicon_path(method)],
-                f"{rec.lexdir}/{method}.log",
+                f"{rec.layout.lexicons}/{method}.log",
             )
         say(
             f"== systems: {', '.join(rec.label(m) for m in self.systems)}; {a.system_updates} updates, seed "
@@ -557,17 +529,9 @@ class Split:
                 write_lines(f"{d}/{name}.hyp", [hyps[i] for i in ids])
                 entry: Dict[str, object] = {"n": len(ids)}
                 for tok, key in (("none", "bleu"), ("zh", "bleu_zh")):
-                    cmd = [
-                        PY,
-                        os.path.join(ROOT, "tools", "score.py"),
-                        f"{d}/{name}.gen",
-                        "--reference",
-                        f"{self.eval}/sets/{name}.tgt",
-                        "--bleu",
-                        "--tokenize",
-                        tok,
-                        "--json",
-                    ]
+                    cmd = commands.score(
+                        f"{d}/{name}.gen", f"{self.eval}/sets/{name}.tgt", ["--bleu", "--tokenize", tok]
+                    )
                     proc = subprocess.run(cmd, capture_output=True, text=True)
                     if proc.returncode != 0:
                         raise SplitError(

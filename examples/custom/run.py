@@ -39,7 +39,7 @@ from lexical_offline.metrics.aggregate import aggregate_dir, format_mean_std, fo
 # examples/recipes (run.sh puts examples/ on PYTHONPATH): the recipes' pipeline, runners and settings
 from recipes import ROOT, fairseq_log, ownership, process
 from recipes.catalogue import LEXICON_METHODS, MODELS
-from recipes.cli import build_parser as recipe_parser
+from recipes.options import RecipeOptions
 from recipes.cli import check_args
 from recipes.console import RecipeError, exit_status_of, hms, say
 from recipes.process import run_logged
@@ -179,8 +179,8 @@ class CustomData(Task):
         # vocabulary that is millions of entries (the English-Chinese recipe leaves it out for the same reason).
         self.lexicon_build_args = ("--no-fallback",) if self.primary == "bleu" else ()
 
-    def hparams(self, args):
-        hp = super().hparams(args)
+    def hparams(self, preset):
+        hp = super().hparams(preset)
         if self.opts.preset == "smoke":
             # checks that every step runs: a few updates, validation twice, beam 2
             hp = replace(
@@ -201,7 +201,7 @@ class CustomData(Task):
     def locate(self, data):
         return {role: " + ".join(paths) for role, paths in self.files.items()}
 
-    def prepare(self, args, files):
+    def prepare(self, files):
         train, valid, notes = self.splits["train"], self.splits.get("valid"), []
         if valid is None:
             n_valid = max(1, int(len(train) * VALID_FRACTION))
@@ -334,13 +334,13 @@ class CustomRun(Recipe):
             cmd = [
                 sys.executable,
                 os.path.join(ROOT, "tools", "explain.py"),
-                self.bin,
+                self.layout.bin,
                 "--path",
                 ckpt,
                 "--generate-output",
                 f"{out}/generate.txt",
                 "--reference",
-                f"{self.data_dir}/test.tgt",
+                f"{self.layout.data}/test.tgt",
                 "-o",
                 jsonl,
                 "--html",
@@ -631,45 +631,20 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def recipe_argv(opts, models: Sequence[str], data_dir: str) -> List[str]:
-    argv = ["--data", data_dir, "--models", ",".join(models), "--seeds", str(opts.seeds)]
-    if opts.work:
-        argv += ["--work", opts.work]
+def recipe_options(opts, models: Sequence[str], data_dir: str) -> RecipeOptions:
+    """The recipes' options of this program's: its models and seeds, the preset's settings, the overrides given."""
+    options = RecipeOptions(
+        data=data_dir, work=opts.work, models=",".join(models), seeds=opts.seeds, force=opts.force, dry_run=opts.dry_run
+    )
     if opts.preset in ("cpu", "smoke"):
-        argv.append("--cpu-small")
+        options.preset = "cpu-small"
     if opts.preset == "smoke":  # the Transformer rows take their schedule from the options (TransformerSettings)
-        argv += [
-            "--max-update",
-            "30",
-            "--warmup-updates",
-            "10",
-            "--batch-size",
-            "16",
-            "--max-tokens",
-            "0",
-            "--lr",
-            "0.005",
-            "--beam",
-            "2",
-            "--progress-every",
-            "600",
-        ]
-    for name in (
-        "max_update",
-        "lr",
-        "warmup_updates",
-        "batch_size",
-        "beam",
-        "decode_jobs",
-        "progress_every",
-        "checkpoint",
-        "train_args",
-        "generate_args",
-    ):
-        value = getattr(opts, name)
-        if value is not None:
-            argv += ["--" + name.replace("_", "-"), str(value)]
-    return argv + [flag for flag, on in (("--force", opts.force), ("--dry-run", opts.dry_run)) if on]
+        options = options.but(
+            max_update=30, warmup_updates=10, batch_size=16, max_tokens=0, lr=0.005, beam=2, progress_every=600.0
+        )
+    given = ("max_update", "lr", "warmup_updates", "batch_size", "beam", "decode_jobs", "progress_every", "checkpoint")
+    options = options.but(**{name: getattr(opts, name) for name in given if getattr(opts, name) is not None})
+    return options.but(train_args=opts.train_args or "", generate_args=opts.generate_args or "")
 
 
 def build_run(opts: argparse.Namespace) -> "CustomRun":
@@ -698,16 +673,14 @@ def build_run(opts: argparse.Namespace) -> "CustomRun":
     task = CustomData(opts, splits, files, primary_metric(splits["train"], opts.primary_metric))
     models = model_names(opts.family, methods)
     opts.work = work
-    parser = recipe_parser(task)
-    args = parser.parse_args(recipe_argv(opts, models, os.path.dirname(files["train"][0])))
-    check_args(build_parser(), args)  # the errors name this program's options, which are the same
-    task.args = args
-    process.PROGRESS_EVERY = max(1.0, args.progress_every)
-    run = CustomRun(task, args)
+    options = recipe_options(opts, models, os.path.dirname(files["train"][0]))
+    check_args(build_parser(), options)  # the errors name this program's options, which are the same
+    process.PROGRESS_EVERY = max(1.0, options.progress_every)
+    run = CustomRun(task, options)
     if opts.preset == "smoke":
         run.settings = "smoke"
         run.settings_label = (
-            f"SMOKE preset: {args.max_update} updates of CPU-sized models, beam {args.beam} "
+            f"SMOKE preset: {options.max_update} updates of CPU-sized models, beam {options.beam} "
             f"(checks that every step runs; the scores mean nothing)"
         )
     elif opts.preset == "cpu":

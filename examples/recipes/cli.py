@@ -6,11 +6,12 @@ import argparse
 import os
 import shlex
 import sys
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Tuple
 
 from recipes import process
 from recipes.catalogue import MODELS, TRANSFORMER_MODELS
 from recipes.console import exit_status_of
+from recipes.options import RecipeOptions
 from recipes.runner import Recipe
 from recipes.settings import CPU_LSTM_ARCH_SIZES, LlaSettings
 from recipes.tasks import TASKS, Task
@@ -46,7 +47,12 @@ def build_parser(task: Task) -> argparse.ArgumentParser:
         default=task.default_models,
         help=f"comma-separated models, or 'paper' / 'all' (default {task.default_models})",
     )
-    g.add_argument("--seeds", type=int, default=1, help=f"run seeds 1..N (default 1; the paper: {task.paper_seeds})")
+    g.add_argument(
+        "--seeds",
+        type=int,
+        default=RecipeOptions.seeds,
+        help=f"run seeds 1..N (default 1; the paper: {task.paper_seeds})",
+    )
     g.add_argument("--seed-list", help="comma-separated seeds instead of 1..N (e.g. to split seeds across machines)")
     g.add_argument(
         "--force",
@@ -75,7 +81,7 @@ def build_parser(task: Task) -> argparse.ArgumentParser:
     g.add_argument(
         "--progress-every",
         type=float,
-        default=process.PROGRESS_EVERY,
+        default=RecipeOptions.progress_every,
         metavar="SECONDS",
         help=f"how often to print a training run's update count and validation loss, and with --jobs "
         f"how many pairs run, are done and wait (default {process.PROGRESS_EVERY:.0f})",
@@ -83,7 +89,7 @@ def build_parser(task: Task) -> argparse.ArgumentParser:
     g.add_argument(
         "--keep-checkpoints",
         choices=("used", "all", "none"),
-        default="used",
+        default=RecipeOptions.keep_checkpoints,
         help="after scoring keep the evaluated checkpoint (default), every checkpoint, or none",
     )
     g = parser.add_argument_group("settings (defaults: the paper's, appendix C.1)")
@@ -128,6 +134,9 @@ def build_parser(task: Task) -> argparse.ArgumentParser:
         "--patience", type=int, help="early stopping after N validations without a better validation loss (0: off)"
     )
     g.add_argument("--beam", type=int, help="beam size of fairseq-generate (1: greedy, the authors' test decoding)")
+    g.add_argument(
+        "--max-len-b", type=int, help="fairseq-generate's output length limit, in tokens (default: the task's)"
+    )
     g.add_argument("--checkpoint", choices=("last", "best"), help="checkpoint to evaluate")
     g.add_argument(
         "--decoder",
@@ -153,7 +162,9 @@ def build_parser(task: Task) -> argparse.ArgumentParser:
         "learning one",
     )
     g.add_argument("--lexicon-top-k", type=int, help="keep at most K targets per lexicon row in the model (0: all)")
-    g.add_argument("--train-args", default="", help="further fairseq-train options (one quoted string)")
+    g.add_argument(
+        "--train-args", default=RecipeOptions.train_args, help="further fairseq-train options (one quoted string)"
+    )
     g = parser.add_argument_group("lla, lla_noadv (Thrush 2020; defaults: the paper's schedule, docs/lla.md)")
     g.add_argument(
         "--lla-max-epoch",
@@ -204,11 +215,15 @@ def build_parser(task: Task) -> argparse.ArgumentParser:
         "comma-separated conditions (groups joined by '+'). Writes <model>/seed<N>/damage.json and "
         "a mean +/- std table per condition",
     )
-    g.add_argument("--generate-args", default="", help="further fairseq-generate options (one quoted string)")
+    g.add_argument(
+        "--generate-args",
+        default=RecipeOptions.generate_args,
+        help="further fairseq-generate options (one quoted string)",
+    )
     g.add_argument(
         "--decode-jobs",
         type=int,
-        default=1,
+        default=RecipeOptions.decode_jobs,
         metavar="N",
         help="split each fairseq-generate over N processes (its --distributed-world-size N "
         "--distributed-rank i: the same batches, dealt out), each with idle cores/N threads unless "
@@ -225,6 +240,7 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
         ("max_update", 1),
         ("batch_size", 1),
         ("beam", 1),
+        ("max_len_b", 1),
         ("warmup_updates", 0),
         ("update_freq", 1),
     ):
@@ -246,6 +262,16 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
         parser.error(f"--work {work}: a file, not a directory")
 
 
+def parse(argv: Sequence[str]) -> Tuple[Task, RecipeOptions]:
+    """TASK and its options, checked: the invocation's task (built with its own options) and RecipeOptions."""
+    task_class = TASKS[argv[0]]
+    parser = build_parser(task_class())
+    args = parser.parse_args(argv[1:])
+    check_args(parser, args)
+    task = task_class(**{name: getattr(args, name) for name in task_class.own_options})
+    return task, RecipeOptions.from_namespace(args)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in TASKS:
@@ -254,11 +280,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             file=sys.stderr,
         )
         return 2
-    task = TASKS[argv[0]]
-    parser = build_parser(task)
-    args = parser.parse_args(argv[1:])
-    check_args(parser, args)
-    task.args = args  # the task's own options (--split, --gen) and whether --patience was given
-    args.recipe_argv = argv  # TASK and its options, repeated by the --jobs children with their own pair
-    process.PROGRESS_EVERY = max(1.0, args.progress_every)
-    return exit_status_of(lambda: Recipe(task, args).run())
+    task, options = parse(argv)
+    process.PROGRESS_EVERY = max(1.0, options.progress_every)
+    return exit_status_of(lambda: Recipe(task, options).run())

@@ -2,16 +2,22 @@
 task `lla_translation` (fairseq_lexical/tasks/lla_translation.py): the Lexicon Unit alone with its own batch size for
 epochs 1..N, the unit with the lowest validation BCE loaded at epoch N+1, then the other modules to the last epoch,
 fairseq's checkpoint_best.pt the first epoch with the best validation score. What was selected is read back from
-the task's lla_selection.json in the run's directory (selection.json). Mixed into runner.Recipe."""
+the task's lla_selection.json in the run's directory (selection.json). And --damage: tools/damage.py on the
+evaluated checkpoint (Thrush 2020, Table 2). Mixed into runner.Recipe."""
 
 from __future__ import annotations
 
 import math
+import os
 import re
-from typing import List, Optional
+from typing import Dict, List, Optional
 
-from recipes.console import RecipeError
-from recipes.textio import read_json
+from recipes import commands, ownership
+from recipes.catalogue import MODELS
+from recipes.console import RecipeError, hms, say, show
+from recipes.process import run_logged
+from recipes.steps import differences
+from recipes.textio import read_json, write_json
 
 # The Lexicon Unit's validation BCE as lexical_cross_entropy logs it (an auxiliary loss named "lexicon").
 LEXICON_UNIT_METRIC = "aux_lexicon"
@@ -22,6 +28,7 @@ SELECTION_FILE = "lla_selection.json"
 # fairseq's line after a save: it names the first of the files written (checkpoint_best.pt where the best improved,
 # else checkpoint_last.pt), copied to the others
 _SAVED_LINE = re.compile(r"Saved checkpoint \S+\.pt \(epoch (\d+) @")
+LLA_NOT_RESUMABLE = "an lla run stopped within the Lexicon Unit epochs: their selection is not in {last}"
 
 
 class LlaSteps:
@@ -87,14 +94,13 @@ class LlaSteps:
         if patience:
             cmd += ["--patience", str(patience)]  # the paper: no early stopping
         # Adam at a constant rate, no clipping; no --max-update: the schedule is in epochs
-        return self.fairseq_train(
-            model, seed, out, ["--lr", f"{lla.lr:g}", "--lr-scheduler", "fixed", "--clip-norm", "0"], [], [], after=cmd
-        )
+        optimisation = ["--lr", f"{lla.lr:g}", "--lr-scheduler", "fixed", "--clip-norm", "0"]
+        return self.fairseq_train(model, seed, out, optimisation=optimisation, batching=[], schedule=[], after=cmd)
 
     def lla_patience(self) -> Optional[int]:
         """--patience where given and the task validates. fairseq counts every validation, those of the Lexicon
         Unit epochs too (their lla_selection is -inf): with fewer than N it would stop before epoch N+1."""
-        patience = self.args.patience
+        patience = self.options.patience
         if not patience or self.hp.validate_every is None:
             return None
         if patience < self.lla.lexicon_epochs:
@@ -168,3 +174,87 @@ class LlaSteps:
                 "curve": unit_curve,
             },
         }
+
+    def with_lla_selection(self, model: str, seed: int, index: str, training: Dict[str, object]) -> Dict[str, object]:
+        """The training summary of an lla run evaluated at checkpoint_best.pt, with what lla_translation selected
+        (its lla_selection.json; also written to selection.json): the update count of the summary is the whole
+        run's (to the last epoch or the early stop), the evaluated model is checkpoint_best.pt's."""
+        out, pair = self.run_dir(model, seed), self.pair_name(model, seed)
+        selection = self.lla_selection(out)
+        write_json(f"{out}/selection.json", selection)
+        unit = selection["lexicon_unit"]
+        say(
+            f"{index}    {pair}: Lexicon Unit of epoch {unit['epoch']} (lowest validation BCE, "
+            f"{unit[LEXICON_UNIT_METRIC]:g}); best validation {selection['metric']} "
+            f"{selection[selection['metric']]:g} first at epoch {selection['epoch']}"
+        )
+        where = f"epoch {selection['epoch']}"
+        training = dict(training)
+        if selection["epoch"] < selection["last_epoch"]:
+            training["selected_updates"] = selection["updates"]
+            where += f" (update {training['selected_updates']})"
+        training["text"] += f"; {where} of {selection['last_epoch']} evaluated"
+        training["selected_epoch"] = selection["epoch"]
+        return training
+
+    # -- damage (Thrush 2020, Table 2) ---------------------------------------------------------------------------
+    def damage_conditions(self, model: str) -> List[str]:
+        spec = MODELS[model]
+        conds = (
+            [c.strip() for c in self.damage.split(",") if c.strip()]
+            if self.damage != "auto"
+            else ["none", "lstm", "lexicon", "adversary"]
+        )
+        # the adversary group exists only in the model with an adversary
+        return [c for c in conds if spec.adversary or "adversary" not in c.split("+")]
+
+    def damage_command(self, model: str, seed: int, out: str) -> List[str]:
+        return commands.damage(
+            self.layout.bin,
+            self.checkpoint_path(out, model),
+            self.damage_conditions(model),
+            seed,
+            self.hp,
+            self.damage_examples(),
+        )
+
+    def damage_examples(self) -> List[str]:
+        """The task's Table 2 sentence(s) whose words are all in the source dictionary (damage.py refuses others)."""
+        path = self.layout.bin + "/dict.src.txt"
+        if not os.path.isfile(path):
+            return list(self.task.damage_examples)
+        with open(path, encoding="utf-8") as f:
+            vocab = {line.split()[0] for line in f if line.strip()}
+        return [e for e in self.task.damage_examples if all(w in vocab for w in e.split())]
+
+    def run_damage(self, model: str, seed: int, out: str, index: str) -> None:
+        """tools/damage.py on the evaluated checkpoint: OUT/damage.json (its JSON, the command and the time)."""
+        with ownership.writing(out):
+            self._run_damage(model, seed, out, index)
+
+    def _run_damage(self, model: str, seed: int, out: str, index: str) -> None:
+        cmd = self.damage_command(model, seed, out)
+        path = f"{out}/damage.json"
+        if os.path.isfile(path) and not self.options.force and not differences(read_json(path), {"command": show(cmd)}):
+            return
+        ckpt = self.checkpoint_path(out, model)
+        if not os.path.isfile(ckpt):
+            say(
+                f"{index} {self.pair_name(model, seed)}: no {ckpt} to damage (removed by --keep-checkpoints none?); "
+                "skipped"
+            )
+            return
+        secs = run_logged(cmd, path + ".tmp", f"{out}/damage.log", what=f"damage.py ({model}, seed {seed})")
+        result = read_json(path + ".tmp")
+        ownership.remove(path + ".tmp")
+        for r in result["results"]:
+            r.get("damage", {}).pop("parameters", None)  # the per-parameter list stays in damage.log's run only
+        write_json(path, {"command": show(cmd), "seconds": round(secs, 1), **result})
+        say(
+            f"{index} seed {seed}  {model}  damage: "
+            + "; ".join(
+                f"{r['condition']} exact {r['scores']['exact_match']:.2f} prec {100 * r['scores']['precision']:.1f}"
+                for r in result["results"]
+            )
+            + f"  ({hms(secs)})"
+        )

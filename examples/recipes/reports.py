@@ -23,10 +23,11 @@ def write_report(recipe, seconds: float) -> None:
         if not os.path.isfile(f"{recipe.run_dir(m, seed)}/score.json")
     ]
     labels = {m: recipe.label(m) for m in recipe.models}
-    paper = recipe.task.paper(recipe.args)
-    title = recipe.task.title or f"SCAN {recipe.args.split} test exact match"
+    paper = recipe.task.paper()
+    title = recipe.task.title or f"SCAN {getattr(recipe.task, 'split', '')} test exact match"
     say("")
-    tag = "" if recipe.args.preset == "paper" else f" [{recipe.args.preset.upper()}: not the paper's settings]"
+    preset = recipe.options.preset
+    tag = "" if preset == "paper" else f" [{preset.upper()}: not the paper's settings]"
     say(
         f"== {title}, mean +/- std over {len(recipe.seeds)} seed(s){tag} "
         f"(paper: {recipe.task.paper_table}, {recipe.task.paper_seeds} seeds)"
@@ -41,7 +42,7 @@ def write_report(recipe, seconds: float) -> None:
     if lla_text:
         say("")
         say(lla_text)
-    extra = recipe.task.extra_report(recipe.args, summary, labels)
+    extra = recipe.task.extra_report(summary, labels)
     if extra:
         say("")
         say(extra)
@@ -50,7 +51,7 @@ def write_report(recipe, seconds: float) -> None:
         path,
         {
             "task": recipe.task.name,
-            "split": getattr(recipe.args, "split", None),
+            "split": getattr(recipe.task, "split", None),
             "title": title,
             "settings": recipe.settings,
             "settings_label": recipe.settings_label,

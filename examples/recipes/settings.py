@@ -4,9 +4,12 @@ Thrush (2020)'s LLA schedule (LlaSettings), with their presets, and the command 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 from recipes.console import RecipeError
+
+if TYPE_CHECKING:
+    from recipes.options import RecipeOptions
 
 
 def noam_peak_lr(d_model: int, warmup: int, factor: float = 1.0) -> float:
@@ -97,9 +100,9 @@ PRESET_LABELS = {
 }
 
 
-def cpu_sized(args) -> bool:
+def cpu_sized(preset: str) -> bool:
     """True under --cpu-small or --cpu-medium: the _small / _tiny archs instead of the paper's sizes."""
-    return args.preset != "paper"
+    return preset != "paper"
 
 
 @dataclass
@@ -177,14 +180,14 @@ class LlaSettings:
         )
 
 
-def lla_settings(args) -> LlaSettings:
+def lla_settings(options: "RecipeOptions") -> LlaSettings:
     lla = LlaSettings(
-        lr=args.lla_lr,
-        batch_size=args.lla_batch_size,
-        lexicon_batch_size=args.lla_lexicon_batch_size,
-        lexicon_epochs=args.lla_lexicon_epochs,
-        max_epoch=args.lla_max_epoch,
-        checkpoint=args.lla_checkpoint,
+        lr=options.lla_lr,
+        batch_size=options.lla_batch_size,
+        lexicon_batch_size=options.lla_lexicon_batch_size,
+        lexicon_epochs=options.lla_lexicon_epochs,
+        max_epoch=options.lla_max_epoch,
+        checkpoint=options.lla_checkpoint,
     )
     if min(lla.batch_size, lla.lexicon_batch_size, lla.lexicon_epochs) < 1:
         raise RecipeError("--lla-batch-size, --lla-lexicon-batch-size and --lla-lexicon-epochs must be >= 1")
@@ -193,81 +196,93 @@ def lla_settings(args) -> LlaSettings:
     return lla
 
 
-def transformer_settings(args) -> TransformerSettings:
+def transformer_settings(options: "RecipeOptions") -> TransformerSettings:
     """TransformerSettings (or the CPU-small ones) with the command line's explicit overrides."""
-    ts = TRANSFORMER_PRESETS[args.preset]
+    ts = TRANSFORMER_PRESETS[options.preset]
     overrides = {
-        "max_update": args.max_update,
-        "lr": args.lr,
-        "warmup": args.warmup_updates,
-        "batch_size": args.batch_size,
-        "update_freq": args.update_freq,
-        "sentence_avg": args.sentence_avg,
-        "adam_betas": args.adam_betas,
+        "max_update": options.max_update,
+        "lr": options.lr,
+        "warmup": options.warmup_updates,
+        "batch_size": options.batch_size,
+        "update_freq": options.update_freq,
+        "sentence_avg": options.sentence_avg,
+        "adam_betas": options.adam_betas,
     }
     ts = replace(ts, **{k: v for k, v in overrides.items() if v is not None})
-    if args.max_tokens is not None:
-        ts = replace(ts, max_tokens=args.max_tokens or None)
+    if options.max_tokens is not None:
+        ts = replace(ts, max_tokens=options.max_tokens or None)
     if ts.max_tokens is None and ts.batch_size is None:
         raise RecipeError("the Transformer rows need --max-tokens or --batch-size")
     return ts
 
 
-def effective_hparams(task, args) -> HParams:
+def effective_hparams(task, options: "RecipeOptions") -> HParams:
     """The task's HParams with the command line's explicit overrides (task: a recipes.tasks Task)."""
-    hp = task.hparams(args)
+    hp = task.hparams(options.preset)
     overrides = {
-        "max_update": args.max_update,
-        "lr": args.lr,
-        "warmup": args.warmup_updates,
-        "batch_size": args.batch_size,
-        "update_freq": args.update_freq,
-        "beam": args.beam,
-        "checkpoint": args.checkpoint,
-        "sentence_avg": args.sentence_avg,
-        "adam_betas": args.adam_betas,
-        "decoder": args.decoder,
+        "max_update": options.max_update,
+        "lr": options.lr,
+        "warmup": options.warmup_updates,
+        "batch_size": options.batch_size,
+        "update_freq": options.update_freq,
+        "beam": options.beam,
+        "max_len_b": options.max_len_b,
+        "checkpoint": options.checkpoint,
+        "sentence_avg": options.sentence_avg,
+        "adam_betas": options.adam_betas,
+        "decoder": options.decoder,
     }
     hp = replace(hp, **{k: v for k, v in overrides.items() if v is not None})
-    if args.patience is not None:
-        hp = replace(hp, patience=args.patience or None)
-    if args.lexicon_top_k is not None:
-        hp = replace(hp, lexicon_top_k=args.lexicon_top_k or None)
-    if args.hidden is not None:
-        if not cpu_sized(args):
+    if options.patience is not None:
+        hp = replace(hp, patience=options.patience or None)
+    if options.lexicon_top_k is not None:
+        hp = replace(hp, lexicon_top_k=options.lexicon_top_k or None)
+    if options.hidden is not None:
+        if not cpu_sized(options.preset):
             raise RecipeError(
                 "--hidden picks a CPU-sized LSTM arch (with --cpu-small or --cpu-medium); the paper's "
-                "has 512 units (other sizes: --train-args)"
+                "has 512 units (other sizes: --train-options)"
             )
         # the lr follows the size as in the Noam schedule (d^-0.5) unless given
-        lr = args.lr if args.lr is not None else hp.lr * (args.hidden / hp.hidden) ** -0.5
-        hp = replace(hp, hidden=args.hidden, lr=lr)
-    for name in ("max_update", "batch_size", "update_freq", "beam"):
+        lr = options.lr if options.lr is not None else hp.lr * (options.hidden / hp.hidden) ** -0.5
+        hp = replace(hp, hidden=options.hidden, lr=lr)
+    for name in ("max_update", "batch_size", "update_freq", "beam", "max_len_b"):
         if getattr(hp, name) < 1:
             raise RecipeError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(hp, name)}")
-    if cpu_sized(args) and hp.hidden not in CPU_LSTM_ARCH_SIZES:
+    if cpu_sized(options.preset) and hp.hidden not in CPU_LSTM_ARCH_SIZES:
         raise RecipeError(
             f"{task.name}: no CPU-sized LSTM arch has {hp.hidden} units (there are "
             f"{', '.join(map(str, CPU_LSTM_ARCH_SIZES))})"
         )
     if hp.checkpoint == "best" and hp.validate_every is None:
         raise RecipeError(f"--checkpoint best needs a validation set; {task.name} has none")
-    if args.decode_jobs < 1:
-        raise RecipeError(f"--decode-jobs must be >= 1, got {args.decode_jobs}")
+    if options.decode_jobs < 1:
+        raise RecipeError(f"--decode-jobs must be >= 1, got {options.decode_jobs}")
     return hp
 
 
-def parse_seeds(args) -> List[int]:
+def parse_seeds(options: "RecipeOptions") -> List[int]:
     """--seeds N (1..N) or --seed-list."""
-    if args.seed_list:
+    if options.seed_list:
         try:
-            seeds = [int(s) for s in args.seed_list.split(",") if s.strip()]
+            seeds = [int(s) for s in options.seed_list.split(",") if s.strip()]
         except ValueError:
-            raise RecipeError(f"--seed-list {args.seed_list!r}: expected comma-separated integers") from None
+            raise RecipeError(f"--seed-list {options.seed_list!r}: expected comma-separated integers") from None
     else:
-        if args.seeds < 1:
-            raise RecipeError(f"--seeds must be >= 1, got {args.seeds}")
-        seeds = list(range(1, args.seeds + 1))
+        if options.seeds < 1:
+            raise RecipeError(f"--seeds must be >= 1, got {options.seeds}")
+        seeds = list(range(1, options.seeds + 1))
     if not seeds:
         raise RecipeError("no seed to run")
     return list(dict.fromkeys(seeds))
+
+
+def max_update_of(task, options: "RecipeOptions", model: str) -> Optional[int]:
+    """The training length of a row, in updates: the Transformer rows' (TransformerSettings) or the LSTM rows'
+    (HParams); None for the lla rows, trained for epochs (LlaSettings)."""
+    from recipes.catalogue import MODELS
+
+    spec = MODELS[model]
+    if spec.lla:
+        return None
+    return transformer_settings(options).max_update if spec.transformer else effective_hparams(task, options).max_update

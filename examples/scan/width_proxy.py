@@ -72,34 +72,21 @@ def without_options(cmd: Sequence[str], options: Dict[str, int]) -> List[str]:
 
 def recipe(args):
     """The SCAN recipe (recipes.runner.Recipe) for LSTM + Simple at the paper's 512 units with the proxy's batches."""
-    from recipes.cli import build_parser
+    from recipes.options import RecipeOptions
     from recipes.runner import Recipe
     from recipes.tasks import TASKS
 
-    task = TASKS["scan"]
-    argv = [
-        "--data",
-        args.data,
-        "--split",
-        args.split,
-        "--work",
-        args.work,
-        "--models",
-        "simple",
-        "--max-update",
-        str(args.updates),
-        "--batch-size",
-        str(args.batch_size),
-        "--update-freq",
-        "1",
-        "--warmup-updates",
-        str(args.warmup),
-        "--lr",
-        f"{args.lr:g}",
-    ]
-    recipe_args = build_parser(task).parse_args(argv)
-    task.args = recipe_args
-    return Recipe(task, recipe_args), argv
+    options = RecipeOptions(
+        data=args.data,
+        work=args.work,
+        models="simple",
+        max_update=args.updates,
+        batch_size=args.batch_size,
+        update_freq=1,
+        warmup_updates=args.warmup,
+        lr=args.lr,
+    )
+    return Recipe(TASKS["scan"](split=args.split), options)
 
 
 def train_command(rec, config: str, seed: int, out: str, updates: int, log_interval: int) -> List[str]:
@@ -158,7 +145,7 @@ def run_dir(args, config: str, seed: int) -> str:
 
 
 def run_one(args, config: str, seed: int) -> dict:
-    rec, _ = recipe(args)
+    rec = recipe(args)
     out = run_dir(args, config, seed)
     os.makedirs(out)
     log = os.path.join(out, "train.log")
@@ -184,15 +171,18 @@ def run_one(args, config: str, seed: int) -> dict:
     }
     checkpoint = os.path.join(out, "checkpoint_last.pt")
     if code == 0 and os.path.isfile(checkpoint):
-        result["output"] = output_growth(rec.bin, checkpoint)
+        result["output"] = output_growth(rec.layout.bin, checkpoint)
     return result
 
 
 def prepare(args) -> None:
     """The recipe's data, lexicon and data-bin in --work (reused when there)."""
-    _, argv = recipe(args)
+    from recipes.commands import recipe_process
+
+    rec = recipe(args)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "examples"), ROOT]))
-    subprocess.run([sys.executable, "-m", "recipes", "scan", *argv, "--prepare-only"], check=True, env=env)
+    argv = rec.options.but(prepare_only=True).argv() + rec.task.argv()
+    subprocess.run(recipe_process("scan", argv), check=True, env=env)
 
 
 def main(argv=None) -> int:

@@ -5,6 +5,6 @@
     bash tools/gpu_campaign.sh poll [--budget-s N]      there: wait up to ~9 min, leave progress and results in $OUT
     bash tools/gpu_campaign.sh collect DIR...           here: merge into examples/results/gpu_*.json, print rows
 
-Modules: plan (what runs, in which order, how many fit: pure), carry (prepare), device (start, the scheduler, poll),
-collect.
+Modules: plan (what runs, in which order, how many fit, and each run's recipe options and command: pure), carry
+(prepare), device (start, poll, process control), scheduler (what start leaves running on the device), collect.
 """

@@ -72,18 +72,12 @@ def git(*args: str) -> str:
 # -- data -------------------------------------------------------------------------------------------------------------
 def plan_data_files(plan: str, data: str) -> Dict[str, str]:
     """archive name (<task>/<path under DATA/<task>>) -> file, for every file the plan's recipes read."""
-    from recipes.cli import build_parser
-    from recipes.tasks import TASKS
-
     files: Dict[str, str] = {}
     for group in planning.plan_groups(plan):
-        task = TASKS[group.task]
         task_dir = os.path.join(os.path.abspath(data), group.task)
         if not os.path.isdir(task_dir):
             raise PrepareError(f"--data {data}: no folder {group.task}/ (the plan {plan!r} reads {group.name})")
-        args = build_parser(task).parse_args(planning.prepare_argv(group, task_dir, "/nonexistent")[1:])
-        task.args = args
-        for path in task.locate(task_dir).values():
+        for path in planning.task_of(group).locate(task_dir).values():
             files[f"{group.task}/{os.path.relpath(path, task_dir)}"] = path
     return files
 

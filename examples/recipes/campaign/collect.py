@@ -9,7 +9,6 @@ their planned updates (or stopped early on validation); the results files are wr
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import functools
 import json
@@ -250,8 +249,8 @@ def distinct(claims: List[Claim]) -> List[Claim]:
 def paper_numbers(task: str, split, model: str):
     from recipes.tasks import TASKS
 
-    args = argparse.Namespace(split=split)
-    return (TASKS[task].paper(args).get(model) or {}).get(metric_of(task))
+    task_options = {"split": split} if split else {}
+    return (TASKS[task](**task_options).paper().get(model) or {}).get(metric_of(task))
 
 
 def result_name(r: dict) -> str:

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
 from recipes.catalogue import AUTHORS_LOOP
+
+if TYPE_CHECKING:
+    from recipes.options import RecipeOptions
+    from recipes.tasks import Task
 
 
 @dataclass(frozen=True)
@@ -22,7 +26,9 @@ class Group:
     task: str
     models: Tuple[str, ...]
     split: Optional[str] = None
-    options: Tuple[str, ...] = ()  # recipe options (e.g. --cpu-small); none: the paper's settings (appendix C.1)
+    # recipe options (recipes.options.RecipeOptions' fields and values, e.g. ("preset", "cpu-small")); none: the
+    # paper's settings (appendix C.1)
+    options: Tuple[Tuple[str, object], ...] = ()
     train_args: Tuple[str, ...] = ()  # fairseq-train options of every run (the recipe's --train-args)
     variant: str = ""  # names runs that differ from the recipe's defaults (their own work folder, ids, results)
 
@@ -45,7 +51,7 @@ class Tier:
 # of gradients over 512 sentences; a quarter of the kernel launches, which bound one run's speed), and the LSTMs'
 # matrix products use TF32 (the runs at once are bound by the GPU's fp32 throughput: 12 SCAN runs of the last
 # campaign did 60 updates/s in all, about 0.5 TFLOP each). examples/RESULTS.md says so beside the rows.
-GPU_OPTIONS = ("--batch-size", "512", "--update-freq", "1")
+GPU_OPTIONS = (("batch_size", 512), ("update_freq", 1))
 GPU_TRAIN_ARGS = ("--tf32",)
 SCAN_GROUPS = (
     Group("scan", ("lstm", "simple"), "jump", GPU_OPTIONS, GPU_TRAIN_ARGS),
@@ -80,7 +86,13 @@ WIDTH_TIERS = (
 )
 # A miniature of the same shape for the simulated device (tests, a dry rehearsal on a CPU): CPU-sized models,
 # tens of updates.
-MINI_OPTIONS = ("--cpu-small", "--max-update", "30", "--warmup-updates", "10", "--batch-size", "16", "--patience", "0")
+MINI_OPTIONS = (
+    ("preset", "cpu-small"),
+    ("max_update", 30),
+    ("warmup_updates", 10),
+    ("batch_size", 16),
+    ("patience", 0),
+)
 MINI_TIERS = (Tier((Group("scan", ("lstm", "simple"), "jump", MINI_OPTIONS),), (1, 2)),)
 PLANS: Dict[str, Tuple[Tier, ...]] = {"paper": PAPER_TIERS, "width": WIDTH_TIERS, "mini": MINI_TIERS}
 
@@ -93,7 +105,7 @@ class Run:
     split: Optional[str]
     model: str
     seed: int
-    options: Tuple[str, ...] = ()
+    options: Tuple[Tuple[str, object], ...] = ()  # Group.options
     priority: int = 0  # position in the plan (0 first)
     train_args: Tuple[str, ...] = ()
 
@@ -103,8 +115,11 @@ class Run:
     @classmethod
     def from_json(cls, d: dict) -> "Run":
         """The run named by a runs.json entry (its other keys are the record's)."""
-        tuples = ("options", "train_args")
-        return cls(**{f.name: tuple(d[f.name]) if f.name in tuples else d[f.name] for f in fields(cls) if f.name in d})
+        read = {
+            "options": lambda pairs: tuple(tuple(pair) for pair in pairs),  # JSON's lists of [name, value]
+            "train_args": tuple,
+        }
+        return cls(**{f.name: read.get(f.name, lambda v: v)(d[f.name]) for f in fields(cls) if f.name in d})
 
 
 class Word(str, Enum):
@@ -215,63 +230,57 @@ def plan_groups(name: str) -> List[Group]:
     return list(seen.values())
 
 
-def recipe_argv(run: Run, data: str, work: str, extra_train_args: Sequence[str] = ()) -> List[str]:
-    """`python -m recipes` arguments of one run: its pair alone (--as-job: the campaign prepared the work
-    directory), no checkpoint kept after scoring, progress every 30 s; extra_train_args go to fairseq-train."""
-    argv = [
-        run.task,
-        "--data",
-        data,
-        *(["--split", run.split] if run.split else []),
-        "--models",
-        run.model,
-        "--seed-list",
-        str(run.seed),
-        "--work",
-        work,
-        "--jobs",
-        "1",
-        "--as-job",
-        "--keep-checkpoints",
-        "none",
-        "--progress-every",
-        "30",
-        *run.options,
-    ]
-    train_args = [*run.train_args, *extra_train_args]
-    if train_args:  # one word: a value that starts with "--" and holds no space would be taken for an option
-        argv.append("--train-args=" + " ".join(train_args))
-    return argv
-
-
-def max_update_of(run: Run) -> int:
-    """The run's training length (max_update) as its recipe sets it: the task's settings with the run's options
-    (the data and work paths play no part in it)."""
-    from recipes.cli import build_parser
-    from recipes.settings import effective_hparams
+def task_of(item) -> "Task":
+    """The recipes' task of a Run or a Group, with its SCAN split."""
     from recipes.tasks import TASKS
 
-    task = TASKS[run.task]
-    args = build_parser(task).parse_args(recipe_argv(run, "DATA", "WORK")[1:])
-    return effective_hparams(task, args).max_update
+    return TASKS[item.task](**({"split": item.split} if item.split else {}))
 
 
-def prepare_argv(group: Group, data: str, work: str) -> List[str]:
-    """`python -m recipes` arguments that prepare a group's data, lexicons and data-bin once, before its runs."""
-    return [
-        group.task,
-        "--data",
-        data,
-        *(["--split", group.split] if group.split else []),
-        "--models",
-        ",".join(group.models),
-        "--seed-list",
-        "1",
-        "--work",
-        work,
-        *group.options,
-        "--prepare-only",
-    ]
+def run_options(run: Run, data: str, work: str, extra_train_args: Sequence[str] = ()) -> "RecipeOptions":
+    """The recipe options of one run: its pair alone (as a --jobs child: the campaign prepared the work directory),
+    no checkpoint kept after scoring, progress every 30 s, the group's options; extra_train_args go to
+    fairseq-train."""
+    from recipes.options import RecipeOptions
+
+    return RecipeOptions(
+        data=data,
+        work=work,
+        models=run.model,
+        seed_list=str(run.seed),
+        jobs=1,
+        as_job=True,
+        keep_checkpoints="none",
+        progress_every=30.0,
+        train_args=" ".join([*run.train_args, *extra_train_args]),
+        **dict(run.options),
+    )
+
+
+def run_command(run: Run, data: str, work: str, extra_train_args: Sequence[str] = ()) -> List[str]:
+    """The recipe process of one run (run_options)."""
+    from recipes.commands import recipe_process
+
+    return recipe_process(run.task, run_options(run, data, work, extra_train_args).argv() + task_of(run).argv())
+
+
+def max_update_of(run: Run) -> Optional[int]:
+    """The run's training length (max_update) as its recipe sets it: the task's settings with the run's options
+    (the data and work paths play no part in it)."""
+    from recipes.settings import max_update_of as of_settings
+
+    return of_settings(task_of(run), run_options(run, "DATA", "WORK"), run.model)
+
+
+def prepare_command(group: Group, data: str, work: str) -> List[str]:
+    """The recipe process that prepares a group's data, lexicons and data-bin once, before its runs."""
+    from recipes.commands import recipe_process
+    from recipes.options import RecipeOptions
+
+    options = RecipeOptions(
+        data=data, work=work, models=",".join(group.models), seed_list="1", prepare_only=True, **dict(group.options)
+    )
+    return recipe_process(group.task, options.argv() + task_of(group).argv())
 
 
 # -- how many fit -----------------------------------------------------------------------------------------------------

@@ -11,7 +11,6 @@ import os
 import signal
 import statistics
 import subprocess
-import sys
 import time
 from typing import Dict, List, Optional, Tuple
 
@@ -154,10 +153,10 @@ class Scheduler:
         for name in order:
             if self.prep[name].status is PrepStatus.WAITING:
                 group = self.groups[name]
-                argv = planning.prepare_argv(group, self.data(group), self.work(name))
+                command = planning.prepare_command(group, self.data(group), self.work(name))
                 with open(f"{self.state}/logs/prepare_{name}.log", "w") as out:
                     proc = subprocess.Popen(
-                        [sys.executable, "-m", "recipes", *argv],
+                        command,
                         stdout=out,
                         stderr=subprocess.STDOUT,
                         env=self.env,
@@ -184,17 +183,8 @@ class Scheduler:
     # costs
     def updates_of(self, r: RunRecord) -> int:
         """The run's training length (max_update), as its recipe will set it (once per group: the same for all)."""
-        if r.group in self.max_update:
-            return self.max_update[r.group]
-        from recipes.cli import build_parser
-        from recipes.settings import effective_hparams
-        from recipes.tasks import TASKS
-
-        task = TASKS[r.run.task]
-        argv = planning.recipe_argv(r.run, self.data(self.groups[r.group]), self.work(r.group))
-        args = build_parser(task).parse_args(argv[1:])
-        task.args = args
-        self.max_update[r.group] = effective_hparams(task, args).max_update
+        if r.group not in self.max_update:
+            self.max_update[r.group] = planning.max_update_of(r.run)
         return self.max_update[r.group]
 
     def rate_of(self, run_id: str, since: float = 0.0) -> Optional[float]:
@@ -292,10 +282,10 @@ class Scheduler:
             r.max_update = self.updates_of(r)
         group = self.groups[r.group]
         cap = ["--stop-time-hours", f"{train_s / 3600:.5f}", "--log-interval", "10"]
-        argv = planning.recipe_argv(r.run, self.data(group), self.work(r.group), cap)
+        command = planning.run_command(r.run, self.data(group), self.work(r.group), cap)
         with open(f"{self.state}/logs/{r.id}.log", "w") as out:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "recipes", *argv],
+                command,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env=self.env,
@@ -305,7 +295,7 @@ class Scheduler:
         self.samples.pop(r.id, None)
         self.offsets.pop(r.id, None)
         r.status, r.started, r.pgid = RunStatus.RUNNING, now, proc.pid
-        r.command = ["python3", "-m", "recipes", *argv]
+        r.command = ["python3", *command[1:]]
         r.training_cap_s = round(train_s)
         r.attempts = (r.attempts or 0) + 1
         log(f"{r.id}: started (training capped at {train_s:.0f} s; {len(self.procs)} running)")

@@ -6,4 +6,5 @@ from recipes.tasks.colors import Colors
 from recipes.tasks.eng_cmn import EngCmn
 from recipes.tasks.scan import Scan
 
-TASKS = {t.name: t for t in (Colors(), Scan(), Cogs(), EngCmn())}
+# name -> Task class: each invocation builds its own, with its options (Task.own_options)
+TASKS = {t.name: t for t in (Colors, Scan, Cogs, EngCmn)}

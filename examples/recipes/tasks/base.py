@@ -33,7 +33,8 @@ class Task:
     paper_table = ""
     lexicon_build_args: Tuple[str, ...] = ()
     default_jobs = 1  # --jobs when not given
-    args: Optional[argparse.Namespace] = None  # set by main(): the parsed options
+    # the task's own options (add_args): attributes of the instance, their class values the defaults
+    own_options: Tuple[str, ...] = ()
     # Thrush (2020), for the lla rows: Table 1 (one run each, in %; no std given), Table 2's damage precision (%),
     # and the example sentence of Table 2 (decoded under every damage condition)
     thrush_paper: Dict[str, Dict[str, float]] = {}
@@ -43,34 +44,46 @@ class Task:
     # options); exact match, the criterion's greedy one, "unless otherwise stated"
     lla_selection: Tuple[str, Tuple[str, ...]] = ("exact_match", ())
 
+    def __init__(self, **options: object):
+        """One invocation's task, with its own options (``own_options``) where they differ from the defaults."""
+        unknown = sorted(set(options) - set(self.own_options))
+        if unknown:
+            raise RecipeError(f"{self.name}: no option {', '.join(unknown)} (its own: {', '.join(self.own_options)})")
+        for name, value in options.items():
+            setattr(self, name, value)
+
+    def argv(self) -> List[str]:
+        """The task's own options as the command line spells them (after TASK)."""
+        return [f"--{name.replace('_', '-')}={getattr(self, name)}" for name in self.own_options]
+
     def add_args(self, parser: argparse.ArgumentParser) -> None:
         pass
 
     def default_data(self) -> Optional[str]:
         return None
 
-    def default_work(self, args) -> str:
+    def default_work(self) -> str:
         return os.path.join(os.environ.get("TMPDIR", "/tmp"), f"fairseq_lexical_{self.name}")
 
-    def hparams(self, args) -> HParams:
-        return PRESETS[args.preset]
+    def hparams(self, preset: str) -> HParams:
+        return PRESETS[preset]
 
-    def patience_for(self, model: str, hp: HParams) -> Optional[int]:
+    def patience_for(self, model: str, hp: HParams, patience_given: bool) -> Optional[int]:
         return hp.patience
 
     def locate(self, data: str) -> Dict[str, str]:
         raise NotImplementedError
 
-    def prepare(self, args, files: Dict[str, str]) -> Prepared:
+    def prepare(self, files: Dict[str, str]) -> Prepared:
         raise NotImplementedError
 
-    def paper(self, args) -> Dict[str, Dict[str, Tuple[float, float]]]:
+    def paper(self) -> Dict[str, Dict[str, Tuple[float, float]]]:
         return {}
 
     def result_line(self, score: dict) -> str:
         return f"exact match {score['exact_match']:.4f}"
 
-    def extra_report(self, args, summary, labels) -> str:
+    def extra_report(self, summary, labels) -> str:
         return ""
 
 

@@ -17,29 +17,31 @@ class Cogs(Task):
     paper_models = ("lstm", "copy", "simple", "pmi", "ibm2", "ibm1", "bayes", "uniform", "soft", "learned")
     paper_seeds = 10
     paper_table = "Tables 2 and 5"
+    own_options = ("gen",)
+    gen = "gen.tsv"
 
     def add_args(self, parser):
         g = parser.add_argument_group("COGS")
         g.add_argument(
             "--gen",
-            default="gen.tsv",
+            default=self.gen,
             help="generalization set in the data directory (default gen.tsv; gen_2020.tsv is the "
             "2020 version the paper used)",
         )
 
-    def hparams(self, args):
+    def hparams(self, preset):
         # COGS outputs reach 480 tokens (recursion cases of gen): fairseq-generate's default limit is 200.
-        return replace(super().hparams(args), max_len_b=512, beam=AUTHORS_TEST_BEAM)
+        return replace(super().hparams(preset), max_len_b=512, beam=AUTHORS_TEST_BEAM)
 
     def locate(self, data):
         subdirs = ("", "data")
         return {
             "train": find_file(data, "train.tsv", subdirs),
             "valid": find_file(data, "dev.tsv", subdirs),
-            "test": find_file(data, self.args.gen, subdirs),
+            "test": find_file(data, self.gen, subdirs),
         }
 
-    def prepare(self, args, files):
+    def prepare(self, files):
         train = read_corpus(files["train"], "cogs")
         return Prepared(
             train=train,
@@ -51,7 +53,7 @@ class Cogs(Task):
             notes=["train on train.tsv, validate on dev.tsv, test on " + os.path.basename(files["test"])],
         )
 
-    def paper(self, args):
+    def paper(self):
         # Table 2 (COGS column) and Table 5 (Uniform, Soft, Learned; its LSTM row reads 0.51 +/- 0.06).
         return {
             "lstm": em(0.51, 0.05),
@@ -66,7 +68,7 @@ class Cogs(Task):
             "learned": em(0.83, 0.01),
         }
 
-    def extra_report(self, args, summary, labels):
+    def extra_report(self, summary, labels):
         names = []
         for entry in summary.values():
             for name in entry["metrics"]:

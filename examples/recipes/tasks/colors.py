@@ -22,7 +22,7 @@ class Colors(Task):
     def default_data(self):
         return os.path.join(ROOT, "examples", "colors", "data")
 
-    def hparams(self, args):
+    def hparams(self, preset):
         # Appendix C.1 for Colors: batch 5 (1/3 of the 14 examples), clip 0.5, warm-up 32 epochs (= 89 updates),
         # extra dropout 0.5 before p_write; the authors' scripts: 200 epochs (= 560 updates), no validation set.
         # The loss normalisation (per token) and Adam betas (fairseq's) are those of the first version of this
@@ -43,14 +43,14 @@ class Colors(Task):
             adam_betas=None,
             gen_batch_size=32,
         )
-        if cpu_sized(args):  # --cpu-medium adds nothing to --cpu-small on Colors: it trains to the end
+        if cpu_sized(preset):  # --cpu-medium adds nothing to --cpu-small on Colors: it trains to the end
             hp = replace(hp, hidden=128)
         return hp
 
     def locate(self, data):
         return {"train": find_file(data, "train.tsv"), "test": find_file(data, "test.tsv")}
 
-    def prepare(self, args, files):
+    def prepare(self, files):
         train = read_corpus(files["train"], "tsv")
         return Prepared(
             train=train,
@@ -74,7 +74,7 @@ class Colors(Task):
     thrush_damage_paper = {"none": 90.0, "lstm": 95.0, "lexicon": 90.0}
     damage_examples = ("wif kiki lug",)
 
-    def paper(self, args):
+    def paper(self):
         # Table 2, Colors column; IBMM2's row is shown beside both IBM variants (see the README).
         return {
             "lstm": em(0.00, 0.00),

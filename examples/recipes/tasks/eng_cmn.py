@@ -16,6 +16,8 @@ class EngCmn(Task):
     paper_models = ("lstm", "pmi", "simple", "ibm2", "ibm1")
     paper_seeds = 5
     paper_table = "Table 4"
+    own_options = ("tokenization",)
+    tokenization = "authors"
     columns = (("bleu", "BLEU"), ("one_shot.bleu", "1-shot BLEU"))
     # The mutual-exclusivity fallback would write millions of uniform entries here (3,618 unmapped English words x
     # 6,694 unclaimed Chinese words for Simple; the builder refuses): without it an unmapped word maps to itself or
@@ -43,20 +45,20 @@ class EngCmn(Task):
         g.add_argument(
             "--tokenization",
             choices=("authors", "thrush"),
-            default="authors",
+            default=self.tokenization,
             help="authors (default): the files' Moses/jieba tokens as they are (Akyurek & Andreas); "
             "thrush: Thrush 2020's, English split into words and punctuation (Moses escapes undone), "
             "Chinese into characters (runs of Latin letters and digits stay one token); applies to "
             "every model of the run (default work directory ..._eng_cmn_thrush)",
         )
 
-    def default_work(self, args):
-        suffix = "_thrush" if args.tokenization == "thrush" else ""
+    def default_work(self):
+        suffix = "_thrush" if self.tokenization == "thrush" else ""
         return os.path.join(os.environ.get("TMPDIR", "/tmp"), f"fairseq_lexical_{self.name}{suffix}")
 
-    def hparams(self, args):
+    def hparams(self, preset):
         # PMI's tau = 0 rows tie over thousands of words here ('.' -> 8,849 words seen only with it): keep 8 per row.
-        return replace(super().hparams(args), lexicon_top_k=8)
+        return replace(super().hparams(preset), lexicon_top_k=8)
 
     def locate(self, data):
         return {
@@ -64,14 +66,14 @@ class EngCmn(Task):
             for split, name in (("train", "train"), ("valid", "dev"), ("test", "test"))
         }
 
-    def prepare(self, args, files):
+    def prepare(self, files):
         read = lambda role: read_corpus(files[role], "tsv")  # noqa: E731
         train, valid, test = read("train"), read("valid"), read("test")
         notes = [
             "the TSV files are already tokenised (Moses English, jieba Chinese, appendix E.3): BLEU over "
             "those tokens (--tokenize none); 1-shot = test sentences with an English word seen once in training"
         ]
-        if args.tokenization == "thrush":
+        if self.tokenization == "thrush":
             train, valid, test = ([thrush_tokenize_pair(s, t) for s, t in part] for part in (train, valid, test))
             notes = [
                 "Thrush 2020's tokenisation (--tokenization thrush): English split into words and punctuation, "
@@ -88,7 +90,7 @@ class EngCmn(Task):
             notes=notes,
         )
 
-    def paper(self, args):
+    def paper(self):
         p = {
             "lstm": (24.18, 0.37, 17.47, 0.64),
             "pmi": (24.36, 0.09, 18.46, 0.13),
