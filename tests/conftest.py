@@ -1,8 +1,13 @@
+import dataclasses
+import json
 import os
+import pathlib
 import random
 import re
+import shutil
 import subprocess
 import sys
+import zlib
 
 import pytest
 
@@ -219,24 +224,17 @@ def toy_data(tmp_path_factory):
         f.write("# method: hand-written toy lexicon\n")
         for s, t in LEXICON.items():
             f.write(f"{s}\t{t}\t1\n")
-    run_cli(
-        "fairseq-preprocess",
-        "--source-lang",
-        "src",
-        "--target-lang",
-        "tgt",
-        "--trainpref",
-        root / "train",
-        "--validpref",
-        root / "valid",
-        "--testpref",
-        root / "test",
-        "--destdir",
-        root / "bin",
-        "--workers",
-        "1",
-    )
+    binarise(root, root / "bin")
     return root
+
+
+def binarise(folder, dest, *options, name="{}"):
+    """fairseq-preprocess of a parallel corpus: FOLDER/NAME.src and .tgt for NAME train, valid and test (``name``: a
+    pattern of the split's name) into ``dest``, with ``options`` (--joined-dictionary, ...)."""
+    splits = [(f"--{split}pref", os.path.join(folder, name.format(split))) for split in ("train", "valid", "test")]
+    prefixes = [a for pair in splits for a in pair]
+    languages = ("--source-lang", "src", "--target-lang", "tgt")
+    run_cli("fairseq-preprocess", *languages, *prefixes, *options, "--destdir", dest, "--workers", "1")
 
 
 def run_cli(program, *args, check=True, input=None, cwd=None):
@@ -297,3 +295,240 @@ def save_checkpoint(path, args, model, without=()):
         },
         path,
     )
+
+
+# -- tiny training runs --------------------------------------------------------------------------------------------
+USER_DIR = os.path.join(REPO, "fairseq_lexical")
+
+
+def tiny_train_args(
+    data,
+    save_dir,
+    *options,
+    updates=None,
+    lr=0.005,
+    batch_size=8,
+    seed=1,
+    log_format=None,
+    log_interval=None,
+    validation=True,
+    epoch_checkpoints=False,
+    criterion="lexical_cross_entropy",
+    user_dir=USER_DIR,
+):
+    """fairseq-train's arguments (after the program's name) for a tiny run of the tests: every test that trains
+    builds its command here. ``options``: the architecture, its lexicon and the run's own options (schedule,
+    logging, distributed or mixed-precision training, ...); the keywords: what most runs set (``updates``:
+    --max-update; ``seed`` 1 is fairseq's default; ``log_interval`` alone logs in the simple format)."""
+    argv = [data, "--user-dir", user_dir, *options, "--criterion", criterion, "--optimizer", "adam"]
+    argv += ["--lr", lr, "--batch-size", batch_size, "--seed", seed, "--num-workers", 0, "--save-dir", save_dir]
+    if updates is not None:
+        argv += ["--max-update", updates]
+    if log_format or log_interval is not None:
+        argv += ["--log-format", log_format or "simple"]
+    if log_interval is not None:
+        argv += ["--log-interval", log_interval]
+    if not validation:
+        argv.append("--disable-validation")
+    if not epoch_checkpoints:
+        argv.append("--no-epoch-checkpoints")
+    return [str(a) for a in argv]
+
+
+def tiny_generate_args(data, path, *search, subset="test", user_dir=USER_DIR):
+    """fairseq-generate's arguments for a checkpoint of a tiny run: ``search`` (beam, batch size, task, ...) on the
+    ``subset`` split."""
+    return [str(a) for a in (data, "--user-dir", user_dir, "--path", path, "--gen-subset", subset, *search)]
+
+
+TOY_LEXICON = "{toy lexicon}"  # in a TinySpec's options: the run's own copy of the toy lexicon, removed once trained
+
+
+@dataclasses.dataclass(frozen=True)
+class TinySpec:
+    """A tiny run on the toy data: fairseq-train ``options`` (TOY_LEXICON standing for the lexicon file) and
+    tiny_train_args' keywords as sorted (name, value) pairs. Equal specs are one run in a test session."""
+
+    options: tuple
+    settings: tuple = ()
+
+    def train_args(self, data, save_dir, lexicon, **changes):
+        """tiny_train_args of this run, with ``lexicon`` for TOY_LEXICON and ``changes`` to its keywords."""
+        options = [lexicon if o == TOY_LEXICON else o for o in self.options]
+        return tiny_train_args(data, save_dir, *options, **{**dict(self.settings), **changes})
+
+
+def tiny_spec(*options, **settings):
+    return TinySpec(tuple(str(o) for o in options), tuple(sorted(settings.items())))
+
+
+# The configuration matrix of the tiny runs (the habit of yoyodyne's tests): each family's small architecture with
+# the toy lexicon, trained once per test session by the `tiny_runs` fixture and shared by every test that reads a
+# trained model; and the searches that decode them. A test whose run needs other settings spells them in a
+# tiny_spec (or, where the run itself is the test, calls tiny_train_args).
+TINY_RUNS = {
+    "lex_lstm": tiny_spec("--arch", "lex_lstm_small", "--lexicon", TOY_LEXICON, updates=20, seed=3, log_interval=5),
+    "lex_transformer": tiny_spec(
+        "--arch", "lex_transformer_tiny", "--lexicon", TOY_LEXICON, updates=16, seed=3, log_interval=4
+    ),
+    "rdangle_transformer": tiny_spec(
+        *("--arch", "rdangle_transformer_tiny", "--kv-mode", "sep", "--reencode-interval", 2),
+        *("--reencode-chunk-size", 8, "--relative-positions", 4, "--lexicon", TOY_LEXICON),
+        updates=12,
+        seed=3,
+        log_interval=4,
+    ),
+    # the LLA schedule: two epochs of the Lexicon Unit alone, then two of the other modules (every epoch's checkpoint)
+    "lla_lstm": tiny_spec(
+        *("--arch", "lla_lstm_small", "--lexicon-unit-epochs", 2, "--max-epoch", 4),
+        seed=3,
+        log_interval=5,
+        epoch_checkpoints=True,
+    ),
+}
+TINY_MAX_LEN_B = 12  # the toy targets have at most 4 words: no 200-step beams from undertrained models
+TINY_SEARCHES = {
+    # fairseq's translation task and search, the test split in batches of 16 (not a multiple of 8: 20 sentences)
+    "beam5": ("--beam", "5", "--batch-size", "16"),
+    # the hub's two searches: the keep-best search and fairseq's, with bounded outputs
+    "keep_best": ("--task", "lexical_translation", "--beam", "5", "--max-len-b", TINY_MAX_LEN_B, "--batch-size", "16"),
+    "fairseq": ("--task", "translation", "--beam", "5", "--max-len-b", TINY_MAX_LEN_B, "--batch-size", "16"),
+}
+
+# Runs fairseq-train and fairseq-generate jobs in one process (each program's start-up is paid once), each job's
+# output (stdout and stderr) into its own file; `done` is written when a job succeeds, `remove` is removed when it
+# ends, and a job whose `after` file is missing (its training failed) is skipped.
+_TINY_RUNNER = r"""
+import json, os, sys, traceback
+import fairseq_lexical
+from fairseq_cli import generate, train
+for job in json.loads(sys.argv[1]):
+    if job["after"] and not os.path.exists(job["after"]):
+        continue
+    with open(job["log"], "w") as log:
+        sys.stdout.flush(), sys.stderr.flush()
+        saved = os.dup(1), os.dup(2)
+        os.dup2(log.fileno(), 1), os.dup2(log.fileno(), 2)
+        try:
+            sys.argv = job["argv"]
+            (train if job["argv"][0] == "fairseq-train" else generate).cli_main()
+            open(job["done"], "w").close()
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush(), sys.stderr.flush()
+            os.dup2(saved[0], 1), os.dup2(saved[1], 2)
+            if job["remove"] and os.path.exists(job["remove"]):
+                os.remove(job["remove"])
+"""
+
+
+@dataclasses.dataclass
+class TinyRun:
+    """A trained tiny run: ``dir`` (the save directory: checkpoint_last.pt, ...), ``log`` (fairseq-train's output)
+    and ``outputs`` ({search: the file of fairseq-generate's output on the test split}). Shared by the session's
+    tests: read it, write elsewhere."""
+
+    dir: pathlib.Path
+    log: str
+    outputs: dict
+
+    @property
+    def checkpoint(self):
+        return self.dir / "checkpoint_last.pt"
+
+    def generate(self, search):
+        """fairseq-generate's output (stdout and stderr) for ``search``, a name of TINY_SEARCHES or options."""
+        return self.outputs[search].read_text()
+
+
+class TinyRuns:
+    """The session's tiny runs on the toy data, by spec: each trained once, the first time a test asks for it, and
+    decoded once per search. ``runs(spec, *searches)`` -> TinyRun (an AssertionError with the program's output if
+    it failed); ``runs.prepare(specs, searches)`` first trains and decodes what is missing of several runs side by
+    side, a process a core."""
+
+    def __init__(self, data, root):
+        self.data, self.root = data, root
+        self.folders = {}  # spec -> its folder: lexicon.tsv while it trains, ckpt/, train.log, generate-*.txt
+
+    def __call__(self, spec, *searches):
+        spec = TINY_RUNS[spec] if isinstance(spec, str) else spec
+        self.prepare([spec], searches)
+        return self._result(spec, searches)
+
+    def prepare(self, specs, searches=()):
+        groups = []  # the jobs of one run, in order
+        for spec in dict.fromkeys(TINY_RUNS[s] if isinstance(s, str) else s for s in specs):
+            group = []
+            if spec not in self.folders:
+                self.folders[spec] = self.root / f"run{len(self.folders)}"
+                group.append(self._train_job(spec))
+            elif not (self.folders[spec] / "trained").exists():
+                continue  # its training failed: _result says so
+            jobs = (self._generate_job(spec, search) for search in searches)
+            group += [job for job in jobs if not os.path.exists(job["log"])]
+            if group:
+                groups.append(group)
+        self._run(groups)
+
+    def _train_job(self, spec):
+        folder = self.folders[spec]
+        folder.mkdir()
+        lexicon = folder / "lexicon.tsv"
+        if TOY_LEXICON in spec.options:
+            shutil.copy(self.data / "lexicon.tsv", lexicon)
+        argv = ["fairseq-train", *spec.train_args(self.data / "bin", folder / "ckpt", lexicon)]
+        # from the end of training on, nothing may need the lexicon file
+        job = dict(log=folder / "train.log", done=folder / "trained", after="", remove=lexicon)
+        return dict(spec=spec, argv=argv, **{k: str(v) for k, v in job.items()})
+
+    def _generate_job(self, spec, search):
+        folder = self.folders[spec]
+        options = TINY_SEARCHES.get(search, search)
+        argv = ["fairseq-generate", *tiny_generate_args(self.data / "bin", folder / "ckpt" / "checkpoint_last.pt")]
+        name = zlib.crc32(repr(options).encode())
+        log, done = folder / f"generate-{name:08x}.txt", folder / f"generate-{name:08x}.done"
+        job = dict(log=log, done=done, after=folder / "trained", remove="")
+        return dict(spec=spec, argv=argv + [str(o) for o in options], **{k: str(v) for k, v in job.items()})
+
+    def _run(self, groups):
+        if not groups:
+            return
+        shares = [[] for _ in range(min(len(groups), len(os.sched_getaffinity(0))))]
+        for i, group in enumerate(groups):
+            shares[i % len(shares)] += [{k: v for k, v in job.items() if k != "spec"} for job in group]
+        env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")  # tiny models: a thread each
+        procs = []
+        for jobs in shares:  # what a runner says outside its jobs (fairseq's import, a crash) goes to runner.log
+            with open(self.root / "runner.log", "a") as log:
+                command = [sys.executable, "-c", _TINY_RUNNER, json.dumps(jobs)]
+                procs.append(subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT))
+        try:
+            for proc in procs:
+                proc.wait(timeout=900)
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+
+    def _result(self, spec, searches):
+        folder = self.folders[spec]
+
+        def output(job, what):
+            if not os.path.exists(job["done"]):
+                missing = f"(no output: see {self.root / 'runner.log'})"
+                text = pathlib.Path(job["log"]).read_text() if os.path.exists(job["log"]) else missing
+                raise AssertionError(f"{what} of the tiny run {spec} failed:\n{text[-5000:]}")
+            return pathlib.Path(job["log"])
+
+        log = output(dict(log=folder / "train.log", done=folder / "trained"), "fairseq-train").read_text()
+        outputs = {s: output(self._generate_job(spec, s), f"fairseq-generate {s}") for s in searches}
+        return TinyRun(folder / "ckpt", log, outputs)
+
+
+@pytest.fixture(scope="session")
+def tiny_runs(toy_data, tmp_path_factory):
+    """The session's tiny runs (TinyRuns): ``tiny_runs("lex_lstm", "beam5")`` or ``tiny_runs(tiny_spec(...))``."""
+    return TinyRuns(toy_data, tmp_path_factory.mktemp("tiny_runs"))

@@ -22,9 +22,8 @@ import sys
 
 import pytest
 
-from conftest import REPO, program_module
+from conftest import program_module, tiny_generate_args, tiny_train_args
 
-USER_DIR = os.path.join(REPO, "fairseq_lexical")
 BIN = os.path.dirname(sys.executable)
 
 
@@ -45,31 +44,8 @@ def fairseq_train_in_process(*argv):
 
 
 def train_argv(data_bin, lexicon, tmp_path, arch="lex_lstm_small"):
-    return [
-        data_bin,
-        "--user-dir",
-        USER_DIR,
-        "--arch",
-        arch,
-        "--lexicon",
-        lexicon,
-        "--criterion",
-        "lexical_cross_entropy",
-        "--optimizer",
-        "adam",
-        "--lr",
-        "0.001",
-        "--batch-size",
-        "8",
-        "--max-update",
-        "1",
-        "--save-dir",
-        tmp_path / "ckpt",
-        "--num-workers",
-        "0",
-        "--no-save",
-        "--disable-validation",
-    ]
+    options = ("--arch", arch, "--lexicon", lexicon, "--no-save")
+    return tiny_train_args(data_bin, tmp_path / "ckpt", *options, updates=1, lr=0.001, validation=False)
 
 
 def start(program, *args, cwd=None):
@@ -549,54 +525,18 @@ def short_model(toy_data, tmp_path_factory):
     work = tmp_path_factory.mktemp("bad_cli")
     unknown = work / "unknown.tsv"
     unknown.write_text("B1\ta1\t1\n")
-    train = start(
-        "fairseq-train",
-        toy_data / "bin",
-        "--user-dir",
-        USER_DIR,
-        "--arch",
-        "lex_lstm_small",
-        "--lexicon",
-        toy_data / "lexicon.tsv",
-        "--criterion",
-        "lexical_cross_entropy",
-        "--optimizer",
-        "adam",
-        "--lr",
-        "0.001",
-        "--batch-size",
-        "8",
-        "--max-update",
-        "2",
-        "--max-source-positions",
-        "4",
-        "--save-dir",
-        work / "ckpt",
-        "--num-workers",
-        "0",
-        "--disable-validation",
-        "--no-epoch-checkpoints",
-    )
+    options = ("--arch", "lex_lstm_small", "--lexicon", toy_data / "lexicon.tsv", "--max-source-positions", "4")
+    argv = tiny_train_args(toy_data / "bin", work / "ckpt", *options, updates=2, lr=0.001, validation=False)
+    train = start("fairseq-train", *argv)
     # its own save directory: fairseq-train checks one by writing and removing a file named `dummy`, and two runs
     # doing that in one directory at once can remove each other's
     bad = start("fairseq-train", *train_argv(toy_data / "bin", unknown, work / "unknown_lexicon"))
     code, out, err = finish(train)
     assert code == 0, err[-4000:]
     logs = {"train": out + err, "unknown_lexicon": finish(bad)}
-    ckpt = work / "ckpt" / "checkpoint_last.pt"
-    gen_args = [
-        toy_data / "bin",
-        "--user-dir",
-        USER_DIR,
-        "--path",
-        ckpt,
-        "--gen-subset",
-        "test",
-        "--beam",
-        "2",
-        "--batch-size",
-        "16",
-    ]
+    gen_args = tiny_generate_args(
+        toy_data / "bin", work / "ckpt" / "checkpoint_last.pt", "--beam", "2", "--batch-size", "16"
+    )
     strict = start("fairseq-generate", *gen_args)
     skipping = start("fairseq-generate", *gen_args, "--skip-invalid-size-inputs-valid-test")
     logs["generate_strict"] = finish(strict)

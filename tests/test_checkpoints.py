@@ -19,10 +19,9 @@ import sys
 import pytest
 import torch
 
-from conftest import REPO, needs_safe_loading
+from conftest import TINY_SEARCHES, USER_DIR, needs_safe_loading, tiny_generate_args, tiny_train_args
 
 pytestmark = pytest.mark.slow
-USER_DIR = os.path.join(REPO, "fairseq_lexical")
 BIN = os.path.dirname(sys.executable)
 
 
@@ -48,44 +47,9 @@ def finish(started, timeout=400):
 
 
 def train_args(data_bin, save_dir, lexicon, max_update):
-    return [
-        data_bin,
-        "--user-dir",
-        USER_DIR,
-        "--arch",
-        "lex_lstm_small",
-        "--lexicon",
-        lexicon,
-        "--lexicon-temperature",
-        "1",
-        "--lexicon-top-k",
-        "2",
-        "--criterion",
-        "lexical_cross_entropy",
-        "--optimizer",
-        "adam",
-        "--lr",
-        "0.005",
-        "--batch-size",
-        "8",
-        "--max-update",
-        max_update,
-        "--seed",
-        "7",
-        "--save-dir",
-        save_dir,
-        "--no-epoch-checkpoints",
-        "--save-interval-updates",
-        "1",
-        "--keep-interval-updates",
-        "7",
-        "--num-workers",
-        "0",
-        "--log-format",
-        "simple",
-        "--log-interval",
-        "1",
-    ]
+    options = ("--arch", "lex_lstm_small", "--lexicon", lexicon, "--lexicon-temperature", "1", "--lexicon-top-k", "2")
+    options += ("--save-interval-updates", "1", "--keep-interval-updates", "7")
+    return tiny_train_args(data_bin, save_dir, *options, updates=max_update, seed=7, log_interval=1)
 
 
 def logged_losses(log):
@@ -127,21 +91,7 @@ def runs(toy_data, tmp_path_factory):
     sources = (toy_data / "test.src").read_text().splitlines()[:6]
     ckpt = work / "A" / "checkpoint_last.pt"
     b2 = start("fairseq-train", *train_args(data, work / "B", work / "lex_b.tsv", 10))
-    gen = start(
-        "fairseq-generate",
-        gen_dir,
-        "--user-dir",
-        USER_DIR,
-        "--path",
-        ckpt,
-        "--gen-subset",
-        "test",
-        "--beam",
-        "5",
-        "--batch-size",
-        "16",
-        cwd=cwd,
-    )
+    gen = start("fairseq-generate", *tiny_generate_args(gen_dir, ckpt, *TINY_SEARCHES["beam5"]), cwd=cwd)
     inter = start(
         "fairseq-interactive",
         dict_dir,
@@ -232,35 +182,10 @@ def test_a_checkpoint_loaded_as_another_architecture_fails_clearly(runs, toy_dat
     from fairseq_cli import train
 
     argv = sys.argv
-    sys.argv = [
-        "fairseq-train",
-        str(toy_data / "bin"),
-        "--user-dir",
-        USER_DIR,
-        "--arch",
-        "lex_transformer_tiny",
-        "--lexicon",
-        "identity",
-        "--reset-lexicon",  # past the lexicon check, to the architecture's
-        "--restore-file",
-        str(work / "A" / "checkpoint_last.pt"),
-        "--reset-optimizer",
-        "--save-dir",
-        str(work / "C"),
-        "--max-update",
-        "1",
-        "--batch-size",
-        "8",
-        "--optimizer",
-        "adam",
-        "--lr",
-        "0.001",
-        "--criterion",
-        "lexical_cross_entropy",
-        "--num-workers",
-        "0",
-        "--no-save",
-    ]
+    options = ("--arch", "lex_transformer_tiny", "--lexicon", "identity")
+    options += ("--reset-lexicon", "--restore-file", work / "A" / "checkpoint_last.pt")  # past the lexicon check
+    options += ("--reset-optimizer", "--no-save")
+    sys.argv = ["fairseq-train", *tiny_train_args(toy_data / "bin", work / "C", *options, updates=1, lr=0.001)]
     try:
         with pytest.raises(Exception, match="please ensure that the architectures match") as err:
             train.cli_main()

@@ -1,5 +1,6 @@
 """Through the real command-line programs with --user-dir: preprocess, train, resume, generate, interactive."""
 
+import math
 import os
 import re
 import shutil
@@ -7,55 +8,32 @@ import shutil
 import pytest
 import torch
 
-from conftest import REPO, run_cli, needs_safe_loading
+from conftest import TINY_RUNS, USER_DIR, needs_safe_loading, run_cli, tiny_generate_args
 
 pytestmark = pytest.mark.slow
-USER_DIR = os.path.join(REPO, "fairseq_lexical")
-
-
-def train(data_bin, save_dir, lexicon, max_update):
-    return run_cli(
-        "fairseq-train",
-        data_bin,
-        "--user-dir",
-        USER_DIR,
-        "--arch",
-        "lex_lstm_small",
-        "--lexicon",
-        lexicon,
-        "--criterion",
-        "lexical_cross_entropy",
-        "--optimizer",
-        "adam",
-        "--lr",
-        "0.005",
-        "--batch-size",
-        "8",
-        "--max-update",
-        max_update,
-        "--save-dir",
-        save_dir,
-        "--no-epoch-checkpoints",
-        "--num-workers",
-        "0",
-        "--log-format",
-        "simple",
-        "--log-interval",
-        "5",
-        "--seed",
-        "3",
-    )
 
 
 @pytest.fixture(scope="module")
-def trained(toy_data, tmp_path_factory):
+def matrix(tiny_runs):
+    """The session's runs, every run of the configuration matrix trained side by side and decoded with beam 5."""
+    tiny_runs.prepare(TINY_RUNS, ["beam5"])
+    return tiny_runs
+
+
+@pytest.fixture(scope="module")
+def trained(toy_data, matrix, tmp_path_factory):
+    """The session's lex_lstm run (20 updates) and its resumption: a copy of its checkpoint trained on to 30."""
+    run = matrix("lex_lstm")
     work = tmp_path_factory.mktemp("cli")
+    (work / "ckpt").mkdir()
+    shutil.copy(run.checkpoint, work / "ckpt" / "checkpoint_last.pt")
     lexicon = work / "lexicon.tsv"
     shutil.copy(toy_data / "lexicon.tsv", lexicon)
-    first = train(toy_data / "bin", work / "ckpt", lexicon, 20)
-    second = train(toy_data / "bin", work / "ckpt", lexicon, 30)
+    second = run_cli(
+        "fairseq-train", *TINY_RUNS["lex_lstm"].train_args(toy_data / "bin", work / "ckpt", lexicon, updates=30)
+    )
     lexicon.unlink()  # from here on, nothing may need the lexicon file
-    return work, first.stdout + first.stderr, second.stdout + second.stderr
+    return work, run.log, second.stdout + second.stderr
 
 
 def test_training_logs_loss_and_mean_gate(trained):
@@ -78,27 +56,22 @@ def test_resume_continues_from_checkpoint_last(trained):
     assert set(torch.serialization.get_unsafe_globals_in_checkpoint(str(ckpt))) <= {"argparse.Namespace"}
 
 
-def test_generate_beam5_translates_every_sentence_without_the_lexicon_file(toy_data, trained):
-    work, _, _ = trained
-    # 20 test sentences in batches of 16: stock fairseq-fixed would drop the last 4 (not a multiple of 8).
-    proc = run_cli(
-        "fairseq-generate",
-        toy_data / "bin",
-        "--user-dir",
-        USER_DIR,
-        "--path",
-        work / "ckpt" / "checkpoint_last.pt",
-        "--gen-subset",
-        "test",
-        "--beam",
-        "5",
-        "--batch-size",
-        "16",
+@pytest.mark.parametrize("family", list(TINY_RUNS))
+def test_train_then_generate_from_the_checkpoint_alone(matrix, family):
+    """fairseq-train logs the criterion's metrics in validation (p_gate where the model has a lexical head), and
+    fairseq-generate translates all 20 test sentences from the checkpoint alone (the run's lexicon file is gone) in
+    batches of 16: stock fairseq-fixed would drop the last 4 (not a multiple of 8)."""
+    run = matrix(family, "beam5")
+    gate = "" if family == "lla_lstm" else r"p_gate [\d.]+ \| "
+    assert re.search(
+        rf"valid on 'valid' subset \| loss [\d.]+ \| nll_loss [\d.]+ \| {gate}exact_match [\d.]+ \|", run.log
     )
-    hyps = [line for line in proc.stdout.splitlines() if line.startswith("H-")]
-    assert len(hyps) == 20
+    assert not (run.dir.parent / "lexicon.tsv").exists()
+    output = run.generate("beam5")
+    hyps = [line for line in output.splitlines() if line.startswith("H-")]
     assert sorted(int(h.split("\t")[0][2:]) for h in hyps) == list(range(20))
-    assert "Translated 20 sentences" in proc.stdout + proc.stderr
+    assert all(math.isfinite(float(h.split("\t")[1])) for h in hyps)
+    assert "Translated 20 sentences" in output
 
 
 def test_generation_split_over_processes_equals_one_process(toy_data, trained, tmp_path, monkeypatch):
@@ -110,22 +83,9 @@ def test_generation_split_over_processes_equals_one_process(toy_data, trained, t
 
     work, _, _ = trained
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    cmd = [
-        os.path.join(os.path.dirname(sys.executable), "fairseq-generate"),
-        toy_data / "bin",
-        "--user-dir",
-        USER_DIR,
-        "--path",
-        work / "ckpt" / "checkpoint_last.pt",
-        "--gen-subset",
-        "test",
-        "--beam",
-        "5",
-        "--batch-size",
-        "4",
-        "--num-workers",
-        "0",
-    ]
+    program = os.path.join(os.path.dirname(sys.executable), "fairseq-generate")
+    options = ("--beam", "5", "--batch-size", "4", "--num-workers", "0")
+    cmd = [program, *tiny_generate_args(toy_data / "bin", work / "ckpt" / "checkpoint_last.pt", *options)]
     outputs = {}
     for jobs in (1, 2):
         out = tmp_path / f"generate{jobs}.txt"

@@ -131,46 +131,21 @@ def test_bf16_training_on_the_cpu_every_architecture(toy_data, tmp_path):
     """--bf16 --cpu trains each architecture (fix 5): bf16 parameters, the frozen lexicon tables kept in their own
     dtype, finite losses."""
     import json
-    import os
     import re
 
-    from conftest import REPO
+    from conftest import tiny_train_args
 
-    common = [
-        "--user-dir",
-        os.path.join(REPO, "fairseq_lexical"),
-        "--cpu",
-        "--bf16",
-        "--criterion",
-        "lexical_cross_entropy",
-        "--optimizer",
-        "adam",
-        "--lr",
-        "0.005",
-        "--batch-size",
-        "8",
-        "--max-update",
-        "6",
-        "--num-workers",
-        "0",
-        "--log-format",
-        "simple",
-        "--log-interval",
-        "2",
-        "--seed",
-        "3",
-        "--no-epoch-checkpoints",
-        "--disable-validation",
-    ]
-    lexicon = ["--lexicon", str(toy_data / "lexicon.tsv")]
+    lexicon = ("--lexicon", toy_data / "lexicon.tsv")
     jobs = {
-        "lex_lstm": ["--arch", "lex_lstm_small", *lexicon],
-        "lex_transformer": ["--arch", "lex_transformer_tiny", *lexicon],
-        "rdangle": ["--arch", "rdangle_transformer_tiny", "--reencode-interval", "2", *lexicon],
-        "lla_lstm": ["--arch", "lla_lstm_small", "--lexicon-unit-joint"],
+        "lex_lstm": ("--arch", "lex_lstm_small", *lexicon),
+        "lex_transformer": ("--arch", "lex_transformer_tiny", *lexicon),
+        "rdangle": ("--arch", "rdangle_transformer_tiny", "--reencode-interval", "2", *lexicon),
+        "lla_lstm": ("--arch", "lla_lstm_small", "--lexicon-unit-joint"),
     }
+    settings = dict(updates=6, seed=3, log_interval=2, validation=False)
     jobs = {
-        name: [str(toy_data / "bin"), *argv, *common, "--save-dir", str(tmp_path / name)] for name, argv in jobs.items()
+        name: tiny_train_args(toy_data / "bin", tmp_path / name, *options, "--cpu", "--bf16", **settings)
+        for name, options in jobs.items()
     }
     proc = subprocess.run(
         [sys.executable, "-c", _BF16_RUNNER, json.dumps(jobs)], capture_output=True, text=True, timeout=600

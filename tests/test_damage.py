@@ -2,16 +2,13 @@
 (fairseq_lexical.analysis.lexicon_unit)."""
 
 import json
-import os
 
 import pytest
 import torch
 
 import fairseq_lexical  # noqa: F401  (registers the models; allow-lists fairseq checkpoints for torch.load)
-from conftest import REPO, build_model, program_module, run_cli
+from conftest import TINY_SEARCHES, build_model, program_module, run_cli, tiny_generate_args
 from fairseq_lexical.analysis import damage as dmg
-
-USER_DIR = os.path.join(REPO, "fairseq_lexical")
 
 
 def load_tool(name):
@@ -132,43 +129,18 @@ def test_save_damaged_refuses_to_overwrite_the_trained_checkpoint(tmp_path, caps
 
 
 @pytest.fixture(scope="module")
-def checkpoint(toy_data, tmp_path_factory):
-    work = tmp_path_factory.mktemp("damage")
-    run_cli(
-        "fairseq-train",
-        toy_data / "bin",
-        "--user-dir",
-        USER_DIR,
-        "--arch",
-        "lla_lstm_small",
-        "--lexicon-unit-epochs",
-        "2",
-        "--max-epoch",
-        "5",
-        "--criterion",
-        "lexical_cross_entropy",
-        "--optimizer",
-        "adam",
-        "--lr",
-        "0.005",
-        "--batch-size",
-        "8",
-        "--save-dir",
-        work / "ckpt",
-        "--no-epoch-checkpoints",
-        "--num-workers",
-        "0",
-        "--seed",
-        "2",
-    )
-    return work, work / "ckpt" / "checkpoint_last.pt"
+def checkpoint(tiny_runs):
+    """The session's lla_lstm run (TINY_RUNS): its last checkpoint."""
+    return tiny_runs("lla_lstm").checkpoint
 
 
 @pytest.mark.slow
-def test_damage_tool_scores_conditions_and_saved_checkpoint_matches_fairseq_generate(toy_data, checkpoint, capsys):
-    work, ckpt = checkpoint
+def test_damage_tool_scores_conditions_and_saved_checkpoint_matches_fairseq_generate(
+    toy_data, checkpoint, capsys, tmp_path
+):
+    ckpt = checkpoint
     tool = load_tool("damage")
-    saved = work / "damaged_{}.pt"
+    saved = tmp_path / "damaged_{}.pt"
     rc = tool.main(
         [
             str(toy_data / "bin"),
@@ -198,30 +170,16 @@ def test_damage_tool_scores_conditions_and_saved_checkpoint_matches_fairseq_gene
     assert results["none"]["damage"]["changed"] == [] and "saved" not in results["none"]
     # the undamaged row is what fairseq-generate gives on the checkpoint itself, and the saved damaged checkpoint
     # decodes in fairseq-generate exactly as in the tool (both with the keep-best search)
-    for name, path in (("none", ckpt), ("lexicon", work / "damaged_lexicon.pt")):
-        proc = run_cli(
-            "fairseq-generate",
-            toy_data / "bin",
-            "--user-dir",
-            USER_DIR,
-            "--path",
-            path,
-            "--task",
-            "lexical_translation",
-            "--gen-subset",
-            "test",
-            "--beam",
-            "5",
-            "--batch-size",
-            "16",
-        )
+    for name, path in (("none", ckpt), ("lexicon", tmp_path / "damaged_lexicon.pt")):
+        search = ("--task", "lexical_translation", *TINY_SEARCHES["beam5"])
+        proc = run_cli("fairseq-generate", *tiny_generate_args(toy_data / "bin", path, *search))
         hyps = {}
         for line in proc.stdout.splitlines():
             if line.startswith("H-"):
                 sid, _, text = line.split("\t")
                 hyps[int(sid[2:])] = text
         assert [hyps[i] for i in range(20)] == results[name]["hypotheses"], name
-    state = torch.load(work / "damaged_lexicon.pt")
+    state = torch.load(tmp_path / "damaged_lexicon.pt")
     assert "last_optimizer_state" not in state
     assert state["extra_state"]["damage"]["groups"] == ["lexicon"]
     original = torch.load(ckpt)["model"]
@@ -230,7 +188,7 @@ def test_damage_tool_scores_conditions_and_saved_checkpoint_matches_fairseq_gene
 
 @pytest.mark.slow
 def test_damage_tool_table_and_errors(toy_data, checkpoint, capsys):
-    _, ckpt = checkpoint
+    ckpt = checkpoint
     tool = load_tool("damage")
     assert (
         tool.main(
@@ -263,7 +221,7 @@ def test_damage_tool_table_and_errors(toy_data, checkpoint, capsys):
 
 @pytest.mark.slow
 def test_plot_lexicon_from_checkpoint(toy_data, checkpoint, tmp_path, capsys):
-    _, ckpt = checkpoint
+    ckpt = checkpoint
     plot = load_tool("plot_lexicon")
     png = tmp_path / "fig2.png"
     assert (

@@ -33,8 +33,8 @@ import sys
 import pytest
 import torch
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-USER_DIR = os.path.join(REPO, "fairseq_lexical")
+from conftest import tiny_train_args
+
 slow = pytest.mark.slow
 
 
@@ -44,100 +44,45 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def jobs(toy, joined_bin, lexicon, soft_lexicon):
-    """name -> fairseq-train arguments (without --save-dir and the distributed options)."""
-    common = [
-        "--user-dir",
-        USER_DIR,
-        "--cpu",
-        "--criterion",
-        "lexical_cross_entropy",
-        "--optimizer",
-        "adam",
-        "--lr",
-        "0.005",
-        "--batch-size",
-        "5",
-        "--required-batch-size-multiple",
-        "1",
-        "--num-workers",
-        "0",
-        "--seed",
-        "3",
-        "--dropout",
-        "0",
-        "--log-format",
-        "simple",
-        "--log-interval",
-        "1",
-        "--disable-validation",
-        "--no-epoch-checkpoints",
-    ]
+def jobs(toy, joined_bin, lexicon, soft_lexicon, save_dir):
+    """name -> fairseq-train arguments (without the distributed options), each saved in ``save_dir``/name."""
+    settings = dict(batch_size=5, seed=3, log_interval=1, validation=False)
+
+    def job(name, data, *options, **more):
+        options = (*options, "--cpu", "--required-batch-size-multiple", "1", "--dropout", "0")
+        return tiny_train_args(data, os.path.join(save_dir, name), *options, **settings, **more)
+
     bin_ = str(toy / "bin")
-    tiny = [
-        "--encoder-layers",
-        "1",
-        "--decoder-layers",
-        "1",
-        "--encoder-embed-dim",
-        "32",
-        "--decoder-embed-dim",
-        "32",
-        "--encoder-ffn-embed-dim",
-        "64",
-        "--decoder-ffn-embed-dim",
-        "64",
-        "--encoder-attention-heads",
-        "2",
-        "--decoder-attention-heads",
-        "2",
-    ]
+    tiny = ["--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "32", "--decoder-embed-dim", "32"]
+    tiny += ["--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64"]
+    tiny += ["--encoder-attention-heads", "2", "--decoder-attention-heads", "2"]
     return {
         # frozen lexicon: a buffer, no --find-unused-parameters needed
-        "lex_lstm": [bin_, "--arch", "lex_lstm_small", "--lexicon", lexicon, "--max-update", "6", *common],
+        "lex_lstm": job("lex_lstm", bin_, "--arch", "lex_lstm_small", "--lexicon", lexicon, updates=6),
         # trainable lexicon: a parameter that DDP must synchronise
-        "lex_transformer": [
+        "lex_transformer": job(
+            "lex_transformer",
             bin_,
-            "--arch",
-            "lex_transformer_tiny",
-            "--lexicon",
-            soft_lexicon,
-            "--lexicon-temperature",
-            "1",
-            "--lexicon-top-k",
-            "2",
-            "--lexicon-trainable",
-            "--max-update",
-            "6",
-            *common,
-        ],
+            *("--arch", "lex_transformer_tiny", "--lexicon", soft_lexicon, "--lexicon-temperature", "1"),
+            *("--lexicon-top-k", "2", "--lexicon-trainable"),
+            updates=6,
+        ),
         # the identity lexicon (copy) on a joined dictionary, at a reduced size
-        "pgn_transformer": [joined_bin, "--arch", "pgn_transformer", *tiny, "--max-update", "6", *common],
+        "pgn_transformer": job("pgn_transformer", joined_bin, "--arch", "pgn_transformer", *tiny, updates=6),
         # two epochs: the Lexicon Unit alone, then the other modules; unused parameters by design in each phase
-        "lla_lstm": [
+        "lla_lstm": job(
+            "lla_lstm",
             bin_,
-            "--arch",
-            "lla_lstm_small",
-            "--lexicon-unit-epochs",
-            "1",
-            "--max-epoch",
-            "2",
+            *("--arch", "lla_lstm_small", "--lexicon-unit-epochs", "1", "--max-epoch", "2"),
             "--find-unused-parameters",
-            *common,
-        ],
+        ),
         # source keys re-encoded with the target prefix every 2 steps, with the copy head on top
-        "rdangle_transformer": [
+        "rdangle_transformer": job(
+            "rdangle_transformer",
             bin_,
-            "--arch",
-            "rdangle_transformer_tiny",
-            "--reencode-interval",
-            "2",
-            "--lexicon",
-            lexicon,
-            "--max-update",
-            "6",
-            *common,
-        ],
+            *("--arch", "rdangle_transformer_tiny", "--reencode-interval", "2", "--lexicon", lexicon),
+            updates=6,
+        ),
     }
 
 
@@ -175,12 +120,11 @@ def runs(toy_data, joined_bin, tmp_path_factory):
     with open(soft, "w") as f:
         for x in range(1, 7):
             f.write(f"a{x}\tB{x}\t2\na{x}\tB{x % 6 + 1}\t1\n")
-    job_args = jobs(toy_data, joined_bin, str(toy_data / "lexicon.tsv"), str(soft))
     procs, logs = {}, {}
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
     torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
     for launch in ("ddp", "single"):
-        spec = {name: args + ["--save-dir", str(work / launch / name)] for name, args in job_args.items()}
+        spec = jobs(toy_data, joined_bin, str(toy_data / "lexicon.tsv"), str(soft), str(work / launch))
         if launch == "ddp":
             spec = {name: args + ["--distributed-backend", "gloo"] for name, args in spec.items()}
             command = [

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import REPO, run_cli, tiny_generate_args, tiny_train_args
 
 BIN = os.path.dirname(sys.executable)
 
@@ -87,45 +87,13 @@ def test_lexicon_train_generate_score_from_another_directory(toy_data, tmp_path)
         cwd=tmp_path,
     )
     assert "a1\tB1\t" in (tmp_path / "lex.tsv").read_text()
-    run_cli(
-        "fairseq-train",
-        toy_data / "bin",
-        "--user-dir",
-        user_dir,
-        "--arch",
-        "lex_lstm_small",
-        "--lexicon",
-        tmp_path / "lex.tsv",
-        "--criterion",
-        "lexical_cross_entropy",
-        "--optimizer",
-        "adam",
-        "--lr",
-        "0.005",
-        "--batch-size",
-        "8",
-        "--max-update",
-        "4",
-        "--save-dir",
-        tmp_path / "ckpt",
-        "--no-epoch-checkpoints",
-        "--num-workers",
-        "0",
-        "--seed",
-        "1",
-        cwd=tmp_path,
-    )
+    options = ("--arch", "lex_lstm_small", "--lexicon", tmp_path / "lex.tsv")
+    argv = tiny_train_args(toy_data / "bin", tmp_path / "ckpt", *options, updates=4, user_dir=user_dir)
+    run_cli("fairseq-train", *argv, cwd=tmp_path)
+    checkpoint = tmp_path / "ckpt" / "checkpoint_last.pt"
     gen = run_cli(
         "fairseq-generate",
-        toy_data / "bin",
-        "--user-dir",
-        user_dir,
-        "--path",
-        tmp_path / "ckpt" / "checkpoint_last.pt",
-        "--gen-subset",
-        "test",
-        "--beam",
-        "2",
+        *tiny_generate_args(toy_data / "bin", checkpoint, "--beam", "2", user_dir=user_dir),
         cwd=tmp_path,
     )
     (tmp_path / "gen.txt").write_text(gen.stdout + gen.stderr)

@@ -14,11 +14,10 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import LEXICON, REPO, build_model, run_cli
+from conftest import LEXICON, REPO, TOY_LEXICON, USER_DIR, build_model, run_cli, tiny_spec
 from model_checks import toy_batch
 
 TOOL = os.path.join(REPO, "tools", "explain.py")
-USER_DIR = os.path.join(REPO, "fairseq_lexical")
 PAIRS = [("a1 twice and a2", "B1 B1 B2"), ("a3 and a4 twice", "B3 B4 B4")]
 # (extra model options, what they exercise): fairseq's LSTM decoder with eq. 6's sigmoid gate; the authors' decoder
 # with the copy-token gate; the Transformer head; soft rows (several targets per row, tau > 0); the uniform lexicon
@@ -432,58 +431,20 @@ def test_page_renders_in_chromium(tmp_path):
 # -- tools/explain.py on a trained tiny model (slow) ------------------------------------------------------------
 
 
+# lex_lstm_small trained 120 updates on the toy task, and fairseq-generate's output on its test split
+EXPLAINED = tiny_spec(
+    *("--arch", "lex_lstm_small", "--lexicon", TOY_LEXICON, "--required-batch-size-multiple", 1),
+    updates=120,
+    batch_size=10,
+    validation=False,
+)
+SEARCH = ("--beam", "3", "--batch-size", "8", "--num-workers", "0")
+
+
 @pytest.fixture(scope="module")
-def trained(toy_data, tmp_path_factory):
-    """lex_lstm_small trained 120 updates on the toy task, and fairseq-generate's output on its test set."""
-    out = tmp_path_factory.mktemp("explain_model")
-    run_cli(
-        "fairseq-train",
-        toy_data / "bin",
-        "--user-dir",
-        USER_DIR,
-        "--arch",
-        "lex_lstm_small",
-        "--lexicon",
-        toy_data / "lexicon.tsv",
-        "--criterion",
-        "lexical_cross_entropy",
-        "--optimizer",
-        "adam",
-        "--lr",
-        "0.005",
-        "--batch-size",
-        "10",
-        "--max-update",
-        "120",
-        "--save-dir",
-        out,
-        "--no-epoch-checkpoints",
-        "--disable-validation",
-        "--required-batch-size-multiple",
-        "1",
-        "--num-workers",
-        "0",
-        "--seed",
-        "1",
-    )
-    gen = run_cli(
-        "fairseq-generate",
-        toy_data / "bin",
-        "--user-dir",
-        USER_DIR,
-        "--path",
-        out / "checkpoint_last.pt",
-        "--gen-subset",
-        "test",
-        "--beam",
-        "3",
-        "--batch-size",
-        "8",
-        "--num-workers",
-        "0",
-    )
-    (out / "generate.txt").write_text(gen.stdout)
-    return out
+def trained(tiny_runs):
+    """The TinyRun of EXPLAINED, decoded with SEARCH."""
+    return tiny_runs(EXPLAINED, SEARCH)
 
 
 def run_tool(*args):
@@ -515,9 +476,9 @@ def test_tool_numbers_equal_fairseq_generates_token_scores(toy_data, trained, tm
     r = run_tool(
         toy_data / "bin",
         "--path",
-        trained / "checkpoint_last.pt",
+        trained.checkpoint,
         "--generate-output",
-        trained / "generate.txt",
+        trained.outputs[SEARCH],
         "--reference",
         toy_data / "test.tgt",
         "-o",
@@ -527,7 +488,7 @@ def test_tool_numbers_equal_fairseq_generates_token_scores(toy_data, trained, tm
     )
     assert r.returncode == 0, r.stderr[-3000:]
     rows = read_jsonl(tmp_path / "x.jsonl")
-    scores, hyps = positional_scores((trained / "generate.txt").read_text())
+    scores, hyps = positional_scores(trained.generate(SEARCH))
     assert [row["sample_id"] for row in rows] == list(range(20))
     references = (toy_data / "test.tgt").read_text().splitlines()
     for row in rows:
@@ -549,7 +510,7 @@ def test_tool_decodes_raw_source_lines_like_fairseq_generate(toy_data, trained, 
     r = run_tool(
         toy_data / "bin",
         "--path",
-        trained / "checkpoint_last.pt",
+        trained.checkpoint,
         "--source",
         toy_data / "test.src",
         "--reference",
@@ -560,7 +521,7 @@ def test_tool_decodes_raw_source_lines_like_fairseq_generate(toy_data, trained, 
         tmp_path / "y.jsonl",
     )
     assert r.returncode == 0, r.stderr[-3000:]
-    _, hyps = positional_scores((trained / "generate.txt").read_text())
+    _, hyps = positional_scores(trained.generate(SEARCH))
     rows = read_jsonl(tmp_path / "y.jsonl")
     assert [" ".join(row["output_tokens"][:-1]) for row in rows] == [hyps[i] for i in range(20)]
     assert all(row["score"] is not None for row in rows)
@@ -569,7 +530,7 @@ def test_tool_decodes_raw_source_lines_like_fairseq_generate(toy_data, trained, 
 @pytest.mark.slow
 def test_tool_reports_a_generate_output_of_another_model(toy_data, trained, tmp_path):
     """P lines that this checkpoint does not reproduce (here: one score changed) are reported, not ignored."""
-    lines = (trained / "generate.txt").read_text().splitlines()
+    lines = trained.generate(SEARCH).splitlines()
     k = next(i for i, line in enumerate(lines) if line.startswith("P-3\t"))
     head, scores = lines[k].split("\t")
     lines[k] = head + "\t" + " ".join(f"{float(s) - 1.0:.4f}" for s in scores.split())
@@ -577,7 +538,7 @@ def test_tool_reports_a_generate_output_of_another_model(toy_data, trained, tmp_
     r = run_tool(
         toy_data / "bin",
         "--path",
-        trained / "checkpoint_last.pt",
+        trained.checkpoint,
         "--generate-output",
         tmp_path / "gen.txt",
         "-o",
@@ -602,7 +563,7 @@ def test_tool_takes_the_terms_fairseq_generate_took(toy_data, trained, tmp_path)
         "--user-dir",
         USER_DIR,
         "--path",
-        trained / "checkpoint_last.pt",
+        trained.checkpoint,
         "--gen-subset",
         "test",
         "--task",
@@ -617,8 +578,8 @@ def test_tool_takes_the_terms_fairseq_generate_took(toy_data, trained, tmp_path)
         "8",
     )
     (tmp_path / "gen.txt").write_text(gen.stdout)
-    assert gen.stdout != (trained / "generate.txt").read_text()
-    common = [toy_data / "bin", "--path", trained / "checkpoint_last.pt", "--generate-output", tmp_path / "gen.txt"]
+    assert gen.stdout != trained.generate(SEARCH)
+    common = [toy_data / "bin", "--path", trained.checkpoint, "--generate-output", tmp_path / "gen.txt"]
     r = run_tool(*common, "--lexicon-override", terms, "--lexicon-override-gate-bias", "3", "-o", tmp_path / "t.jsonl")
     assert r.returncode == 0 and "differ" not in r.stderr, r.stderr[-3000:]
     entries = [tok["entry"] for row in read_jsonl(tmp_path / "t.jsonl") for tok in row["tokens"] if tok["entry"]]
@@ -635,7 +596,7 @@ def test_hub_explain_matches_the_tool(toy_data, trained, tmp_path):
     from fairseq_lexical.models.lex_lstm import LexLSTMModel
 
     hub = LexLSTMModel.from_pretrained(
-        str(trained), checkpoint_file="checkpoint_last.pt", data_name_or_path=str(toy_data / "bin")
+        str(trained.dir), checkpoint_file="checkpoint_last.pt", data_name_or_path=str(toy_data / "bin")
     )
     sentence = (toy_data / "test.src").read_text().splitlines()[0]
     ex = explain(hub, sentence, beam=3)
@@ -644,7 +605,7 @@ def test_hub_explain_matches_the_tool(toy_data, trained, tmp_path):
     r = run_tool(
         toy_data / "bin",
         "--path",
-        trained / "checkpoint_last.pt",
+        trained.checkpoint,
         "--source",
         tmp_path / "one.src",
         "--beam",
@@ -712,7 +673,7 @@ def test_loaded_models_are_prepared_as_fairseq_generate_prepares_them(toy_data, 
     """The tools decode with the model as fairseq-generate has it: its lexical head never generates <unk>."""
     from fairseq_lexical.analysis import gates
 
-    ckpt = trained / "checkpoint_last.pt"
+    ckpt = trained.checkpoint
     model, _ = gates.load_model(str(ckpt), str(toy_data / "bin"))
     assert model.decoder.lexical_head.masking_unk
 
@@ -735,7 +696,7 @@ def test_tool_refuses_to_write_over_the_lexicon_the_checkpoint_names(toy_data, t
     that the tool did not write is never replaced. (A copy of the checkpoint names a copy of the lexicon.)"""
     lexicon = tmp_path / "lexicon.tsv"
     lexicon.write_bytes((toy_data / "lexicon.tsv").read_bytes())
-    state = torch.load(trained / "checkpoint_last.pt", map_location="cpu", weights_only=False)
+    state = torch.load(trained.checkpoint, map_location="cpu", weights_only=False)
     model_cfg = state["cfg"]["model"]
     if isinstance(model_cfg, dict):
         model_cfg["lexicon"] = str(lexicon)
@@ -748,7 +709,7 @@ def test_tool_refuses_to_write_over_the_lexicon_the_checkpoint_names(toy_data, t
         "--path",
         tmp_path / "checkpoint.pt",
         "--generate-output",
-        trained / "generate.txt",
+        trained.outputs[SEARCH],
         *[a for pair in outputs.items() for a in pair],
     )
     assert r.returncode == 2 and lexicon.read_bytes() == (toy_data / "lexicon.tsv").read_bytes()
@@ -777,9 +738,9 @@ def test_tool_refuses_an_output_path_it_cannot_write_in_one_line(toy_data, train
     r = run_tool(
         toy_data / "bin",
         "--path",
-        trained / "checkpoint_last.pt",
+        trained.checkpoint,
         "--generate-output",
-        trained / "generate.txt",
+        trained.outputs[SEARCH],
         *[a for pair in outputs.items() for a in pair],
     )
     expected = message.format(path=path, parent=tmp_path / "file.txt")
@@ -810,9 +771,9 @@ def test_tool_replaces_its_own_earlier_outputs(toy_data, trained, tmp_path):
     r = run_tool(
         toy_data / "bin",
         "--path",
-        trained / "checkpoint_last.pt",
+        trained.checkpoint,
         "--generate-output",
-        trained / "generate.txt",
+        trained.outputs[SEARCH],
         "-o",
         tmp_path / "x.jsonl",
         "--html",
@@ -845,9 +806,9 @@ def test_tool_reports_a_sentence_it_cannot_explain_and_goes_on(toy_data, trained
         [
             str(toy_data / "bin"),
             "--path",
-            str(trained / "checkpoint_last.pt"),
+            str(trained.checkpoint),
             "--generate-output",
-            str(trained / "generate.txt"),
+            str(trained.outputs[SEARCH]),
             "--reference",
             str(toy_data / "test.tgt"),
             "-o",
@@ -863,7 +824,7 @@ def test_tool_reports_a_sentence_it_cannot_explain_and_goes_on(toy_data, trained
         in (stderr)
     )
     rows = read_jsonl(tmp_path / "x.jsonl")
-    _, hyps = positional_scores((trained / "generate.txt").read_text())
+    _, hyps = positional_scores(trained.generate(SEARCH))
     assert [row["error"] for row in rows] == [reason if i == 3 else None for i in range(20)]
     assert rows[3]["tokens"] == [] and rows[3]["output_tokens"] == hyps[3].split() + ["</s>"]
     assert all(len(row["tokens"]) == len(row["output_tokens"]) for i, row in enumerate(rows) if i != 3)
@@ -881,8 +842,8 @@ def test_tool_fails_when_no_sentence_can_be_explained(toy_data, trained, tmp_pat
         raise E.ExplainError("the head's numbers do not reproduce the model's output")
 
     monkeypatch.setattr(E, "explain_pair", failing)
-    args = [str(toy_data / "bin"), "--path", str(trained / "checkpoint_last.pt")]
-    args += ["--generate-output", str(trained / "generate.txt"), "-o", str(tmp_path / "x.jsonl")]
+    args = [str(toy_data / "bin"), "--path", str(trained.checkpoint)]
+    args += ["--generate-output", str(trained.outputs[SEARCH]), "-o", str(tmp_path / "x.jsonl")]
     assert program_module("explain").main(args) == 2
     assert "explain.py: error: no sentence could be explained; sentence 0: the head's numbers do not reproduce" in (
         capsys.readouterr().err

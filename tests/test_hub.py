@@ -2,18 +2,15 @@
 checkpoint, `translate` gives fairseq-generate's hypotheses, `gates.hub_gates` the gate of each output token as the
 model's own forward computes it; lla_lstm's Lexicon Unit instead."""
 
-import os
-
 import numpy as np
 import pytest
 import torch
 
-from conftest import REPO
+from conftest import TINY_MAX_LEN_B as MAX_LEN_B
 from model_checks import toy_batch
 
 pytestmark = pytest.mark.slow
-USER_DIR = os.path.join(REPO, "fairseq_lexical")
-MAX_LEN_B = 12  # the toy targets have at most 4 words: no 200-step beams from undertrained models
+SEARCHES = ("keep_best", "fairseq")
 
 
 def model_classes():
@@ -30,106 +27,13 @@ def model_classes():
     }
 
 
-def family_args(lexicon):
-    return {
-        "lex_lstm": ["--arch", "lex_lstm_small", "--lexicon", lexicon],
-        "lex_transformer": ["--arch", "lex_transformer_tiny", "--lexicon", lexicon],
-        "rdangle_transformer": ["--arch", "rdangle_transformer_tiny", "--reencode-interval", "2", "--lexicon", lexicon],
-        "lla_lstm": ["--arch", "lla_lstm_small", "--lexicon-unit-joint"],
-    }
-
-
-# Two processes (one a core) train two families each and decode their test split (each fairseq CLI call spends
-# seconds starting up); one thread: these models are too small for more, and threads waiting on a busy machine cost
-# 5x the CPU time.
-_RUNNER = r"""
-import json, sys
-import fairseq_lexical
-from fairseq_cli import generate, train
-for argv in json.loads(sys.argv[1]):
-    sys.argv = argv
-    (train if argv[0] == "fairseq-train" else generate).cli_main()
-"""
-
-
 @pytest.fixture(scope="module")
-def checkpoints(toy_data, tmp_path_factory):
-    """{family: checkpoint directory}: 30 updates of each on the toy task; DIR/generate-test.txt holds
-    fairseq-generate's beam-5 output on the test split with --task lexical_translation, DIR/fairseq/generate-test.txt
-    with fairseq's translation task (and search)."""
-    import json
-    import subprocess
-    import sys
-
-    work = tmp_path_factory.mktemp("hub")
-    dirs, shares = {}, ([], [])
-    for k, (family, argv) in enumerate(family_args(str(toy_data / "lexicon.tsv")).items()):
-        dirs[family] = work / family
-        jobs = shares[k % 2]  # two runner processes, one a core, two families each
-        jobs.append(
-            [
-                "fairseq-train",
-                str(toy_data / "bin"),
-                "--user-dir",
-                USER_DIR,
-                *argv,
-                "--criterion",
-                "lexical_cross_entropy",
-                "--optimizer",
-                "adam",
-                "--lr",
-                "0.005",
-                "--batch-size",
-                "8",
-                "--max-update",
-                "30",
-                "--save-dir",
-                str(dirs[family]),
-                "--no-epoch-checkpoints",
-                "--disable-validation",
-                "--num-workers",
-                "0",
-                "--seed",
-                "3",
-            ]
-        )
-        for task, results in (("lexical_translation", dirs[family]), ("translation", dirs[family] / "fairseq")):
-            jobs.append(
-                [
-                    "fairseq-generate",
-                    str(toy_data / "bin"),
-                    "--user-dir",
-                    USER_DIR,
-                    "--path",
-                    str(dirs[family] / "checkpoint_last.pt"),
-                    "--gen-subset",
-                    "test",
-                    "--beam",
-                    "5",
-                    "--max-len-b",
-                    str(MAX_LEN_B),
-                    "--batch-size",
-                    "16",
-                    "--task",
-                    task,
-                    "--results-path",
-                    str(results),
-                ]
-            )
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", _RUNNER, json.dumps(jobs)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1"),
-        )
-        for jobs in shares
-    ]
-    for proc in procs:
-        out, _ = proc.communicate(timeout=600)
-        assert proc.returncode == 0, out[-5000:]
-    return dirs
+def checkpoints(tiny_runs):
+    """The session's runs: each family's (TINY_RUNS, trained with fairseq's translation task), and fairseq-generate's
+    beam-5 outputs on its test split with --task lexical_translation ("keep_best") and with fairseq's translation
+    task and search ("fairseq"), both with --max-len-b MAX_LEN_B."""
+    tiny_runs.prepare(model_classes(), SEARCHES)
+    return tiny_runs
 
 
 _HUBS = {}
@@ -137,7 +41,7 @@ _HUBS = {}
 
 def load_hub(family, checkpoints, toy_data):
     """The hub of a family's checkpoint, loaded once per test session (the tests only read from it)."""
-    key = str(checkpoints[family])
+    key = str(checkpoints(family).dir)
     if key not in _HUBS:
         _HUBS[key] = model_classes()[family].from_pretrained(
             key,
@@ -156,9 +60,9 @@ def test_translate_equals_fairseq_generate(toy_data, checkpoints, family):
     hub = load_hub(family, checkpoints, toy_data)
     assert isinstance(hub.task, LexicalTranslationTask)
     sources = (toy_data / "test.src").read_text().splitlines()
-    for results, options in ((checkpoints[family], {}), (checkpoints[family] / "fairseq", {"beam_search": "fairseq"})):
+    for search, options in (("keep_best", {}), ("fairseq", {"beam_search": "fairseq"})):
         generated = {}
-        for line in (results / "generate-test.txt").read_text().splitlines():
+        for line in checkpoints(family, *SEARCHES).generate(search).splitlines():
             if line.startswith("H-"):
                 sample_id, score, hypothesis = line.split("\t")
                 generated[int(sample_id[2:])] = (hypothesis, float(score))

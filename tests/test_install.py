@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, tiny_train_args
 
 sys.path.insert(0, os.path.join(REPO, "tools"))
 import install_helpers  # noqa: E402
@@ -289,38 +289,11 @@ def test_wheelhouse_installs_offline_and_fairseq_train_runs(toy_data, tmp_path):
     assert found.returncode == 0, found.stdout + found.stderr
     where = found.stdout.strip()
     assert where.startswith(str(venv)), where
+    options = ("--arch", "lex_lstm_small", "--lexicon", toy_data / "lexicon.tsv")
+    options += ("--tensorboard-logdir", tmp_path / "tb")
+    argv = tiny_train_args(toy_data / "bin", tmp_path / "ckpt", *options, updates=6, log_interval=3, user_dir=where)
     train = subprocess.run(
-        [
-            str(venv / "bin" / "fairseq-train"),
-            str(toy_data / "bin"),
-            "--user-dir",
-            where,
-            "--arch",
-            "lex_lstm_small",
-            "--lexicon",
-            str(toy_data / "lexicon.tsv"),
-            "--criterion",
-            "lexical_cross_entropy",
-            "--optimizer",
-            "adam",
-            "--lr",
-            "0.005",
-            "--batch-size",
-            "8",
-            "--max-update",
-            "6",
-            "--save-dir",
-            str(tmp_path / "ckpt"),
-            "--no-epoch-checkpoints",
-            "--num-workers",
-            "0",
-            "--log-format",
-            "simple",
-            "--log-interval",
-            "3",
-            "--tensorboard-logdir",
-            str(tmp_path / "tb"),
-        ],
+        [str(venv / "bin" / "fairseq-train"), *argv],
         capture_output=True,
         text=True,
         cwd=tmp_path,

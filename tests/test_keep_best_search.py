@@ -14,10 +14,8 @@ import zlib
 import pytest
 import torch
 
-from conftest import REPO, build_model, run_cli, shared_data, toy_lexical_model
+from conftest import USER_DIR, binarise, build_model, run_cli, shared_data, tiny_train_args, toy_lexical_model
 from model_checks import toy_batch
-
-USER_DIR = os.path.join(REPO, "fairseq_lexical")
 
 
 # -- hand-built models: log-probabilities from a table of prefixes ---------------------------------------------
@@ -363,56 +361,10 @@ def trained(tmp_path_factory):
             "-o",
             d / "simple.tsv",
         )
-        run_cli(
-            "fairseq-preprocess",
-            "--source-lang",
-            "src",
-            "--target-lang",
-            "tgt",
-            "--trainpref",
-            d / "train",
-            "--validpref",
-            d / "valid",
-            "--testpref",
-            d / "test",
-            "--destdir",
-            d / "bin",
-            "--workers",
-            "1",
-        )
-        jobs.append(
-            [
-                "fairseq-train",
-                str(d / "bin"),
-                "--user-dir",
-                USER_DIR,
-                "--arch",
-                "lex_lstm_small",
-                "--lexicon",
-                str(d / "simple.tsv"),
-                "--decoder-output",
-                "combined",
-                "--criterion",
-                "lexical_cross_entropy",
-                "--optimizer",
-                "adam",
-                "--lr",
-                "0.005",
-                "--batch-size",
-                "32",
-                "--max-update",
-                str(UPDATES[name]),
-                "--save-dir",
-                str(d / "ck"),
-                "--no-epoch-checkpoints",
-                "--disable-validation",
-                "--num-workers",
-                "0",
-                "--seed",
-                "1",
-                "--no-progress-bar",
-            ]
-        )
+        binarise(d, d / "bin")
+        options = ("--arch", "lex_lstm_small", "--lexicon", d / "simple.tsv", "--decoder-output", "combined")
+        settings = dict(updates=UPDATES[name], batch_size=32, validation=False)
+        jobs.append(["fairseq-train", *tiny_train_args(d / "bin", d / "ck", *options, "--no-progress-bar", **settings)])
     # the two trainings side by side, a thread each (CI has 2 cores)
     env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
     procs = [
@@ -585,36 +537,9 @@ def test_a_beam_search_with_fairseqs_task_prints_the_hint_once(toy_data, monkeyp
 
 
 @pytest.fixture(scope="module")
-def toy_run(toy_data, tmp_path_factory):
-    """A save directory with checkpoint_last.pt: lex_lstm_small after 20 updates on the toy task."""
-    run = tmp_path_factory.mktemp("toy_run")
-    run_cli(
-        "fairseq-train",
-        toy_data / "bin",
-        "--user-dir",
-        USER_DIR,
-        "--arch",
-        "lex_lstm_small",
-        "--lexicon",
-        toy_data / "lexicon.tsv",
-        "--criterion",
-        "lexical_cross_entropy",
-        "--optimizer",
-        "adam",
-        "--lr",
-        "0.005",
-        "--batch-size",
-        "8",
-        "--max-update",
-        "20",
-        "--save-dir",
-        run,
-        "--no-epoch-checkpoints",
-        "--disable-validation",
-        "--num-workers",
-        "0",
-    )
-    return run
+def toy_run(tiny_runs):
+    """A save directory with checkpoint_last.pt: the session's lex_lstm run (TINY_RUNS, 20 updates on the toy task)."""
+    return tiny_runs("lex_lstm").dir
 
 
 def test_fairseq_generate_decodes_with_the_task_and_hints_without_it(toy_data, toy_run):

@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from conftest import REPO, build_model, run_cli, save_checkpoint, tool_module
+from conftest import REPO, build_model, run_cli, save_checkpoint, tiny_train_args, tool_module
 from model_checks import (
     assert_beam_scores_match_teacher_forcing,
     assert_incremental_matches_teacher_forcing,
@@ -342,44 +342,17 @@ def test_combined_decoder_output_drops_the_gate_output_feature_once(toy_data):
 def test_resuming_with_another_lexicon_file_stops_unless_reset_lexicon(toy_data, tmp_path):
     """fairseq-train resumes from checkpoint_last.pt: with another --lexicon it used to keep the checkpoint's lexicon
     while logging the new file's statistics."""
-    import os
     import re
 
     other = tmp_path / "other.tsv"
     other.write_text("a1\tB2\t1\na2\tB1\t1\n")
 
     def train(lexicon, max_update, *extra, check=True):
-        return run_cli(
-            "fairseq-train",
-            toy_data / "bin",
-            "--user-dir",
-            os.path.join(REPO, "fairseq_lexical"),
-            "--arch",
-            "lex_lstm_small",
-            "--lexicon",
-            lexicon,
-            "--criterion",
-            "lexical_cross_entropy",
-            "--optimizer",
-            "adam",
-            "--lr",
-            "0.005",
-            "--batch-size",
-            "8",
-            "--max-update",
-            max_update,
-            "--save-dir",
-            tmp_path / "ckpt",
-            "--no-epoch-checkpoints",
-            "--num-workers",
-            "0",
-            "--seed",
-            "3",
-            "--log-format",
-            "simple",
-            *extra,
-            check=check,
+        options = ("--arch", "lex_lstm_small", "--lexicon", lexicon, *extra)
+        argv = tiny_train_args(
+            toy_data / "bin", tmp_path / "ckpt", *options, updates=max_update, seed=3, log_format="simple"
         )
+        return run_cli("fairseq-train", *argv, check=check)
 
     first = train(toy_data / "lexicon.tsv", 3)
     refused = train(other, 6, check=False)

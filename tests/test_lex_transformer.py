@@ -3,14 +3,12 @@ fairseq's Transformer, repeated source tokens add their copy mass, and the scatt
 as described in docs/transformer.md."""
 
 import math
-import os
-import re
 import shutil
 
 import pytest
 import torch
 
-from conftest import REPO, build_model, run_cli, tool_module
+from conftest import binarise, build_model, tool_module
 from model_checks import (
     assert_beam_scores_match_teacher_forcing,
     assert_incremental_matches_teacher_forcing,
@@ -40,24 +38,7 @@ SPECIALS = ["<s>", "<pad>", "</s>", "<unk>"]
 def joined_data(toy_data, tmp_path_factory):
     """The toy corpus binarised with one joined dictionary (what --share-all-embeddings and the PGN need)."""
     dest = tmp_path_factory.mktemp("toy_joined") / "bin"
-    run_cli(
-        "fairseq-preprocess",
-        "--source-lang",
-        "src",
-        "--target-lang",
-        "tgt",
-        "--joined-dictionary",
-        "--trainpref",
-        toy_data / "train",
-        "--validpref",
-        toy_data / "valid",
-        "--testpref",
-        toy_data / "test",
-        "--destdir",
-        dest,
-        "--workers",
-        "1",
-    )
+    binarise(toy_data, dest, "--joined-dictionary")
     return dest
 
 
@@ -378,66 +359,7 @@ def test_option_errors_are_clear(toy_data):
         tiny(toy_data / "bin", "--lexicon", "identity", "--gate-features", "hidden,foo")
 
 
-# -- through the command-line programs -------------------------------------------------------------------------------
-@pytest.mark.slow
-def test_train_and_generate_from_the_checkpoint_alone(toy_data, tmp_path):
-    user_dir = os.path.join(REPO, "fairseq_lexical")
-    lexicon = tmp_path / "lexicon.tsv"
-    shutil.copy(toy_data / "lexicon.tsv", lexicon)
-    proc = run_cli(
-        "fairseq-train",
-        toy_data / "bin",
-        "--user-dir",
-        user_dir,
-        "--arch",
-        "lex_transformer_tiny",
-        "--lexicon",
-        lexicon,
-        "--criterion",
-        "lexical_cross_entropy",
-        "--optimizer",
-        "adam",
-        "--lr",
-        "0.005",
-        "--batch-size",
-        "8",
-        "--max-update",
-        "16",
-        "--save-dir",
-        tmp_path / "ckpt",
-        "--no-epoch-checkpoints",
-        "--num-workers",
-        "0",
-        "--log-format",
-        "simple",
-        "--log-interval",
-        "4",
-        "--seed",
-        "3",
-    )
-    log = proc.stdout + proc.stderr
-    assert re.search(
-        r"valid on 'valid' subset \| loss [\d.]+ \| nll_loss [\d.]+ \| p_gate [\d.]+ \| exact_match [\d.]+ \| ppl", log
-    )
-    lexicon.unlink()  # generation must need nothing but the checkpoint
-    proc = run_cli(
-        "fairseq-generate",
-        toy_data / "bin",
-        "--user-dir",
-        user_dir,
-        "--path",
-        tmp_path / "ckpt" / "checkpoint_last.pt",
-        "--gen-subset",
-        "test",
-        "--beam",
-        "5",
-        "--batch-size",
-        "16",
-    )
-    hyps = [line for line in proc.stdout.splitlines() if line.startswith("H-")]
-    assert sorted(int(h.split("\t")[0][2:]) for h in hyps) == list(range(20))
-
-
+# (trained and decoded through the command-line programs: tests/test_cli_end_to_end.py, with every family)
 def test_benchmark_transformer_comparison_runs_at_a_tiny_size():
     import argparse
 

@@ -1,7 +1,6 @@
 """`lla_lstm` (Thrush 2020): the LLA units, the loss routing, the schedule, decoding = teacher forcing, the CLIs."""
 
 import math
-import os
 import re
 
 import pytest
@@ -9,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 import fairseq_lexical  # noqa: F401  (registers the models; allow-lists fairseq checkpoints for torch.load)
-from conftest import REPO, build_model, run_cli
+from conftest import build_model
 from model_checks import (
     assert_beam_scores_match_teacher_forcing,
     assert_incremental_matches_teacher_forcing,
@@ -19,7 +18,6 @@ from model_checks import (
 )
 
 PAIRS = [("a1 twice and a2", "B1 B1 B2"), ("a3", "B3"), ("a4 and a5 twice", "B4 B5 B5"), ("a6 and a1", "B6 B1")]
-USER_DIR = os.path.join(REPO, "fairseq_lexical")
 
 VARIANTS = {
     "paper": [],
@@ -278,39 +276,10 @@ def test_incremental_and_beam_decoding_reproduce_teacher_forcing(toy_data, varia
 
 
 @pytest.fixture(scope="module")
-def trained(toy_data, tmp_path_factory):
-    work = tmp_path_factory.mktemp("lla_cli")
-    proc = run_cli(
-        "fairseq-train",
-        toy_data / "bin",
-        "--user-dir",
-        USER_DIR,
-        "--arch",
-        "lla_lstm_small",
-        "--lexicon-unit-epochs",
-        "2",
-        "--max-epoch",
-        "4",
-        "--criterion",
-        "lexical_cross_entropy",
-        "--optimizer",
-        "adam",
-        "--lr",
-        "0.005",
-        "--batch-size",
-        "8",
-        "--save-dir",
-        work / "ckpt",
-        "--num-workers",
-        "0",
-        "--log-format",
-        "simple",
-        "--log-interval",
-        "5",
-        "--seed",
-        "3",
-    )
-    return work, proc.stdout + proc.stderr
+def trained(tiny_runs):
+    """The session's lla_lstm run (tests/test_cli_end_to_end.py decodes it): the schedule of TINY_RUNS."""
+    run = tiny_runs("lla_lstm")
+    return run.dir, run.log
 
 
 @pytest.mark.slow
@@ -336,30 +305,8 @@ def test_training_log_shows_the_schedule_and_the_auxiliary_losses(trained):
 @pytest.mark.slow
 def test_checkpoints_change_only_the_scheduled_modules(trained):
     work, _ = trained
-    states = [torch.load(work / "ckpt" / f"checkpoint{e}.pt")["model"] for e in (1, 2, 3)]
+    states = [torch.load(work / f"checkpoint{e}.pt")["model"] for e in (1, 2, 3)]
     lexicon = {"encoder.lexicon_unit.weight"}
     changed = [{k for k in states[0] if not torch.equal(states[i][k], states[i + 1][k])} for i in (0, 1)]
     assert changed[0] == lexicon  # epoch 2: the Lexicon Unit alone
     assert changed[1] == set(states[0]) - lexicon  # epoch 3: everything else, the Lexicon Unit frozen
-
-
-@pytest.mark.slow
-def test_generate_beam5_translates_every_sentence(toy_data, trained):
-    work, _ = trained
-    proc = run_cli(
-        "fairseq-generate",
-        toy_data / "bin",
-        "--user-dir",
-        USER_DIR,
-        "--path",
-        work / "ckpt" / "checkpoint_last.pt",
-        "--gen-subset",
-        "test",
-        "--beam",
-        "5",
-        "--batch-size",
-        "16",
-    )
-    hyps = [line for line in proc.stdout.splitlines() if line.startswith("H-")]
-    assert sorted(int(h.split("\t")[0][2:]) for h in hyps) == list(range(20))
-    assert all(math.isfinite(float(h.split("\t")[1])) for h in hyps)

@@ -1,7 +1,6 @@
 """The `lla_translation` task: Thrush (2020)'s LLA schedule and model selection in one fairseq-train call."""
 
 import math
-import os
 import re
 import tempfile
 
@@ -9,10 +8,9 @@ import pytest
 import torch
 
 import fairseq_lexical  # noqa: F401  (registers the task, the models and the criterion)
-from conftest import REPO, build_model, run_cli
+from conftest import build_model, run_cli, tiny_train_args
 from model_checks import trained_parameters
 
-USER_DIR = os.path.join(REPO, "fairseq_lexical")
 PAIRS = [("a1 twice and a2", "B1 B1 B2"), ("a3", "B3"), ("a4 and a5 twice", "B4 B5 B5"), ("a6 and a1", "B6 B1")]
 INF = float("inf")
 
@@ -269,34 +267,17 @@ def test_bad_input_names_the_option(toy_data):
 
 # -- one call equals the two calls --------------------------------------------------------------------------------
 
-COMMON = [
-    "--user-dir",
-    USER_DIR,
-    "--arch",
-    "lla_lstm_small",
-    "--lexicon-unit-epochs",
-    "2",
-    "--criterion",
-    "lexical_cross_entropy",
-    "--optimizer",
-    "adam",
-    "--lr",
-    "0.005",
-    "--required-batch-size-multiple",
-    "1",
-    "--seed",
-    "3",
-    "--log-format",
-    "simple",
-    "--log-interval",
-    "100",
-    "--num-workers",
-    "0",
-    "--validate-interval",
-    "1",
-    "--save-interval",
-    "1",
-]
+
+def train(toy_data, save, *options, batch_size, **settings):
+    """fairseq-train of this section's lla_lstm_small (two Lexicon Unit epochs, a validation and a checkpoint every
+    epoch); the log."""
+    options = ("--arch", "lla_lstm_small", "--lexicon-unit-epochs", "2", *options, "--validate-interval", "1")
+    options += ("--save-interval", "1", "--required-batch-size-multiple", "1")
+    settings = dict(batch_size=batch_size, seed=3, log_interval=100, **settings)
+    proc = run_cli("fairseq-train", *tiny_train_args(toy_data / "bin", save, *options, **settings))
+    return proc.stdout + proc.stderr
+
+
 VALID_LINE = re.compile(
     r"epoch (\d+) \| valid on 'valid' subset \| loss ([\d.]+) \| nll_loss ([\d.]+) \| "
     r"exact_match ([\d.]+) \| aux_adversary ([\d.]+) \| aux_lexicon ([\d.]+)"
@@ -306,64 +287,20 @@ VALID_LINE = re.compile(
 def two_calls(toy_data, save):
     """docs/lla.md's two calls: Lexicon Unit epochs at batch 4, the Lexicon Unit of the best validation BCE put into
     checkpoint_last.pt, then epochs 3-5 at batch 16 (the recipe's procedure, with every epoch's checkpoint kept)."""
-    log = run_cli(
-        "fairseq-train",
-        toy_data / "bin",
-        *COMMON,
-        "--save-dir",
-        save,
-        "--no-epoch-checkpoints",
-        "--batch-size",
-        "4",
-        "--max-epoch",
-        "2",
-        "--best-checkpoint-metric",
-        "aux_lexicon",
-    )
-    log = log.stdout + log.stderr
+    log = train(toy_data, save, "--max-epoch", "2", "--best-checkpoint-metric", "aux_lexicon", batch_size=4)
     best, last = (torch.load(save / f"checkpoint_{n}.pt", weights_only=False) for n in ("best", "last"))
     last["model"].update({k: v for k, v in best["model"].items() if k.startswith("encoder.lexicon_unit.")})
     last["extra_state"].pop("best")
     torch.save(last, save / "checkpoint_last.pt")
-    proc = run_cli(
-        "fairseq-train",
-        toy_data / "bin",
-        *COMMON,
-        "--save-dir",
-        save,
-        "--batch-size",
-        "16",
-        "--max-epoch",
-        "5",
-        "--best-checkpoint-metric",
-        "exact_match",
-        "--maximize-best-checkpoint-metric",
-    )
-    return log + proc.stdout + proc.stderr
+    options = ("--max-epoch", "5", "--best-checkpoint-metric", "exact_match", "--maximize-best-checkpoint-metric")
+    return log + train(toy_data, save, *options, batch_size=16, epoch_checkpoints=True)
 
 
 @pytest.mark.slow
 def test_one_call_equals_the_two_calls_and_keeps_the_first_best_epoch(toy_data, tmp_path):
-    one = run_cli(
-        "fairseq-train",
-        toy_data / "bin",
-        *COMMON,
-        "--save-dir",
-        tmp_path / "one",
-        "--task",
-        "lla_translation",
-        "--lexicon-unit-batch-size",
-        "4",
-        "--batch-size",
-        "16",
-        "--max-epoch",
-        "5",
-        "--no-epoch-checkpoints",
-        "--best-checkpoint-metric",
-        "lla_selection",
-        "--maximize-best-checkpoint-metric",
-    )
-    one = one.stdout + one.stderr
+    options = ("--task", "lla_translation", "--lexicon-unit-batch-size", "4", "--max-epoch", "5")
+    options += ("--best-checkpoint-metric", "lla_selection", "--maximize-best-checkpoint-metric")
+    one = train(toy_data, tmp_path / "one", *options, batch_size=16)
     two = two_calls(toy_data, tmp_path / "two")
     assert VALID_LINE.findall(one) == VALID_LINE.findall(two) and len(VALID_LINE.findall(one)) == 5
     scores = {int(v[0]): float(v[3]) for v in VALID_LINE.findall(two) if int(v[0]) > 2}

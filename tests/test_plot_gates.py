@@ -10,11 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import REPO, build_model, run_cli
+from conftest import REPO, build_model
 from model_checks import moved_to, toy_batch
 
 TOOL = os.path.join(REPO, "tools", "plot_gates.py")
-USER_DIR = os.path.join(REPO, "fairseq_lexical")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 SOURCE, TARGET = "a1 twice and a2", "B1 B1 B2"
 
@@ -205,39 +204,9 @@ def test_missing_checkpoint_is_reported_before_loading_anything(toy_data, tmp_pa
 
 
 @pytest.fixture(scope="module")
-def checkpoint(toy_data, tmp_path_factory):
-    """A few updates of lex_lstm_small, trained as in test_cli_end_to_end."""
-    work = tmp_path_factory.mktemp("gates")
-    run_cli(
-        "fairseq-train",
-        toy_data / "bin",
-        "--user-dir",
-        USER_DIR,
-        "--arch",
-        "lex_lstm_small",
-        "--lexicon",
-        toy_data / "lexicon.tsv",
-        "--criterion",
-        "lexical_cross_entropy",
-        "--optimizer",
-        "adam",
-        "--lr",
-        "0.005",
-        "--batch-size",
-        "8",
-        "--max-update",
-        "10",
-        "--save-dir",
-        work / "ckpt",
-        "--no-epoch-checkpoints",
-        "--num-workers",
-        "0",
-        "--log-format",
-        "simple",
-        "--seed",
-        "3",
-    )
-    return work / "ckpt" / "checkpoint_last.pt"
+def checkpoint(tiny_runs):
+    """The session's lex_lstm run (TINY_RUNS): its last checkpoint."""
+    return tiny_runs("lex_lstm").checkpoint
 
 
 def plot_gates(*args):

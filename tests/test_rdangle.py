@@ -1,17 +1,16 @@
 """`rdangle_transformer` (R-Dangle, Zheng & Lapata 2023): incremental and beam decoding with re-encoding points
 score exactly as teacher forcing, the stacked training equals the per-prefix loop, intervals behave as eqs. 11-13
 say, relative positions follow the authors' code or Shaw et al. (appendix C), the head reads fp32 attention, old
-checkpoints keep their positions, and the command-line programs train and decode it."""
+checkpoints keep their positions (the command-line programs train and decode it in tests/test_cli_end_to_end.py)."""
 
 import argparse
 import math
 import os
-import re
 
 import pytest
 import torch
 
-from conftest import REPO, build_model, run_cli, save_checkpoint, tool_module
+from conftest import REPO, build_model, save_checkpoint, tool_module
 from model_checks import (
     assert_beam_scores_match_teacher_forcing,
     assert_incremental_matches_teacher_forcing,
@@ -708,67 +707,3 @@ def test_benchmark_rdangle_comparison_runs_at_a_tiny_size():
         "rdangle o=once",
         "rdangle o=1 per-prefix loop",
     ]
-
-
-@pytest.mark.slow
-def test_train_and_generate_through_the_command_line(toy_data, tmp_path):
-    user_dir = os.path.join(REPO, "fairseq_lexical")
-    proc = run_cli(
-        "fairseq-train",
-        toy_data / "bin",
-        "--user-dir",
-        user_dir,
-        "--arch",
-        "rdangle_transformer_tiny",
-        "--kv-mode",
-        "sep",
-        "--reencode-interval",
-        "2",
-        "--reencode-chunk-size",
-        "8",
-        "--relative-positions",
-        "4",
-        "--lexicon",
-        toy_data / "lexicon.tsv",
-        "--criterion",
-        "lexical_cross_entropy",
-        "--optimizer",
-        "adam",
-        "--lr",
-        "0.005",
-        "--batch-size",
-        "8",
-        "--max-update",
-        "12",
-        "--save-dir",
-        tmp_path / "ckpt",
-        "--no-epoch-checkpoints",
-        "--num-workers",
-        "0",
-        "--log-format",
-        "simple",
-        "--log-interval",
-        "4",
-        "--seed",
-        "3",
-    )
-    log = proc.stdout + proc.stderr
-    assert re.search(
-        r"valid on 'valid' subset \| loss [\d.]+ \| nll_loss [\d.]+ \| p_gate [\d.]+ \| exact_match [\d.]+ \| ppl", log
-    )
-    proc = run_cli(
-        "fairseq-generate",
-        toy_data / "bin",
-        "--user-dir",
-        user_dir,
-        "--path",
-        tmp_path / "ckpt" / "checkpoint_last.pt",
-        "--gen-subset",
-        "test",
-        "--beam",
-        "5",
-        "--batch-size",
-        "16",
-    )
-    hyps = [line for line in proc.stdout.splitlines() if line.startswith("H-")]
-    assert sorted(int(h.split("\t")[0][2:]) for h in hyps) == list(range(20))

@@ -3,11 +3,9 @@ lines, the lla rows' epoch selection and the updates they report. The records be
 run (lstm_plain_small on the toy task, --log-interval 2, 3 epochs) with --log-format json, and the same run with
 --log-format simple (the format of logs written before the switch, and of examples/cat_oci)."""
 
-import os
-
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import run_cli, tiny_train_args
 from recipes.fairseq_log import read_records, records, training_progress, training_summary, validation_metric
 
 JSON_LOG = (
@@ -99,35 +97,9 @@ def test_json_and_simple_logs_of_the_same_run_read_the_same(toy_data, tmp_path):
     """Two real fairseq-train runs, identical but for --log-format: every reader gives the same answer."""
     logs = {}
     for fmt in ("json", "simple"):
-        proc = run_cli(
-            "fairseq-train",
-            toy_data / "bin",
-            "--user-dir",
-            os.path.join(REPO, "fairseq_lexical"),
-            "--arch",
-            "lstm_plain_small",
-            "--criterion",
-            "lexical_cross_entropy",
-            "--optimizer",
-            "adam",
-            "--lr",
-            "0.005",
-            "--batch-size",
-            "16",
-            "--max-epoch",
-            "3",
-            "--seed",
-            "3",
-            "--save-dir",
-            tmp_path / fmt,
-            "--no-epoch-checkpoints",
-            "--log-format",
-            fmt,
-            "--log-interval",
-            "2",
-            "--num-workers",
-            "0",
-        )
+        options = ("--arch", "lstm_plain_small", "--max-epoch", "3")
+        settings = dict(batch_size=16, seed=3, log_format=fmt, log_interval=2)
+        proc = run_cli("fairseq-train", *tiny_train_args(toy_data / "bin", tmp_path / fmt, *options, **settings))
         logs[fmt] = tmp_path / f"{fmt}.log"
         logs[fmt].write_text(proc.stdout + proc.stderr)
     json_log, simple_log = str(logs["json"]), str(logs["simple"])

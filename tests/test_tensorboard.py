@@ -6,10 +6,9 @@ import re
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import run_cli, tiny_train_args
 
 pytestmark = pytest.mark.slow
-USER_DIR = os.path.join(REPO, "fairseq_lexical")
 
 
 def read_scalars(logdir):
@@ -29,39 +28,10 @@ def test_tensorboard_records_loss_p_gate_and_exact_match(toy_data, tmp_path, mon
     )
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # a tiny model: more threads only wait on each other
     logdir = tmp_path / "tb"
-    proc = run_cli(
-        "fairseq-train",
-        toy_data / "bin",
-        "--user-dir",
-        USER_DIR,
-        "--arch",
-        "lex_lstm_small",
-        "--lexicon",
-        toy_data / "lexicon.tsv",
-        "--criterion",
-        "lexical_cross_entropy",
-        "--optimizer",
-        "adam",
-        "--lr",
-        "0.005",
-        "--batch-size",
-        "8",
-        "--max-update",
-        "16",
-        "--save-dir",
-        tmp_path / "ckpt",
-        "--no-save",
-        "--num-workers",
-        "0",
-        "--log-format",
-        "simple",
-        "--log-interval",
-        "4",
-        "--seed",
-        "3",
-        "--tensorboard-logdir",
-        logdir,
-    )
+    options = ("--arch", "lex_lstm_small", "--lexicon", toy_data / "lexicon.tsv", "--no-save")
+    options += ("--tensorboard-logdir", logdir)
+    argv = tiny_train_args(toy_data / "bin", tmp_path / "ckpt", *options, updates=16, seed=3, log_interval=4)
+    proc = run_cli("fairseq-train", *argv)
     log = proc.stdout + proc.stderr
     assert "tensorboard not found" not in log
     # fairseq writes one run per progress-bar tag: train_inner (every --log-interval), train (epoch), valid

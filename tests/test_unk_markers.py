@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import REPO, binarise, run_cli, tiny_generate_args, tiny_train_args
 
 from lexical_offline import unk_markers as um
 
@@ -180,89 +180,16 @@ def test_marker_pipeline_with_pgn_transformer_end_to_end(tmp_path):
         marked = [um.mark(s.split(), t.split(), words, num_markers) for s, t in data]
         (tmp_path / f"{split}.pg.src").write_text("".join(" ".join(m[0]) + "\n" for m in marked))
         (tmp_path / f"{split}.pg.tgt").write_text("".join(" ".join(m[1]) + "\n" for m in marked))
-    run_cli(
-        "fairseq-preprocess",
-        "--source-lang",
-        "src",
-        "--target-lang",
-        "tgt",
-        "--joined-dictionary",
-        "--srcdict",
-        tmp_path / "dict.txt",
-        "--trainpref",
-        tmp_path / "train.pg",
-        "--validpref",
-        tmp_path / "valid.pg",
-        "--testpref",
-        tmp_path / "test.pg",
-        "--destdir",
-        tmp_path / "bin",
-        "--workers",
-        "1",
-    )
-    user_dir = os.path.join(REPO, "fairseq_lexical")
-    size = [
-        "--encoder-layers",
-        "1",
-        "--decoder-layers",
-        "1",
-        "--encoder-embed-dim",
-        "32",
-        "--decoder-embed-dim",
-        "32",
-        "--encoder-ffn-embed-dim",
-        "64",
-        "--decoder-ffn-embed-dim",
-        "64",
-        "--share-all-embeddings",
-    ]
-    run_cli(
-        "fairseq-train",
-        tmp_path / "bin",
-        "--user-dir",
-        user_dir,
-        "--arch",
-        "pgn_transformer",
-        *size,
-        "--criterion",
-        "lexical_cross_entropy",
-        "--optimizer",
-        "adam",
-        "--lr",
-        "0.005",
-        "--batch-size",
-        "32",
-        "--max-update",
-        "100",
-        "--save-dir",
-        tmp_path / "ckpt",
-        "--no-epoch-checkpoints",
-        "--no-save-optimizer-state",
-        "--disable-validation",
-        "--save-interval",
-        "1000",
-        "--num-workers",
-        "0",
-        "--log-format",
-        "simple",
-        "--seed",
-        "1",
-        "--dropout",
-        "0",
-    )
+    binarise(tmp_path, tmp_path / "bin", "--joined-dictionary", "--srcdict", tmp_path / "dict.txt", name="{}.pg")
+    size = ["--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "32", "--decoder-embed-dim", "32"]
+    size += ["--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64", "--share-all-embeddings"]
+    options = ("--arch", "pgn_transformer", *size, "--no-save-optimizer-state", "--save-interval", "1000")
+    options += ("--dropout", "0")
+    settings = dict(updates=100, batch_size=32, log_format="simple", validation=False)
+    run_cli("fairseq-train", *tiny_train_args(tmp_path / "bin", tmp_path / "ckpt", *options, **settings))
+    checkpoint = tmp_path / "ckpt" / "checkpoint_last.pt"
     gen = run_cli(
-        "fairseq-generate",
-        tmp_path / "bin",
-        "--user-dir",
-        user_dir,
-        "--path",
-        tmp_path / "ckpt" / "checkpoint_last.pt",
-        "--gen-subset",
-        "test",
-        "--beam",
-        "5",
-        "--batch-size",
-        "32",
+        "fairseq-generate", *tiny_generate_args(tmp_path / "bin", checkpoint, "--beam", "5", "--batch-size", "32")
     )
     (tmp_path / "gen.out").write_text(gen.stdout)
     _tool(
