@@ -319,8 +319,10 @@ def tiny_train_args(
     """fairseq-train's arguments (after the program's name) for a tiny run of the tests: every test that trains
     builds its command here. ``options``: the architecture, its lexicon and the run's own options (schedule,
     logging, distributed or mixed-precision training, ...); the keywords: what most runs set (``updates``:
-    --max-update; ``seed`` 1 is fairseq's default; ``log_interval`` alone logs in the simple format)."""
-    argv = [data, "--user-dir", user_dir, *options, "--criterion", criterion, "--optimizer", "adam"]
+    --max-update; ``seed`` 1 is fairseq's default; ``log_interval`` alone logs in the simple format; ``user_dir``
+    None: stock fairseq, without the plugin)."""
+    argv = [data, *(["--user-dir", user_dir] if user_dir else []), *options, "--criterion", criterion]
+    argv += ["--optimizer", "adam"]
     argv += ["--lr", lr, "--batch-size", batch_size, "--seed", seed, "--num-workers", 0, "--save-dir", save_dir]
     if updates is not None:
         argv += ["--max-update", updates]

@@ -42,6 +42,13 @@ from fairseq.models.transformer.transformer_legacy import TransformerModel
 from fairseq.models.transformer.transformer_legacy import base_architecture as transformer_base_architecture
 
 from .keep_best_hub import KeepBestHub
+from .pretrained import (
+    PRETRAINED_GATE_BIAS,
+    PretrainedCheckpointError,
+    complete_pretrained_state,
+    refused,
+    take_pretrained_structure,
+)
 from .lexical_decoder import (
     GateFeatures,
     LexicalDecoder,
@@ -221,6 +228,14 @@ class LexTransformerModel(KeepBestHub, TransformerModel):
             "scatter of the attention (repeated tokens overwrite each other) followed by a "
             "softmax over the vocabulary (nearly uniform); see docs/transformer.md",
         )
+        parser.add_argument(
+            "--pretrained-gate-bias",
+            type=float,
+            metavar="B",
+            help=f"fine-tuning a stock Transformer (--finetune-from-model): the gate's initial bias, p_gate = "
+            f"sigmoid(B) (default {PRETRAINED_GATE_BIAS}: 0.999, the pretrained model's distribution to within "
+            f"0.001; docs/pretrained.md)",
+        )
 
     @classmethod
     def build_model(cls, args, task):
@@ -234,7 +249,13 @@ class LexTransformerModel(KeepBestHub, TransformerModel):
             A LexTransformerModel.
         """
         lex_transformer_base(args)
+        try:
+            # fine-tuning a stock Transformer: its sizes
+            take_pretrained_structure(args, task.source_dictionary, task.target_dictionary)
+        except PretrainedCheckpointError as e:
+            refused(e)
         model = super().build_model(args, task)
+        model.pretrained_gate_bias = args.pretrained_gate_bias
         encoder, decoder = model.encoder, model.decoder
         layer, heads = alignment_of(args, decoder.num_layers, args.decoder_attention_heads)
         sizes = {
@@ -258,6 +279,15 @@ class LexTransformerModel(KeepBestHub, TransformerModel):
             )
         return model
 
+    def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
+        """fairseq's, for a stock Transformer's weights too: the head they lack is added, its gate towards p_write
+        (pretrained.complete_pretrained_state)."""
+        try:
+            state_dict = complete_pretrained_state(self, state_dict, self.pretrained_gate_bias)
+        except PretrainedCheckpointError as e:
+            refused(e)
+        return super().load_state_dict(state_dict, strict, model_cfg, args)
+
     @classmethod
     def build_encoder(cls, args, src_dict, embed_tokens):
         """A LexTransformerEncoder for ``src_dict`` over ``embed_tokens`` (V_x x C_x)."""
@@ -274,6 +304,7 @@ class LexTransformerModel(KeepBestHub, TransformerModel):
 def lex_transformer_base(args):
     """fairseq's `transformer` sizes (6 + 6 layers, 512, 8 heads, FFN 2048) with the lexical head."""
     args.copy_scatter_softmax = getattr(args, "copy_scatter_softmax", False)
+    args.pretrained_gate_bias = getattr(args, "pretrained_gate_bias", PRETRAINED_GATE_BIAS)
     lexical_decoder_defaults(args, TRANSFORMER_GATE_FEATURES, alignment=True)
     transformer_base_architecture(args)
 

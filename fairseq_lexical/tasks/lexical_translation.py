@@ -15,8 +15,6 @@ the program as argparse ends it: one line, exit status 2. Elsewhere (the hub, Py
 """
 
 import logging
-import os
-import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -28,6 +26,7 @@ from fairseq.dataclass import ChoiceEnum
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
+from ..errors import usage_error
 from ..modules.lexicon_override import apply_override
 from ..sequence_generator import (
     BEAM_SEARCHES,
@@ -139,13 +138,6 @@ class LexicalTranslationTask(TranslationTask):
             prefix_allowed_tokens_fn=prefix_allowed_tokens_fn,
             fairseq_build=super().build_generator,
         )
-
-
-def usage_error(message: str):
-    """End the program on a bad option as argparse does (fairseq-generate's own argument errors): one line on
-    stderr, exit status 2; a traceback would bury the message."""
-    print(f"{os.path.basename(sys.argv[0]) or 'fairseq'}: error: {message}", file=sys.stderr)
-    raise SystemExit(2)
 
 
 def random_order_batches(
