@@ -382,7 +382,7 @@ TINY_RUNS = {
     ),
     # the LLA schedule: two epochs of the Lexicon Unit alone, then two of the other modules (every epoch's checkpoint)
     "lla_lstm": tiny_spec(
-        *("--arch", "lla_lstm_small", "--lexicon-unit-epochs", 2, "--max-epoch", 4),
+        *("--arch", "lla_lstm_small", "--task", "lla_translation", "--lexicon-unit-epochs", 2, "--max-epoch", 4),
         seed=3,
         log_interval=5,
         epoch_checkpoints=True,

@@ -140,7 +140,7 @@ def test_bf16_training_on_the_cpu_every_architecture(toy_data, tmp_path):
         "lex_lstm": ("--arch", "lex_lstm_small", *lexicon),
         "lex_transformer": ("--arch", "lex_transformer_tiny", *lexicon),
         "rdangle": ("--arch", "rdangle_transformer_tiny", "--reencode-interval", "2", *lexicon),
-        "lla_lstm": ("--arch", "lla_lstm_small", "--lexicon-unit-joint"),
+        "lla_lstm": ("--arch", "lla_lstm_small", "--task", "lla_translation", "--lexicon-unit-joint"),
     }
     settings = dict(updates=6, seed=3, log_interval=2, validation=False)
     jobs = {

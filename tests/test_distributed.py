@@ -74,6 +74,7 @@ def jobs(toy, joined_bin, lexicon, soft_lexicon, save_dir):
             "lla_lstm",
             bin_,
             *("--arch", "lla_lstm_small", "--lexicon-unit-epochs", "1", "--max-epoch", "2"),
+            *("--task", "lla_translation", "--lexicon-unit-selection", "last"),  # (no validation here)
             "--find-unused-parameters",
         ),
         # source keys re-encoded with the target prefix every 2 steps, with the copy head on top

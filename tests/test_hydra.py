@@ -20,7 +20,11 @@ FAMILIES = {
         ["model.reencode_interval=2", "model.lexicon={lexicon}"],
         ["--reencode-interval", "2", "--lexicon", "{lexicon}"],
     ),
-    "lla_lstm": ("lla_lstm_small", ["model.lexicon_unit_joint=true"], ["--lexicon-unit-joint"]),
+    "lla_lstm": (
+        "lla_lstm_small",
+        ["model.lexicon_unit_epochs=0", "model.lexicon_unit_joint=true"],
+        ["--lexicon-unit-epochs", "0", "--lexicon-unit-joint"],
+    ),
 }
 
 

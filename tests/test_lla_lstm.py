@@ -31,8 +31,11 @@ VARIANTS = {
 
 
 def make(toy_data, *extra, seed=0):
+    """An lla_lstm_small under lla_translation, the task that tells it the epoch (its schedule); the unit of the
+    last Lexicon Unit epoch kept (no validation here)."""
     torch.manual_seed(seed)
-    return build_model(toy_data / "bin", "--arch", "lla_lstm_small", *extra)
+    task = ("--task", "lla_translation", "--lexicon-unit-selection", "last")
+    return build_model(toy_data / "bin", "--arch", "lla_lstm_small", *task, *extra)
 
 
 def lexicon_names(model):
@@ -310,3 +313,19 @@ def test_checkpoints_change_only_the_scheduled_modules(trained):
     changed = [{k for k in states[0] if not torch.equal(states[i][k], states[i + 1][k])} for i in (0, 1)]
     assert changed[0] == lexicon  # epoch 2: the Lexicon Unit alone
     assert changed[1] == set(states[0]) - lexicon  # epoch 3: everything else, the Lexicon Unit frozen
+
+
+def test_the_schedule_needs_a_task_that_tells_the_epoch(toy_data):
+    """fairseq tells only the task the epoch; the model patches no task. Under fairseq's translation task the first
+    training step says to use lla_translation; decoding, and training without a schedule, work under any task."""
+    torch.manual_seed(0)
+    model, task, _ = build_model(toy_data / "bin", "--arch", "lla_lstm_small")
+    net = toy_batch(task, PAIRS)["net_input"]
+    assert task.begin_epoch.__func__ is type(task).begin_epoch  # the task object is left as it was
+    with pytest.raises(RuntimeError, match="train it with --task lla_translation"):
+        model.train()(**net)
+    model.eval()(**net)
+    joint, task, _ = build_model(
+        toy_data / "bin", "--arch", "lla_lstm_small", "--lexicon-unit-epochs", "0", "--lexicon-unit-joint"
+    )
+    joint.train()(**net)

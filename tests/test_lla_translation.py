@@ -93,13 +93,6 @@ def test_the_task_tells_the_model_the_epoch_lexicon_unit_alone_then_frozen(toy_d
     assert model.epoch == 3 and "frozen" in model.phase
 
 
-def test_the_translation_task_still_runs_the_models_schedule(toy_data):
-    model, task, _ = build_model(toy_data / "bin", "--arch", "lla_lstm_small", "--lexicon-unit-epochs", "1")
-    assert "begin_epoch" in vars(task)  # fairseq tells a model no epoch: the hook on this task object stays
-    task.begin_epoch(2, model)
-    assert model.epoch == 2 and "frozen" in model.phase
-
-
 # -- Lexicon Unit selection ---------------------------------------------------------------------------------------
 
 
@@ -287,13 +280,14 @@ VALID_LINE = re.compile(
 def two_calls(toy_data, save):
     """docs/lla.md's two calls: Lexicon Unit epochs at batch 4, the Lexicon Unit of the best validation BCE put into
     checkpoint_last.pt, then epochs 3-5 at batch 16 (the recipe's procedure, with every epoch's checkpoint kept)."""
-    log = train(toy_data, save, "--max-epoch", "2", "--best-checkpoint-metric", "aux_lexicon", batch_size=4)
+    per_call = ("--task", "lla_translation", "--lexicon-unit-selection", "last")  # the schedule; no selection
+    log = train(toy_data, save, *per_call, "--max-epoch", "2", "--best-checkpoint-metric", "aux_lexicon", batch_size=4)
     best, last = (torch.load(save / f"checkpoint_{n}.pt", weights_only=False) for n in ("best", "last"))
     last["model"].update({k: v for k, v in best["model"].items() if k.startswith("encoder.lexicon_unit.")})
     last["extra_state"].pop("best")
     torch.save(last, save / "checkpoint_last.pt")
     options = ("--max-epoch", "5", "--best-checkpoint-metric", "exact_match", "--maximize-best-checkpoint-metric")
-    return log + train(toy_data, save, *options, batch_size=16, epoch_checkpoints=True)
+    return log + train(toy_data, save, *per_call, *options, batch_size=16, epoch_checkpoints=True)
 
 
 @pytest.mark.slow

@@ -39,10 +39,15 @@ from .keep_best_hub import KeepBestHub
 
 logger = logging.getLogger(__name__)
 
-# A task class whose begin_epoch calls ``model.set_epoch(epoch)`` itself (tasks/lla_translation.py) sets this class
-# attribute to True; the model then leaves the task alone. Any other task gets the fallback of _install_epoch_hook.
-# (A name, not an isinstance check: the model imports no task module, the task module imports this one.)
+# A task class whose begin_epoch calls ``model.set_epoch(epoch)`` (tasks/lla_translation.py) sets this class
+# attribute to True: the schedule reaches the model through the task's own hook. (A name, not an isinstance check:
+# the model imports no task module, the task module imports this one.)
 TASK_SETS_MODEL_EPOCH = "sets_model_epoch"
+NO_EPOCH = (
+    "lla_lstm trains in phases by epoch (--lexicon-unit-epochs {n}: the Lexicon Unit alone first), and fairseq tells "
+    "only the task the epoch: train it with --task lla_translation, whose begin_epoch passes the epoch on ({task} "
+    "does not); or give --lexicon-unit-epochs 0 --lexicon-unit-joint to train every module from the start"
+)
 
 DEFAULT_MAX_POSITIONS = int(1e5)
 
@@ -319,6 +324,9 @@ class LLALSTMModel(KeepBestHub, FairseqEncoderDecoderModel):
         self.lexicon_unit_joint = args.lexicon_unit_joint
         self.epoch: Optional[int] = None
         self.phase = "all modules (no epoch set)"
+        # build_model's task: whether it tells the model the epoch (a model built otherwise, e.g. in a test, is
+        # told by set_epoch or trains every module)
+        self.task_sets_epoch, self.task_name = True, "the task"
 
     @staticmethod
     def add_args(parser):
@@ -454,9 +462,10 @@ class LLALSTMModel(KeepBestHub, FairseqEncoderDecoderModel):
             adversary = LexiconAdversary(
                 2 * args.num_layers * args.hidden_size, args.adversary_hidden_size, len(tgt), args.adversary_grad_scale
             )
-        if not getattr(task, TASK_SETS_MODEL_EPOCH, False):  # lla_translation's begin_epoch calls set_epoch itself
-            _install_epoch_hook(task)
-        return cls(args, encoder, decoder, adversary)
+        model = cls(args, encoder, decoder, adversary)
+        model.task_sets_epoch = bool(getattr(task, TASK_SETS_MODEL_EPOCH, False))
+        model.task_name = type(task).__name__
+        return model
 
     # -- forward -------------------------------------------------------------------------------------------------
 
@@ -472,6 +481,8 @@ class LLALSTMModel(KeepBestHub, FairseqEncoderDecoderModel):
             (B x T x V log o'_t in fp32, extra with ``attn``, ``aux_losses`` {name: scalar} and ``aux_sizes``
             {name: B}).
         """
+        if self.training and self.epoch is None and self.lexicon_unit_epochs > 0 and not self.task_sets_epoch:
+            raise RuntimeError(NO_EPOCH.format(n=self.lexicon_unit_epochs, task=self.task_name))
         encoder_out = self.encoder(src_tokens, src_lengths=src_lengths)
         lprobs, extra = self.decoder(prev_output_tokens, encoder_out=encoder_out)
         extra["aux_losses"] = self.auxiliary_losses(encoder_out, prev_output_tokens)
@@ -552,23 +563,6 @@ class LLALSTMModel(KeepBestHub, FairseqEncoderDecoderModel):
         """sigmoid(w[v]) for each source id v: the rows of Fig. 2 (len(source_ids) x V, fp32)."""
         with torch.no_grad():
             return torch.sigmoid(self.encoder.lexicon_unit.table()[source_ids].float())
-
-
-def _install_epoch_hook(task):
-    """Wrap this task object's ``begin_epoch`` (not the class) to call ``model.set_epoch``: fairseq tells only the
-    task the epoch, and a task that does not pass it on itself (e.g. fairseq's translation; a task that does says so
-    with the class attribute named by TASK_SETS_MODEL_EPOCH) leaves a model no other way to learn it."""
-    if getattr(task, "_lla_epoch_hook", False):
-        return
-    original = task.begin_epoch
-
-    def begin_epoch(epoch, model):
-        original(epoch, model)
-        if isinstance(model, LLALSTMModel):
-            model.set_epoch(epoch)
-
-    task.begin_epoch = begin_epoch
-    task._lla_epoch_hook = True
 
 
 @register_model_architecture("lla_lstm", "lla_lstm")
