@@ -500,37 +500,10 @@ def test_plot_by_degree_command_line(tmp_path):
 
 
 def _train(data_bin, save_dir, lexicon, seed):
-    run_cli(
-        "fairseq-train",
-        data_bin,
-        "--user-dir",
-        os.path.join(REPO, "fairseq_lexical"),
-        "--arch",
-        "lex_lstm_small",
-        "--lexicon",
-        lexicon,
-        "--criterion",
-        "lexical_cross_entropy",
-        "--optimizer",
-        "adam",
-        "--lr",
-        "0.005",
-        "--batch-size",
-        "8",
-        "--max-update",
-        "8",
-        "--save-dir",
-        save_dir,
-        "--no-epoch-checkpoints",
-        "--num-workers",
-        "0",
-        "--log-format",
-        "simple",
-        "--log-interval",
-        "5",
-        "--seed",
-        seed,
-    )
+    from conftest import tiny_train_args
+
+    options = ("--arch", "lex_lstm_small", "--lexicon", lexicon)
+    run_cli("fairseq-train", *tiny_train_args(data_bin, save_dir, *options, updates=8, seed=seed, log_interval=5))
     return os.path.join(save_dir, "checkpoint_last.pt")
 
 
