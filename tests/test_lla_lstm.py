@@ -2,6 +2,7 @@
 
 import math
 import re
+import tempfile
 
 import pytest
 import torch
@@ -32,9 +33,10 @@ VARIANTS = {
 
 def make(toy_data, *extra, seed=0):
     """An lla_lstm_small under lla_translation, the task that tells it the epoch (its schedule); the unit of the
-    last Lexicon Unit epoch kept (no validation here)."""
+    last Lexicon Unit epoch kept (no validation here); the task's lla_selection.json in a temporary folder."""
     torch.manual_seed(seed)
     task = ("--task", "lla_translation", "--lexicon-unit-selection", "last")
+    task += ("--save-dir", tempfile.mkdtemp(prefix="lla_selection_"))
     return build_model(toy_data / "bin", "--arch", "lla_lstm_small", *task, *extra)
 
 
