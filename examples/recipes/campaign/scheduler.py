@@ -154,18 +154,16 @@ class Scheduler:
             if self.prep[name].status is PrepStatus.WAITING:
                 group = self.groups[name]
                 command = planning.prepare_command(group, self.data(group), self.work(name))
-                with open(f"{self.state}/logs/prepare_{name}.log", "w") as out:
-                    proc = subprocess.Popen(
-                        command,
-                        stdout=out,
-                        stderr=subprocess.STDOUT,
-                        env=self.env,
-                        start_new_session=True,
-                    )
+                proc = self.start_logged(command, f"{self.state}/logs/prepare_{name}.log")
                 self.prep_procs[name] = proc
                 self.prep[name] = Preparation(PrepStatus.PREPARING, pgid=proc.pid, started=time.time())
                 log(f"prepare {name}: started")
                 return
+
+    def start_logged(self, command: List[str], log: str) -> subprocess.Popen:
+        """A recipe process in its own process group (stopped as one), its output in ``log``."""
+        with open(log, "w") as out:
+            return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
 
     def data_stats(self, name: str) -> Tuple[float, int]:
         """Tokens per training pair (what one update costs, roughly) and test sentences (what decoding costs)."""
@@ -283,14 +281,7 @@ class Scheduler:
         group = self.groups[r.group]
         cap = ["--stop-time-hours", f"{train_s / 3600:.5f}", "--log-interval", "10"]
         command = planning.run_command(r.run, self.data(group), self.work(r.group), cap)
-        with open(f"{self.state}/logs/{r.id}.log", "w") as out:
-            proc = subprocess.Popen(
-                command,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=self.env,
-                start_new_session=True,
-            )
+        proc = self.start_logged(command, f"{self.state}/logs/{r.id}.log")
         self.procs[r.id] = proc
         self.samples.pop(r.id, None)
         self.offsets.pop(r.id, None)
