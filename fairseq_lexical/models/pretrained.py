@@ -53,7 +53,7 @@ STRUCTURE = (
     "max_target_positions",
 )
 # the architectures whose checkpoints are fairseq Transformers (transformer_*, and the plugin's own)
-TRANSFORMER_FAMILIES = ("transformer", "lex_transformer")
+TRANSFORMER_FAMILIES = ("transformer", "lex_transformer", "pgn_transformer")
 
 
 class PretrainedCheckpointError(ValueError):
@@ -85,11 +85,12 @@ def read_checkpoint(path: str):
     """(the model options a fairseq checkpoint was trained with: its cfg["model"], or the older args; its state)."""
     if not os.path.isfile(path):
         raise PretrainedCheckpointError(f"{path}: no such checkpoint (--finetune-from-model / --restore-file)")
-    state = torch.load(path, map_location="cpu", weights_only=False)
-    cfg = (state.get("cfg") or {}).get("model") if isinstance(state.get("cfg"), dict) else None
-    if cfg is None and state.get("cfg") is not None:
-        cfg = getattr(state["cfg"], "model", None)
-    cfg = cfg if cfg is not None else state.get("args")
+    try:  # memory-mapped: the options and the tensors' shapes are read, not the weights (fairseq loads them after)
+        state = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+    except RuntimeError:  # a checkpoint in torch's legacy (non-zip) format cannot be mapped
+        state = torch.load(path, map_location="cpu", weights_only=False)
+    cfg = state.get("cfg")  # a dict or a DictConfig; checkpoints before fairseq's dataclass configs have args
+    cfg = (cfg["model"] if cfg is not None else None) or state.get("args")
     if cfg is None or "model" not in state:
         raise PretrainedCheckpointError(f"{path}: not a fairseq checkpoint (no cfg or args, or no model)")
     return cfg, state["model"]
@@ -104,9 +105,7 @@ def take_pretrained_structure(args, src_dict, tgt_dict) -> Optional[str]:
         return path  # (a fine-tuned model's own checkpoint holds the sizes taken: decoding needs no pretrained file)
     cfg, weights = read_checkpoint(path)
     arch = _option(cfg, "arch") or _option(cfg, "_name") or "?"
-    if not any(arch == family or arch.startswith(family + "_") for family in TRANSFORMER_FAMILIES) and arch not in (
-        "pgn_transformer",
-    ):
+    if not any(arch == family or arch.startswith(family + "_") for family in TRANSFORMER_FAMILIES):
         raise PretrainedCheckpointError(
             f"{path}: a {arch} model; {args.arch} fine-tunes fairseq Transformers (transformer, transformer_*)"
         )
