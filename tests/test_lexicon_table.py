@@ -77,7 +77,49 @@ def test_identity_table_is_the_copy_mechanism():
     L = table.dense()
     assert L[SRC.index("both"), TGT.index("both")] == 1.0
     assert L[SRC.index("dax"), UNK] == 1.0
-    assert table.report == {"rows_identity": 1, "rows_unk_fallback": 3}
+    assert table.report == {"rows_identity": 1, "rows_unk_fallback": 3, "rows_control_token": 0}
+
+
+# a joined dictionary of a multilingual model: its language tokens (M2M/NLLB and mBART styles) and mBART's <mask>
+JOINED = ["<s>", "<pad>", "</s>", "<unk>", "casa", "house", "__en__", "__eng_Latn__", "[ro_RO]", "<mask>"]
+CONTROL = ["__en__", "__eng_Latn__", "[ro_RO]", "<mask>"]
+
+
+def test_the_copy_never_copies_a_language_token_or_mask():
+    table = identity_lexicon_table(JOINED, JOINED, 4, unk=3)
+    L = table.dense()
+    assert L[JOINED.index("casa"), JOINED.index("casa")] == 1.0
+    for token in CONTROL:  # the <unk> sink, like a word the target lacks; generation masks <unk>
+        assert L[JOINED.index(token), 3] == 1.0, token
+    assert L[:, [JOINED.index(t) for t in CONTROL]].sum() == 0  # no row writes one
+    assert table.report["rows_control_token"] == 4 and table.report["rows_identity"] == 2
+
+
+def test_lexicon_entries_on_language_tokens_are_counted_and_not_used():
+    entries = [("casa", "house", 1.0), ("__en__", "__en__", 1.0), ("casa", "[ro_RO]", 5.0), ("<mask>", "house", 1)]
+    table = build_lexicon_table(entries, JOINED, JOINED, 4, unk=3)
+    assert table.report["control_token"] == 3 and table.report["entries_used"] == 1
+    assert "casa -> [ro_RO]" in table.control_examples
+    L = table.dense()
+    assert L[JOINED.index("casa"), JOINED.index("house")] == 1.0
+    assert L[JOINED.index("__en__"), 3] == 1.0
+    with pytest.raises(ValueError, match="1 with a language token or <mask>"):
+        build_lexicon_table([("__en__", "house", 1.0)], JOINED, JOINED, 4, unk=3)
+
+
+def test_uniform_rows_leave_out_language_tokens():
+    support = uniform_lexicon_table(JOINED, JOINED, 4).uniform_support
+    assert [s for s, kept in zip(JOINED, support) if kept] == ["casa", "house"]
+
+
+def test_symbol_kinds():
+    from lexical_offline.lexicon.symbols import is_control_token, non_word
+
+    for token in ("__en__", "__zh_Hant__", "__eng_Latn__", "[en_XX]", "[eng_Latn]", "<mask>"):
+        assert is_control_token(token), token
+    for word in ("__init__", "en_XX", "[note]", "mask", "__", "madeupword0003"):
+        assert not is_control_token(word), word
+    assert non_word("madeupword0003").startswith("a filler") and non_word("casa") == ""
 
 
 def test_uniform_table_spreads_over_ordinary_target_symbols():

@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import sys
 
+from lexical_offline.lexicon.symbols import is_filler as _filler
+
 from .checkpoints import load_checkpoints
-
-
-def _filler(symbol):
-    """fairseq-preprocess pads dictionaries to a multiple of 8 with madeupword0000, ...: no data contains them."""
-    return symbol.startswith("madeupword") and symbol[len("madeupword") :].isdigit()
 
 
 def checkpoint_rows(checkpoint, data, words=None, max_words=20, max_targets=20, min_weight=0.0):

@@ -196,6 +196,15 @@ def _load_table(opts: LexiconOptions, src_dict, tgt_dict) -> LexiconTable:
             table.report["entries"],
             ", ".join(table.special_source_examples),
         )
+    if table.report["control_token"]:
+        logger.warning(
+            "lexicon %s: skipped %d of %d entries with a language token or <mask>, which the head never copies or "
+            "translates (e.g. %s)",
+            spec,
+            table.report["control_token"],
+            table.report["entries"],
+            ", ".join(table.control_examples),
+        )
     return table
 
 

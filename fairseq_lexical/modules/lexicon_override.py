@@ -6,8 +6,8 @@ those words: p_gate's logit (the weight of p_write, eq. 6) goes down by B times 
 The file has the lexicon file format (``source<TAB>target<TAB>weight``); a row's weights are normalised. Entries
 whose source or target word is not in the model's dictionaries cannot be used: they are counted and named in a
 warning, and a file with no usable entry is an error. So is an entry with a special symbol (``</s>``, ``<unk>``,
-fairseq's ``madeupword`` fillers, ...) on either side: a term is a word, and such an entry would only damage the
-output. Every error is a ``LexiconOverrideError``, one line naming the option (and the file and line).
+fairseq's ``madeupword`` fillers, language tokens, ...) on either side: a term is a word, and such an entry would
+only damage the output. Every error is a ``LexiconOverrideError``, one line naming the option (and the file and line).
 """
 
 from __future__ import annotations
@@ -21,14 +21,12 @@ from typing import Dict, List, Optional, Tuple
 from torch import nn
 
 from lexical_offline.lexicon.fileformat import LexiconFormatError, read_lexicon
+from lexical_offline.lexicon.symbols import non_word
 
 from ..sequence_generator import GenerationOptionError
 from .lexical_head import LexicalTranslationHead
 
 logger = logging.getLogger(__name__)
-
-# fairseq-preprocess pads the dictionaries to a multiple of 8 with madeupword0000, ...: no data contains them
-_FILLER_PREFIX = "madeupword"
 
 
 class LexiconOverrideError(GenerationOptionError):
@@ -49,12 +47,11 @@ def check_gate_bias(gate_bias, path: Optional[str]) -> float:
 
 
 def special_symbol(word: str, dictionary) -> Optional[str]:
-    """What ``word`` is if it is no word a term can be: one of the dictionary's special symbols or a filler."""
+    """What ``word`` is if it is no word a term can be: one of the dictionary's special symbols, a filler or a
+    control token (a language token, <mask>: lexical_offline/lexicon/symbols.py)."""
     if word in dictionary.symbols[: dictionary.nspecial]:
         return "a special symbol of fairseq's dictionaries"
-    if word.startswith(_FILLER_PREFIX) and word[len(_FILLER_PREFIX) :].isdigit():
-        return "a filler fairseq-preprocess adds to the dictionaries"
-    return None
+    return non_word(word) or None
 
 
 def entry_line(path: str, index: int) -> int:

@@ -31,8 +31,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-# fairseq pads dictionaries to a multiple of 8 with these symbols; they never occur in data.
-_FILLER_PREFIX = "madeupword"
+from .symbols import is_control_token, is_filler
 
 NORMALIZATIONS = ("listed", "full-row")
 
@@ -48,6 +47,7 @@ class LexiconTable:
     report: Dict[str, int] = field(default_factory=dict)
     unknown_examples: List[str] = field(default_factory=list)
     special_source_examples: List[str] = field(default_factory=list)
+    control_examples: List[str] = field(default_factory=list)
 
     def __post_init__(self):
         self.uniform_mass = np.asarray(self.uniform_mass, dtype=np.float64)
@@ -74,8 +74,10 @@ class LexiconTable:
 
 
 def uniform_target_support(tgt_symbols: Sequence[str], nspecial: int) -> np.ndarray:
+    """bool (V_y,): the target words (no special symbol, filler or control token: symbols.py)."""
     support = np.array(
-        [i >= nspecial and not s.startswith(_FILLER_PREFIX) for i, s in enumerate(tgt_symbols)], dtype=bool
+        [i >= nspecial and not is_filler(s) and not is_control_token(s) for i, s in enumerate(tgt_symbols)],
+        dtype=bool,
     )
     if not support.any():
         raise ValueError("the target dictionary has no ordinary symbol for a uniform lexicon row")
@@ -166,6 +168,7 @@ def _pack(
     report,
     examples=(),
     special_examples=(),
+    control_examples=(),
 ):
     k = max(1, max((len(r) for r in rows), default=1))
     targets = np.zeros((len(rows), k), dtype=np.int64)
@@ -174,12 +177,15 @@ def _pack(
         for i, (t, w) in enumerate(row):
             targets[v, i] = t
             weights[v, i] = w
-    return LexiconTable(targets, weights, uniform_mass, support, report, list(examples), list(special_examples))
+    return LexiconTable(
+        targets, weights, uniform_mass, support, report, list(examples), list(special_examples), list(control_examples)
+    )
 
 
 def _fallback_row(sym: str, tgt_index: Dict[str, int], unk: int) -> Tuple[List[Tuple[int, float]], bool]:
-    """An input with no entry maps to itself where the target vocabulary has it, else to <unk> (the bool)."""
-    t = tgt_index.get(sym)
+    """An input with no entry maps to itself where the target vocabulary has it, else to <unk> (the bool). A
+    control token (a language token, <mask>) maps to <unk>: it is never copied."""
+    t = None if is_control_token(sym) else tgt_index.get(sym)
     return ([(unk, 1.0)], True) if t is None else ([(t, 1.0)], False)
 
 
@@ -209,11 +215,17 @@ def build_lexicon_table(
     src_index = {s: i for i, s in enumerate(src_symbols)}
     tgt_index = {s: i for i, s in enumerate(tgt_symbols)}
     by_src: Dict[int, Dict[int, float]] = defaultdict(dict)
-    report = dict(entries=0, entries_used=0, unknown_source=0, unknown_target=0, special_source=0)
+    report = dict(entries=0, entries_used=0, unknown_source=0, unknown_target=0, special_source=0, control_token=0)
     examples: List[str] = []
     special_examples: List[str] = []
+    control_examples: List[str] = []
     for src, tgt, score in entries:
         report["entries"] += 1
+        if is_control_token(src) or is_control_token(tgt):  # never copied or translated (symbols.py)
+            report["control_token"] += 1
+            if len(control_examples) < 5:
+                control_examples.append(f"{src} -> {tgt}")
+            continue
         s, t = src_index.get(src), tgt_index.get(tgt)
         if s is None or t is None:
             report["unknown_source" if s is None else "unknown_target"] += 1
@@ -237,19 +249,22 @@ def build_lexicon_table(
                     "special_source",
                     f"with a special source token ({', '.join(src_symbols[:nspecial])}), which always maps to itself",
                 ),
+                ("control_token", "with a language token or <mask>, which the head never copies or translates"),
             )
             if report[key]
         ]
         raise ValueError(
             f"none of the {report['entries']} lexicon entries can be used: {'; '.join(reasons)} "
-            f"(e.g. {', '.join(examples + special_examples)}); was the lexicon built from text tokenised like the "
-            "data given to fairseq-preprocess (same BPE, casing, source and target sides)?"
+            f"(e.g. {', '.join(examples + special_examples + control_examples)}); was the lexicon built from text "
+            "tokenised like the data given to fairseq-preprocess (same BPE, casing, source and target sides)?"
         )
 
     support = uniform_target_support(tgt_symbols, nspecial)
     rows: List[List[Tuple[int, float]]] = []
     uniform_mass = np.zeros(len(src_symbols), dtype=np.float64)
-    report.update(rows_from_file=0, rows_identity_fallback=0, rows_unk_fallback=0, rows_cut_by_top_k=0)
+    report.update(
+        rows_from_file=0, rows_identity_fallback=0, rows_unk_fallback=0, rows_control_token=0, rows_cut_by_top_k=0
+    )
     for v, sym in enumerate(src_symbols):
         cand = by_src.get(v)
         if cand and v >= nspecial:
@@ -266,22 +281,25 @@ def build_lexicon_table(
             continue
         row, to_unk = _fallback_row(sym, tgt_index, unk)
         rows.append(row)
-        if v >= nspecial and not sym.startswith(_FILLER_PREFIX):
-            report["rows_unk_fallback" if to_unk else "rows_identity_fallback"] += 1
-    return _pack(rows, uniform_mass, support, report, examples, special_examples)
+        if v >= nspecial and not is_filler(sym):
+            kind = "rows_control_token" if is_control_token(sym) else "rows_unk_fallback" if to_unk else None
+            report[kind or "rows_identity_fallback"] += 1
+    return _pack(rows, uniform_mass, support, report, examples, special_examples, control_examples)
 
 
 def identity_lexicon_table(
     src_symbols: Sequence[str], tgt_symbols: Sequence[str], nspecial: int, unk: int = 3
 ) -> LexiconTable:
-    """L = I on the shared strings: the copy mechanism (eqs. 7-8). Source tokens the target lacks map to <unk>."""
+    """L = I on the shared strings: the copy mechanism (eqs. 7-8). Source tokens the target lacks, and control
+    tokens (symbols.py), map to <unk>."""
     tgt_index = {s: i for i, s in enumerate(tgt_symbols)}
-    rows, report = [], dict(rows_identity=0, rows_unk_fallback=0)
+    rows, report = [], dict(rows_identity=0, rows_unk_fallback=0, rows_control_token=0)
     for v, sym in enumerate(src_symbols):
         row, to_unk = _fallback_row(sym, tgt_index, unk)
         rows.append(row)
-        if v >= nspecial and not sym.startswith(_FILLER_PREFIX):
-            report["rows_unk_fallback" if to_unk else "rows_identity"] += 1
+        if v >= nspecial and not is_filler(sym):
+            kind = "rows_control_token" if is_control_token(sym) else "rows_unk_fallback" if to_unk else None
+            report[kind or "rows_identity"] += 1
     no_uniform_mass = np.zeros(len(src_symbols))
     return _pack(rows, no_uniform_mass, uniform_target_support(tgt_symbols, nspecial), report)
 
