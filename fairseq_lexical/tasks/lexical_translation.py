@@ -78,9 +78,10 @@ class LexicalTranslationConfig(TranslationConfig):
     )
 
 
-@register_task(TASK_NAME, dataclass=LexicalTranslationConfig)
-class LexicalTranslationTask(TranslationTask):
-    """fairseq's translation task with the keep-best beam search (module docstring)."""
+class KeepBestGeneration:
+    """A fairseq translation task's generator with the plugin's search and --lexicon-override (module docstring):
+    mixed into lexical_translation and the pretrained families' tasks (pretrained_tasks.py). Reads the task's
+    ``beam_search``, ``lexicon_override`` and ``lexicon_override_gate_bias`` options."""
 
     # True where a program set the task up from its options (fairseq's setup_task without from_checkpoint); the
     # hub's task comes with its checkpoint
@@ -91,6 +92,44 @@ class LexicalTranslationTask(TranslationTask):
         task = super().setup_task(cfg, **kwargs)
         task.command_line = not kwargs.get("from_checkpoint", False)
         return task
+
+    def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None, prefix_allowed_tokens_fn=None):
+        # the hub's keywords, else the options; applied (or undone) on every generator, so one call's terms do not
+        # stay in the model for the next
+        keywords = getattr(args, "lexicon_override", None), getattr(args, "lexicon_override_gate_bias", None)
+        override = keywords[0] or getattr(self.cfg, "lexicon_override", None)
+        bias = getattr(self.cfg, "lexicon_override_gate_bias", 0.0) if keywords[1] is None else keywords[1]
+        program = self.command_line and keywords == (None, None)  # no hub keyword: every value is an option
+        beam_name = "--beam" if program else "beam"
+        try:
+            check_beam(getattr(args, "beam", 5), beam_name)  # before the override: the beam is the first option
+            apply_override(models, override, self.source_dictionary, self.target_dictionary, bias)
+        except GenerationOptionError as e:
+            if program:
+                usage_error(str(e))
+            raise
+        # the hub's keyword beam_search, else the option; the choice and its fallbacks: sequence_generator.py
+        return build_search_generator(
+            models,
+            self.target_dictionary,
+            args,
+            search=getattr(self.cfg, "beam_search", None),
+            beam_name=beam_name,
+            seq_gen_cls=seq_gen_cls,
+            extra_gen_cls_kwargs=extra_gen_cls_kwargs,
+            prefix_allowed_tokens_fn=prefix_allowed_tokens_fn,
+            fairseq_build=self.fairseq_build_generator,
+        )
+
+    def fairseq_build_generator(self, models, args, **kwargs):
+        """The base task's own build_generator (a task whose generator needs more, e.g. mBART's end token, says so
+        here)."""
+        return super().build_generator(models, args, **kwargs)
+
+
+@register_task(TASK_NAME, dataclass=LexicalTranslationConfig)
+class LexicalTranslationTask(KeepBestGeneration, TranslationTask):
+    """fairseq's translation task with the keep-best beam search (module docstring)."""
 
     @classmethod
     def from_translation_task(cls, task: TranslationTask) -> "LexicalTranslationTask":
@@ -110,34 +149,6 @@ class LexicalTranslationTask(TranslationTask):
         if self.cfg.batch_order != "random" or not training:
             return super().get_batch_iterator(dataset, *args, **kwargs)
         return random_order_batches(self, dataset, *args, **kwargs)
-
-    def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None, prefix_allowed_tokens_fn=None):
-        # the hub's keywords, else the options; applied (or undone) on every generator, so one call's terms do not
-        # stay in the model for the next
-        keywords = getattr(args, "lexicon_override", None), getattr(args, "lexicon_override_gate_bias", None)
-        override = keywords[0] or getattr(self.cfg, "lexicon_override", None)
-        bias = getattr(self.cfg, "lexicon_override_gate_bias", 0.0) if keywords[1] is None else keywords[1]
-        program = self.command_line and keywords == (None, None)  # no hub keyword: every value is an option
-        beam_name = "--beam" if program else "beam"
-        try:
-            check_beam(getattr(args, "beam", 5), beam_name)  # before the override: the beam is the first option
-            apply_override(models, override, self.src_dict, self.tgt_dict, bias)
-        except GenerationOptionError as e:
-            if program:
-                usage_error(str(e))
-            raise
-        # the hub's keyword beam_search, else the option; the choice and its fallbacks: sequence_generator.py
-        return build_search_generator(
-            models,
-            self.tgt_dict,
-            args,
-            search=self.cfg.beam_search,
-            beam_name=beam_name,
-            seq_gen_cls=seq_gen_cls,
-            extra_gen_cls_kwargs=extra_gen_cls_kwargs,
-            prefix_allowed_tokens_fn=prefix_allowed_tokens_fn,
-            fairseq_build=super().build_generator,
-        )
 
 
 def random_order_batches(
