@@ -228,12 +228,13 @@ def toy_data(tmp_path_factory):
     return root
 
 
-def binarise(folder, dest, *options, name="{}"):
+def binarise(folder, dest, *options, name="{}", languages=("src", "tgt")):
     """fairseq-preprocess of a parallel corpus: FOLDER/NAME.src and .tgt for NAME train, valid and test (``name``: a
-    pattern of the split's name) into ``dest``, with ``options`` (--joined-dictionary, ...)."""
+    pattern of the split's name) into ``dest``, with ``options`` (--joined-dictionary, ...); ``languages``: the
+    suffixes of the source and target files (and so of the data-bin's files)."""
     splits = [(f"--{split}pref", os.path.join(folder, name.format(split))) for split in ("train", "valid", "test")]
     prefixes = [a for pair in splits for a in pair]
-    languages = ("--source-lang", "src", "--target-lang", "tgt")
+    languages = ("--source-lang", languages[0], "--target-lang", languages[1])
     run_cli("fairseq-preprocess", *languages, *prefixes, *options, "--destdir", dest, "--workers", "1")
 
 

@@ -1,8 +1,10 @@
 """Fine-tuning a stock fairseq Transformer with the lexical head (fairseq_lexical/models/pretrained.py): a
 `transformer_tiny` trained here by stock fairseq (no --user-dir) stands in for a pretrained checkpoint, since none can
-be downloaded. Pinned: the checkpoint's sizes replace the arch's, every pretrained weight arrives unchanged, the
-model's distribution at step 0 is the pretrained one to within 1 - p_gate, training moves the gate, and the mistakes
-(another architecture, other dictionaries) end fairseq-train with one line each."""
+be downloaded; likewise a tiny mBART and a tiny multilingual (NLLB / M2M-100 style) model for their families. Pinned:
+the checkpoint's sizes replace the arch's, every pretrained weight arrives unchanged, the model's distribution at
+step 0 is the pretrained one to within 1 - p_gate, training moves the gate, language tokens are never copied, and
+the mistakes (another architecture, other dictionaries, a dictionary without the language tokens) end fairseq-train
+with one line each."""
 
 import os
 import shutil
@@ -10,7 +12,7 @@ import shutil
 import pytest
 import torch
 
-from conftest import binarise, build_model, run_cli, tiny_generate_args, tiny_train_args
+from conftest import USER_DIR, binarise, build_model, run_cli, tiny_generate_args, tiny_train_args
 
 UPDATES = 12
 
@@ -113,3 +115,122 @@ def test_mistakes_end_fairseq_train_with_one_line(stock, toy_data, tmp_path):
     proc = run_cli("fairseq-train", *argv, "--finetune-from-model", other, check=False)
     assert proc.returncode == 2 and "a lstm model" in proc.stderr.splitlines()[-1]
     assert not os.path.exists(tmp_path / "b" / "checkpoint_last.pt")
+
+
+# ------------------------------------------------------------------------------------- the multilingual families
+# mBART: an mbart_large of tiny sizes under translation_from_pretrained_bart (the plugin's copy of the task: fairseq
+# 0.12's own stops with an AttributeError, facebookresearch/fairseq#4479); NLLB / M2M-100: a transformer_tiny trained
+# by stock fairseq under translation_multi_simple_epoch with language tokens on both sides.
+TINY_MBART = ("--encoder-layers", 1, "--decoder-layers", 1, "--encoder-embed-dim", 16, "--decoder-embed-dim", 16,
+              "--encoder-ffn-embed-dim", 32, "--decoder-ffn-embed-dim", 32, "--encoder-attention-heads", 2,
+              "--decoder-attention-heads", 2, "--encoder-normalize-before", "--decoder-normalize-before")  # fmt: skip
+FAMILIES = {
+    "mbart": dict(
+        languages=("en_XX", "ro_RO"),
+        task=("--langs", "en_XX,ro_RO", "--source-lang", "en_XX", "--target-lang", "ro_RO"),
+        plugin_task="lexical_translation_from_pretrained_bart",
+        stock_task="lexical_translation_from_pretrained_bart",
+        arch=("--arch", "mbart_large", *TINY_MBART),
+        source_token="[en_XX]",
+        control=("[en_XX]", "[ro_RO]", "<mask>"),
+    ),
+    "nllb": dict(
+        languages=("en", "xx"),
+        task=("--lang-pairs", "en-xx", "--encoder-langtok", "src", "--decoder-langtok")
+        + ("--source-lang", "en")
+        + ("--target-lang", "xx"),
+        plugin_task="lexical_translation_multi_simple_epoch",
+        stock_task="translation_multi_simple_epoch",
+        arch=("--arch", "transformer_tiny", "--share-all-embeddings"),
+        source_token="__en__",
+        control=("__en__", "__xx__"),
+    ),
+}
+
+
+def family_data(spec, toy_data, root):
+    """ROOT/bin: the toy corpus under the family's language codes, binarised with one joined dictionary."""
+    for split in ("train", "valid", "test"):
+        for side, language in zip(("src", "tgt"), spec["languages"]):
+            os.symlink(toy_data / f"{split}.{side}", root / f"{split}.{language}")
+    binarise(root, root / "bin", "--joined-dictionary", languages=spec["languages"])
+
+
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
+def family(request, toy_data, tmp_path_factory):
+    """(its FAMILIES entry, joined data-bin, the stand-in pretrained checkpoint)."""
+    spec = FAMILIES[request.param]
+    root = tmp_path_factory.mktemp(request.param)
+    family_data(spec, toy_data, root)
+    plugin = spec["stock_task"].startswith("lexical_")
+    argv = tiny_train_args(root / "bin", root / "ckpt", "--task", spec["stock_task"], *spec["task"], *spec["arch"],
+                           updates=UPDATES, seed=2, validation=False, criterion="label_smoothed_cross_entropy",
+                           user_dir=USER_DIR if plugin else None)  # fmt: skip
+    run_cli("fairseq-train", *argv)
+    return spec, root / "bin", root / "ckpt" / "checkpoint_last.pt"
+
+
+def test_each_family_starts_from_its_pretrained_distribution(family):
+    """Every pretrained weight unchanged, p within 1 - p_gate of the pretrained model's at step 0, and with the gate
+    shut the copy puts no mass on a language token (the source's is the <unk> sink)."""
+    from fairseq import checkpoint_utils
+
+    spec, data, checkpoint = family
+    options = ("--task", spec["plugin_task"], *spec["task"], "--arch", "pgn_transformer")
+    model, state = fine_tuned(data, checkpoint, *options)
+    own = model.state_dict()
+    assert all(torch.equal(own[name], value) for name, value in state.items())
+    assert {n for n in own if n not in state} == {n for n in own if n.startswith("decoder.lexical_head.")}
+
+    (reference,), _, task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)])
+    reference.eval()
+    task.load_dataset("valid")
+    dataset = task.dataset("valid")
+    sample = dataset.collater([dataset[i] for i in range(8)])["net_input"]
+    source = task.source_dictionary
+    assert (sample["src_tokens"] == source.index(spec["source_token"])).any()  # the data holds the token
+    with torch.no_grad():
+        p_stock = reference.get_normalized_probs(reference(**sample), log_probs=False)
+        p = model.get_normalized_probs(model(**sample), log_probs=False)
+        difference = (p.float() - p_stock.float()).abs().max().item()
+        assert 0 < difference <= 1 - torch.sigmoid(torch.tensor(6.9)).item() + 1e-6
+        model.decoder.lexical_head.gate.bias.fill_(-50.0)  # p = the copy distribution alone
+        copy = model.get_normalized_probs(model(**sample), log_probs=False)
+    control = [task.target_dictionary.index(t) for t in spec["control"]]
+    assert all(i != task.target_dictionary.unk() for i in control)
+    assert copy[..., control].max().item() < 1e-12  # only p_write's share, sigmoid(-50) of it
+    assert copy[..., task.target_dictionary.unk()].min().item() > 0  # the attention on the source's token
+
+
+def test_each_family_fine_tunes_and_generates_with_its_language_tokens(family, tmp_path):
+    spec, data, checkpoint = family
+    task = ("--task", spec["plugin_task"], *spec["task"])
+    argv = tiny_train_args(data, tmp_path, *task, "--arch", "pgn_transformer", updates=10, validation=False)
+    run_cli("fairseq-train", *argv, "--finetune-from-model", checkpoint)
+    state = torch.load(tmp_path / "checkpoint_last.pt", map_location="cpu", weights_only=False)["model"]
+    assert state["decoder.lexical_head.gate.weight"].abs().max() > 0  # the gate learned
+    search = (*task, "--beam", "2", "--batch-size", "8", "--max-len-b", "12")
+    out = run_cli("fairseq-generate", *tiny_generate_args(data, tmp_path / "checkpoint_last.pt", *search)).stdout
+    sources = [line.split("\t")[1].split() for line in out.splitlines() if line.startswith("S-")]
+    hypotheses = [line.split("\t")[2].split() for line in out.splitlines() if line.startswith("H-")]
+    assert len(hypotheses) == len(sources) == 20
+    assert all(spec["source_token"] in tokens for tokens in sources)  # the task puts it there
+    assert not any(t in spec["control"] for tokens in hypotheses for t in tokens)
+
+
+def test_a_dictionary_without_the_language_tokens_is_named(tmp_path_factory, tmp_path, toy_data):
+    """The multilingual checkpoint fine-tuned under --task translation: its dictionaries lack the language tokens
+    that translation_multi_simple_epoch adds as it loads them."""
+    spec = FAMILIES["nllb"]
+    root = tmp_path_factory.mktemp("nllb_plain")
+    family_data(spec, toy_data, root)
+    stock = ("--task", spec["stock_task"], *spec["task"], *spec["arch"])
+    argv = tiny_train_args(root / "bin", root / "ckpt", *stock, updates=2, validation=False,
+                           criterion="label_smoothed_cross_entropy", user_dir=None)  # fmt: skip
+    run_cli("fairseq-train", *argv)
+    argv = tiny_train_args(root / "bin", tmp_path, "--source-lang", "en", "--target-lang", "xx", "--arch",
+                           "pgn_transformer", updates=2)  # fmt: skip
+    proc = run_cli("fairseq-train", *argv, "--finetune-from-model", root / "ckpt" / "checkpoint_last.pt", check=False)
+    last = proc.stderr.splitlines()[-1]
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "the 2 more are most likely its language tokens" in last and "--lang-pairs en-xx" in last

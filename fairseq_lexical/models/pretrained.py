@@ -52,8 +52,9 @@ STRUCTURE = (
     "max_source_positions",
     "max_target_positions",
 )
-# the architectures whose checkpoints are fairseq Transformers (transformer_*, and the plugin's own)
-TRANSFORMER_FAMILIES = ("transformer", "lex_transformer", "pgn_transformer")
+# the architectures whose checkpoints are fairseq Transformers: transformer_* (fairseq's WMT models, M2M-100, NLLB),
+# BART and mBART (a Transformer with layernorm_embedding; their extra options are in STRUCTURE), the plugin's own
+TRANSFORMER_FAMILIES = ("transformer", "bart", "mbart", "lex_transformer", "pgn_transformer")
 
 
 class PretrainedCheckpointError(ValueError):
@@ -82,7 +83,8 @@ def _option(model_cfg, name):
 
 
 def read_checkpoint(path: str):
-    """(the model options a fairseq checkpoint was trained with: its cfg["model"], or the older args; its state)."""
+    """(the model options a fairseq checkpoint was trained with: its cfg["model"], or the older args; its task
+    options, or None; its state)."""
     if not os.path.isfile(path):
         raise PretrainedCheckpointError(f"{path}: no such checkpoint (--finetune-from-model / --restore-file)")
     try:  # memory-mapped: the options and the tensors' shapes are read, not the weights (fairseq loads them after)
@@ -90,10 +92,29 @@ def read_checkpoint(path: str):
     except RuntimeError:  # a checkpoint in torch's legacy (non-zip) format cannot be mapped
         state = torch.load(path, map_location="cpu", weights_only=False)
     cfg = state.get("cfg")  # a dict or a DictConfig; checkpoints before fairseq's dataclass configs have args
+    task = (cfg["task"] if cfg is not None else None) or state.get("args")
     cfg = (cfg["model"] if cfg is not None else None) or state.get("args")
     if cfg is None or "model" not in state:
         raise PretrainedCheckpointError(f"{path}: not a fairseq checkpoint (no cfg or args, or no model)")
-    return cfg, state["model"]
+    return cfg, task, state["model"]
+
+
+def language_tokens_hint(task_cfg, missing: int) -> str:
+    """Why a checkpoint's dictionary may hold ``missing`` more words than the data's: the language tokens (and
+    mBART's <mask>) its task added at load time, which only the same task with the same languages adds again."""
+    name = _option(task_cfg, "_name") or _option(task_cfg, "task") or ""
+    languages = _option(task_cfg, "langs") or _option(task_cfg, "lang_pairs")
+    if missing <= 0 or not languages:
+        return ""
+    option = "--langs" if _option(task_cfg, "langs") else "--lang-pairs"
+    if isinstance(languages, (list, tuple)):
+        languages = ",".join(languages)
+    return (
+        f"; the {missing} more are most likely its language tokens: it was trained under --task {name} with "
+        f"{option} {languages}, which adds them to the dictionaries as it loads them. Fine-tune under that task "
+        "(lexical_translation_from_pretrained_bart or lexical_translation_multi_simple_epoch) with the same "
+        "languages in the same order"
+    )
 
 
 def take_pretrained_structure(args, src_dict, tgt_dict) -> Optional[str]:
@@ -103,7 +124,7 @@ def take_pretrained_structure(args, src_dict, tgt_dict) -> Optional[str]:
     path = pretrained_path(args)
     if path is None or getattr(args, "pretrained_structure_from", None) == path:
         return path  # (a fine-tuned model's own checkpoint holds the sizes taken: decoding needs no pretrained file)
-    cfg, weights = read_checkpoint(path)
+    cfg, task_cfg, weights = read_checkpoint(path)
     arch = _option(cfg, "arch") or _option(cfg, "_name") or "?"
     if not any(arch == family or arch.startswith(family + "_") for family in TRANSFORMER_FAMILIES):
         raise PretrainedCheckpointError(
@@ -118,6 +139,10 @@ def take_pretrained_structure(args, src_dict, tgt_dict) -> Optional[str]:
         _option(cfg, "share_all_embeddings") and src_dict != tgt_dict
     ):
         counts = ", ".join(f"{side} {here} words here, {there} in it" for side, (here, there) in sizes.items())
+        missing = max((there - here for here, there in sizes.values()), default=0)
+        hint = language_tokens_hint(task_cfg, missing)
+        if hint:
+            raise PretrainedCheckpointError(f"the data's dictionaries are not {path}'s ({counts}){hint}")
         raise PretrainedCheckpointError(
             f"the data's dictionaries are not {path}'s ({counts}"
             + ("; it shares one dictionary between source and target" if _option(cfg, "share_all_embeddings") else "")
