@@ -209,13 +209,19 @@ def test_each_family_fine_tunes_and_generates_with_its_language_tokens(family, t
     run_cli("fairseq-train", *argv, "--finetune-from-model", checkpoint)
     state = torch.load(tmp_path / "checkpoint_last.pt", map_location="cpu", weights_only=False)["model"]
     assert state["decoder.lexical_head.gate.weight"].abs().max() > 0  # the gate learned
-    search = (*task, "--beam", "2", "--batch-size", "8", "--max-len-b", "12")
-    out = run_cli("fairseq-generate", *tiny_generate_args(data, tmp_path / "checkpoint_last.pt", *search)).stdout
-    sources = [line.split("\t")[1].split() for line in out.splitlines() if line.startswith("S-")]
-    hypotheses = [line.split("\t")[2].split() for line in out.splitlines() if line.startswith("H-")]
+    terms = tmp_path / "terms.tsv"
+    terms.write_text("a1\tB2\t1\n")
+    search = (*task, "--beam", "2", "--batch-size", "8", "--max-len-b", "12", "--lexicon-override", terms)
+    proc = run_cli("fairseq-generate", *tiny_generate_args(data, tmp_path / "checkpoint_last.pt", *search))
+    sources = [line.split("\t")[1].split() for line in proc.stdout.splitlines() if line.startswith("S-")]
+    hypotheses = [line for line in proc.stdout.splitlines() if line.startswith("H-")]
     assert len(hypotheses) == len(sources) == 20
     assert all(spec["source_token"] in tokens for tokens in sources)  # the task puts it there
-    assert not any(t in spec["control"] for tokens in hypotheses for t in tokens)
+    assert f"--lexicon-override {terms}: 1 source words get their rows" in proc.stderr
+    # a term on a language token is refused by file and line (fairseq-generate strips them from the output)
+    terms.write_text(f"a1\t{spec['control'][1]}\t1\n")
+    proc = run_cli("fairseq-generate", *tiny_generate_args(data, tmp_path / "checkpoint_last.pt", *search), check=False)
+    assert proc.returncode == 2 and f"{terms}:1: target '{spec['control'][1]}' is a language token" in proc.stderr
 
 
 def test_a_dictionary_without_the_language_tokens_is_named(tmp_path_factory, tmp_path, toy_data):

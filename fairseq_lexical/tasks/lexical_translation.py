@@ -96,9 +96,10 @@ class KeepBestGeneration:
     def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None, prefix_allowed_tokens_fn=None):
         # the hub's keywords, else the options; applied (or undone) on every generator, so one call's terms do not
         # stay in the model for the next
+        options = self.cfg if self.cfg is not None else self.args  # fairseq's legacy tasks keep only args
         keywords = getattr(args, "lexicon_override", None), getattr(args, "lexicon_override_gate_bias", None)
-        override = keywords[0] or getattr(self.cfg, "lexicon_override", None)
-        bias = getattr(self.cfg, "lexicon_override_gate_bias", 0.0) if keywords[1] is None else keywords[1]
+        override = keywords[0] or getattr(options, "lexicon_override", None)
+        bias = getattr(options, "lexicon_override_gate_bias", 0.0) if keywords[1] is None else keywords[1]
         program = self.command_line and keywords == (None, None)  # no hub keyword: every value is an option
         beam_name = "--beam" if program else "beam"
         try:
@@ -113,7 +114,7 @@ class KeepBestGeneration:
             models,
             self.target_dictionary,
             args,
-            search=getattr(self.cfg, "beam_search", None),
+            search=getattr(options, "beam_search", None),
             beam_name=beam_name,
             seq_gen_cls=seq_gen_cls,
             extra_gen_cls_kwargs=extra_gen_cls_kwargs,
