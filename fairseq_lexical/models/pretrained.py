@@ -128,7 +128,8 @@ def take_pretrained_structure(args, src_dict, tgt_dict) -> Optional[str]:
     arch = _option(cfg, "arch") or _option(cfg, "_name") or "?"
     if not any(arch == family or arch.startswith(family + "_") for family in TRANSFORMER_FAMILIES):
         raise PretrainedCheckpointError(
-            f"{path}: a {arch} model; {args.arch} fine-tunes fairseq Transformers (transformer, transformer_*)"
+            f"{path}: a {arch} model; {args.arch} fine-tunes fairseq Transformers (transformer, transformer_*, bart_*, "
+            "mbart_*)"
         )
     sizes = {
         side: (len(d), weights[f"{side}.embed_tokens.weight"].shape[0])
