@@ -115,6 +115,11 @@ def test_mistakes_end_fairseq_train_with_one_line(stock, toy_data, tmp_path):
     proc = run_cli("fairseq-train", *argv, "--finetune-from-model", other, check=False)
     assert proc.returncode == 2 and "a lstm model" in proc.stderr.splitlines()[-1]
     assert not os.path.exists(tmp_path / "b" / "checkpoint_last.pt")
+    # a file that is no checkpoint, and a directory
+    (tmp_path / "notes.pt").write_text("not a checkpoint\n")
+    for path, message in ((tmp_path / "notes.pt", "not a checkpoint torch can read"), (tmp_path, "a directory")):
+        proc = run_cli("fairseq-train", *argv, "--finetune-from-model", path, check=False)
+        assert proc.returncode == 2 and f"{path}: {message}" in proc.stderr.splitlines()[-1]
 
 
 # ------------------------------------------------------------------------------------- the multilingual families

@@ -86,11 +86,17 @@ def read_checkpoint(path: str):
     """(the model options a fairseq checkpoint was trained with: its cfg["model"], or the older args; its task
     options, or None; its state)."""
     if not os.path.isfile(path):
-        raise PretrainedCheckpointError(f"{path}: no such checkpoint (--finetune-from-model / --restore-file)")
-    try:  # memory-mapped: the options and the tensors' shapes are read, not the weights (fairseq loads them after)
-        state = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
-    except RuntimeError:  # a checkpoint in torch's legacy (non-zip) format cannot be mapped
-        state = torch.load(path, map_location="cpu", weights_only=False)
+        what = "a directory, not a checkpoint" if os.path.isdir(path) else "no such checkpoint"
+        raise PretrainedCheckpointError(f"{path}: {what} (--finetune-from-model / --restore-file)")
+    try:
+        try:  # memory-mapped: the options and the tensors' shapes are read, not the weights (fairseq loads them after)
+            state = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+        except RuntimeError:  # a checkpoint in torch's legacy (non-zip) format cannot be mapped
+            state = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as e:  # pickle's, zipfile's, torch's: the file is no checkpoint
+        raise PretrainedCheckpointError(f"{path}: not a checkpoint torch can read ({type(e).__name__}: {e})") from None
+    if not isinstance(state, dict):
+        raise PretrainedCheckpointError(f"{path}: not a fairseq checkpoint (a {type(state).__name__}, not a dict)")
     cfg = state.get("cfg")  # a dict or a DictConfig; checkpoints before fairseq's dataclass configs have args
     task = (cfg["task"] if cfg is not None else None) or state.get("args")
     cfg = (cfg["model"] if cfg is not None else None) or state.get("args")
