@@ -223,6 +223,13 @@ def test_each_family_fine_tunes_and_generates_with_its_language_tokens(family, t
     assert len(hypotheses) == len(sources) == 20
     assert all(spec["source_token"] in tokens for tokens in sources)  # the task puts it there
     assert f"--lexicon-override {terms}: 1 source words get their rows" in proc.stderr
+    # the hub: the checkpoint's own task (its language tokens), the keep-best search
+    from fairseq.models import MODEL_REGISTRY
+
+    languages = dict(zip(("source_lang", "target_lang"), spec["languages"]))
+    hub = MODEL_REGISTRY["lex_transformer"].from_pretrained(str(tmp_path), "checkpoint_last.pt", str(data), **languages)
+    assert type(hub.task).__name__.startswith("LexicalTranslation")
+    assert hub.translate("a1 twice", beam=2, max_len_b=6).split()
     # a term on a language token is refused by file and line (fairseq-generate strips them from the output)
     terms.write_text(f"a1\t{spec['control'][1]}\t1\n")
     proc = run_cli("fairseq-generate", *tiny_generate_args(data, tmp_path / "checkpoint_last.pt", *search), check=False)
