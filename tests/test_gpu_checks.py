@@ -35,6 +35,15 @@ def test_dry_run_prints_each_step_and_the_recipe_accepts_its_options(tmp_path):
     assert sum(" lstm " in c and "--decoder-output combined" in c for c in benches) == 2
     # the identity-lexicon transformer beside the plugin's classes without the head
     assert sum(" transformer " in c and "--top-k 1" in c and "--plain" in c for c in benches) == 1
+    # eager training against --cuda-graphs, into the 8 files of OUT (nowhere in a dry run)
+    graphs = [c for c in commands if "tools/cuda_graph_check.py" in c]
+    assert len(graphs) == 1 and graphs[0].split("tools/cuda_graph_check.py ")[1] == "/dev/null"
+    steps = [c for c in commands if any(k in c for k in ("-k cuda", "tools/bench.py", "cuda_graph_check", "recipes"))]
+    assert steps.index(graphs[0]) == 9  # after the suite and the 8 benchmarks, before the precision runs
+    alone = run(str(tmp_path / "out"), "graphs", "--dry-run")
+    assert alone.returncode == 0 and [line for line in alone.stdout.splitlines() if line.startswith("+ ")] == [
+        "+ " + graphs[0]
+    ]
     recipes = [c for c in commands if " -m recipes scan " in c]
     assert [c.split("--work ")[1].split()[0].rsplit("_", 1)[1] for c in recipes] == ["fp32", "fp16", "amp", "bf16"]
     assert not (tmp_path / "out").exists()  # a dry run writes nothing

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The checks that need a CUDA GPU, in one go (docs/benchmarks.md, "On a CUDA GPU"; docs/gpu.md): the suite's cuda
-# cases, the speed comparisons against stock fairseq, and the mixed-precision runs of every architecture. Each step
-# runs whatever the one before did: a failing test or a failed run is reported in OUT/status.json and the exit
-# status, and the next step still runs. OUT receives at most 8 files, none in subfolders (what a device call returns):
-# device.txt, status.json, suite.txt, bench.txt (the benchmarks' output, their log after it), profiles.txt,
-# precision.md, precision.json; the precision runs' work trees go to --scratch, and a failed run's log tail to
-# status.json.
+# cases, the speed comparisons against stock fairseq, eager training against --cuda-graphs, and the mixed-precision
+# runs of every architecture. Each step runs whatever the one before did: a failing test or a failed run is reported
+# in OUT/status.json and the exit status, and the next step still runs. OUT receives at most 8 files, none in
+# subfolders (what a device call returns): device.txt, status.json, suite.txt, bench.txt (the benchmarks' output,
+# their log after it), profiles.txt, graphs.json, precision.md, precision.json; the precision runs' work trees go to
+# --scratch, and a failed run's log tail to status.json.
 #
-#   bash tools/gpu_checks.sh OUT [suite] [bench] [precision]   # default: all three, in that order
+#   bash tools/gpu_checks.sh OUT [suite] [bench] [graphs] [precision]   # default: all four, in that order
 #        [--data DIR]      SCAN data for the precision runs (default ../shared/data/scan)
 #        [--jobs N]        precision runs at a time per precision (default 6; two precisions run at once)
 #        [--scratch DIR]   where the precision runs' work trees go (default: a new folder under $TMPDIR or /tmp)
@@ -24,16 +24,16 @@ OUT="$1"; shift
 STEPS=() DATA="$ROOT/../shared/data/scan" JOBS=6 DRY=0 SCRATCH=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
-    suite|bench|precision) STEPS+=("$1"); shift ;;
+    suite|bench|graphs|precision) STEPS+=("$1"); shift ;;
     --data) DATA="$2"; shift 2 ;;
     --jobs) JOBS="$2"; shift 2 ;;
     --scratch) SCRATCH="$2"; shift 2 ;;
     --dry-run) DRY=1; shift ;;
     -h|--help) usage; exit 0 ;;
-    *) echo "gpu_checks.sh: unknown argument $1 (steps: suite, bench, precision)" >&2; exit 2 ;;
+    *) echo "gpu_checks.sh: unknown argument $1 (steps: suite, bench, graphs, precision)" >&2; exit 2 ;;
   esac
 done
-[[ ${#STEPS[@]} -gt 0 ]] || STEPS=(suite bench precision)
+[[ ${#STEPS[@]} -gt 0 ]] || STEPS=(suite bench graphs precision)
 export PYTHONPATH="$ROOT/examples:$ROOT${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 exec 3>&1  # the commands are echoed there, whatever a step redirects
 run() { echo "+ $*" >&3; [[ $DRY == 1 ]] || "$@"; }
@@ -97,6 +97,15 @@ for step in "${STEPS[@]}"; do
         [[ -f "$SCRATCH/profile_$p.txt" ]] && { echo "== profile_$p"; cat "$SCRATCH/profile_$p.txt"; }
       done > "$OUT/profiles.txt"
     fi
+    ;;
+  graphs)
+    # eager training against --cuda-graphs at SCAN's and COGS' shapes, the paper's sizes, TF32 on both: the losses of
+    # the first 50 updates, updates/s, memory (tools/cuda_graph_check.py; a minute or two); failed where not passed
+    run "$PY" tools/cuda_graph_check.py "$(out graphs.json)" 2>"$(scratch graphs.log)"
+    code=$?
+    if [[ $code != 0 ]]; then fail "graphs: exit $code ($(tail -n 3 "$SCRATCH/graphs.log" 2>/dev/null | tr '\n' ' '))"
+    elif [[ $DRY == 0 ]] && ! "$PY" -c "import json, sys; sys.exit(not json.load(open(sys.argv[1]))['passed'])" \
+        "$OUT/graphs.json"; then fail "graphs: not passed (graphs.json)"; fi
     ;;
   precision)
     # every architecture at --cpu-small sizes, 500 updates of SCAN jump, fp32 / fp16 / amp / bf16 from one seed

@@ -34,6 +34,8 @@ from fairseq.models.lstm import (
 from fairseq.models.lstm import base_architecture as lstm_base_architecture
 from fairseq.modules import FairseqDropout
 
+from ..modules.cuda_graph_step import CudaGraphStep
+from ..modules.masked_lstm import lstm_cell_pointwise, masked_lstm
 from ..modules.precision import autocast_off, autocast_on, fp32_linear, fp32_or_wider
 from .keep_best_hub import KeepBestHub
 from .lexical_decoder import GateFeatures, LexicalDecoder, add_lexical_decoder_args, lexical_decoder_defaults
@@ -100,6 +102,31 @@ class LexLSTMEncoder(LSTMEncoder):
             src_tokens = left_to_right_padding(src_tokens, self.padding_idx)
         return tuple(out) + (src_tokens,)
 
+    def forward_static(self, src_tokens: Tensor, src_lengths: Tensor):
+        """``forward``'s results without packing the batch: the LSTM as a masked step loop (``masked_lstm``), so that
+        the shapes are the batch's and nothing is read on the host (what a CUDA graph can capture,
+        ``cuda_graph_step.py``). Equal to ``forward`` within float rounding, whatever padding the batch has beyond
+        its longest row.
+
+        Args:
+            src_tokens: B x S source ids (padded on the side of ``self.left_pad``); every row has at least one token.
+            src_lengths: B, on the tokens' device.
+
+        Returns:
+            As ``forward``'s.
+        """
+        if self.left_pad:
+            src_tokens = left_to_right_padding(src_tokens, self.padding_idx)
+        x = self.dropout_in_module(self.embed_tokens(src_tokens)).transpose(0, 1)  # S x B x E
+        x, final_hiddens, final_cells = masked_lstm(self.lstm, x, src_lengths, lstm_cell_from_gates)
+        padding_mask = src_tokens.eq(self.padding_idx).t()  # S x B
+        # pad_packed_sequence's padding value in fairseq's encoder, then its output dropout
+        x = self.dropout_out_module(x.masked_fill(padding_mask.unsqueeze(-1), self.padding_idx * 1.0))
+        if self.bidirectional:
+            final_hiddens = self.combine_bidir(final_hiddens, src_tokens.size(0))
+            final_cells = self.combine_bidir(final_cells, src_tokens.size(0))
+        return x, final_hiddens, final_cells, padding_mask, src_tokens
+
     def reorder_encoder_out(self, encoder_out, new_order):
         """``encoder_out`` (``forward``'s tuple) with its B rows replaced by rows ``new_order`` (B', long)."""
         *state, src_tokens = encoder_out
@@ -127,13 +154,6 @@ def lstm_attention(keys: Tensor, query: Tensor, mask_bias: Optional[Tensor]) -> 
     return torch.softmax(scores, dim=1)
 
 
-def _cell_pointwise(input_gates: Tensor, hidden_gates: Tensor, cell: Tensor):
-    """(h, c), B x C each, of an LSTM cell from its gates' two matrix products (B x 4C, biases included in them)."""
-    i, f, g, o = (input_gates + hidden_gates).chunk(4, dim=1)
-    cell = torch.sigmoid(f) * cell + torch.sigmoid(i) * torch.tanh(g)
-    return torch.sigmoid(o) * torch.tanh(cell), cell
-
-
 _FUSED_CELL = {"usable": True}
 
 
@@ -159,7 +179,7 @@ def lstm_cell_from_gates(input_gates: Tensor, hidden_gates: Tensor, cell: Tensor
                 "lex_lstm: torch's fused LSTM cell kernel refused the decoder's gates (%s); using separate operations",
                 err,
             )
-    return _cell_pointwise(input_gates, hidden_gates, cell)
+    return lstm_cell_pointwise(input_gates, hidden_gates, cell)
 
 
 class _DeferredGradient(torch.autograd.Function):
@@ -701,6 +721,40 @@ class LexLSTMModel(KeepBestHub, LSTMModel):
             "10-bit mantissas in the products (torch.backends.cuda.matmul.allow_tf32); no effect "
             "on CPUs. Applies to the whole process, from the model's construction on",
         )
+        parser.add_argument(
+            "--cuda-graphs",
+            action="store_true",
+            help="train through CUDA graphs: each batch padded to one of a few fixed shapes, whose forward and "
+            "backward passes are captured once and replayed (the loss is the unpadded batch's). Where that is "
+            "unsafe (a CPU, --fp16/--bf16/--amp, --update-freq > 1, distributed training) one log line says why "
+            "and training is eager, as without the option (docs/benchmarks.md, 'CUDA graphs')",
+        )
+
+    # `--cuda-graphs`: the owner of the graphs and of the decision whether they are safe (None: eager training)
+    cuda_graph_step: Optional[CudaGraphStep] = None
+
+    def forward(self, src_tokens, src_lengths, prev_output_tokens, **kwargs):
+        """fairseq's encoder-decoder forward; in training with `--cuda-graphs`, through the graphs where they are
+        safe (``CudaGraphStep``), with the same results."""
+        if self.cuda_graph_step is not None and self.training and torch.is_grad_enabled() and not kwargs:
+            out = self.cuda_graph_step(self, src_tokens, src_lengths, prev_output_tokens)
+            if out is not None:
+                return out
+        return super().forward(src_tokens, src_lengths, prev_output_tokens, **kwargs)
+
+    def static_training_forward(self, src_tokens: Tensor, src_lengths: Tensor, prev_output_tokens: Tensor):
+        """``forward`` with static shapes and no host read, what `--cuda-graphs` captures: the encoder without
+        packing (``LexLSTMEncoder.forward_static``), then the decoder's loop (which reads nothing on the host).
+
+        Args:
+            src_tokens: B x S, padded as the encoder reads them; every row has at least one token.
+            src_lengths: B, on the device.
+            prev_output_tokens: B x T, right-padded.
+
+        Returns:
+            As ``forward``'s: (B x T x V log-probabilities, extra with ``attn`` and, with a head, ``p_gate``).
+        """
+        return self.decoder(prev_output_tokens, self.encoder.forward_static(src_tokens, src_lengths))
 
     @classmethod
     def build_model(cls, args, task):
@@ -748,6 +802,9 @@ class LexLSTMModel(KeepBestHub, LSTMModel):
             "output": args.decoder_out_embed_dim,
         }
         model.decoder.attach_lexical_head(args, task.source_dictionary, task.target_dictionary, sizes)
+        if args.cuda_graphs:
+            ids = [(d.pad(), d.eos()) for d in (task.source_dictionary, task.target_dictionary)]
+            model.cuda_graph_step = CudaGraphStep(args, *ids, left_pad_source=model.encoder.left_pad)
         return model
 
     @staticmethod
@@ -838,6 +895,7 @@ def lex_lstm_base(args):
     args.embedding_init = getattr(args, "embedding_init", None) or "uniform"
     args.decoder_output = getattr(args, "decoder_output", None) or "luong"
     args.tf32 = getattr(args, "tf32", False)
+    args.cuda_graphs = getattr(args, "cuda_graphs", False)
     # The authors' decoder starts from their (torch's) weights: at 512 units fairseq's U(+-0.1) is 2.3 times wider,
     # p_write wins the early race and LSTM + Simple never uses its lexicon (docs/authors_code.md, "At the paper's
     # width"). Checkpoints keep the value they were trained with.
