@@ -161,6 +161,27 @@ def test_recipe_commands_parse():
     assert options.prepare_only and options.models == "lstm,copy,simple"
 
 
+def test_lstm_runs_train_with_cuda_graphs_only_where_the_devices_check_passed():
+    """plan.cuda_graph_args: --cuda-graphs for the LSTM rows (lex_lstm's classes) where start's check of the graphs
+    passed; never for the Transformer or LLA rows, nor where the check failed, fell back or did not run."""
+    from dataclasses import replace
+
+    first = plan.plan_runs("paper")[0]
+    passed = {"passed": True, "speedup": 3.1}
+    for model in ("lstm", "simple", "copy", "ibm1", "uniform"):
+        assert plan.cuda_graph_args(replace(first, model=model), passed) == ("--cuda-graphs",)
+    for model in ("transformer", "pgn", "rdangle_shr", "lla"):
+        assert plan.cuda_graph_args(replace(first, model=model), passed) == ()
+    for check in (None, {"passed": False, "fallback": "the model is on cpu"}, {"passed": False, "error": "exit 1"}):
+        assert plan.cuda_graph_args(first, check) == ()
+    _, options = parsed(plan.run_command(first, "/data", "/work", plan.cuda_graph_args(first, passed)))
+    assert options.train_args == "--tf32 --cuda-graphs"
+    assert device.graphs_text(passed) == "CUDA graphs passed their check (3.1x): the LSTM runs use them"
+    failed = {"passed": False, "fallback": None, "speedup": 0.9, "largest_relative_difference": 0.02}
+    assert device.graphs_text(failed) == "CUDA graphs not used: speed-up 0.9x, largest relative loss difference 0.02"
+    assert device.graphs_text({"passed": False, "error": "exit 1: Traceback\nRuntimeError: boom\n"}).endswith("boom")
+
+
 def test_max_update_is_the_rows_own():
     """The campaign's training length of a run is the recipe's for that row: the LSTM rows' HParams, the
     Transformer rows' TransformerSettings (not the LSTM rows'), none for the lla rows (trained in epochs)."""
@@ -604,6 +625,10 @@ def test_a_miniature_campaign_on_a_simulated_device(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "plan 'mini': 4 runs" in proc.stdout
+    # the graphs' check ran there (tiny sizes on a CPU): the model fell back, so the runs train eagerly
+    assert "CUDA graphs not used: the model is on cpu, and CUDA graphs need a CUDA device" in proc.stdout
+    graphs = json.loads((state / "campaign.json").read_text())["environment"]["cuda_graphs"]
+    assert graphs["passed"] is False and graphs["largest_relative_difference"] == 0.0
     # what the device has of the carried wheels stays its own; what fairseq-fixed requires and neither has is named
     assert f"installed {len(manifest['wheels']) - 1} of {len(manifest['wheels'])} carried wheels" in proc.stdout
     assert any(w.startswith("bitarray-") for w in manifest["wheels"])
@@ -660,6 +685,7 @@ def test_a_miniature_campaign_on_a_simulated_device(tmp_path):
     for r in finished:  # score, commands, settings, times
         assert 0.0 <= r["score"]["exact_match"] <= 1.0 and r["score"]["n"] == 40
         assert "fairseq-train" in r["config"]["commands"]["train"] and r["config"]["settings"] == "cpu-small"
+        assert "--cuda-graphs" not in r["config"]["commands"]["train"] and "--cuda-graphs" not in r["command"]
         assert r["times"]["generate_s"] > 0 and r["training"]["updates"] == 30 and not r["time_limited"]
         errors = r["errors"]  # the first wrong outputs, to tell a model that did not learn from a broken decoder
         assert errors["hypotheses"] == 40 and errors["wrong"] == round(40 * (1 - r["score"]["exact_match"]))

@@ -110,6 +110,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="run CUDA's Multi-Process Service where it is installed, so the runs' kernels share the GPU (default on)",
     )
     s.add_argument("--allow-cpu", action="store_true", help="run without a CUDA device (a rehearsal)")
+    s.add_argument(
+        "--cuda-graphs",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="check --cuda-graphs against eager training first (tools/cuda_graph_check.py --quick, about half a "
+        "minute) and train the LSTM runs with it where the check passes (default on)",
+    )
     s.add_argument("--restart", action="store_true", help="stop and replace an earlier campaign in --state")
     s.add_argument("--carry", default=os.path.join(ROOT, ".gpu"), help="the carry folder (default .gpu)")
     s.add_argument("--repo", default=ROOT, help=argparse.SUPPRESS)

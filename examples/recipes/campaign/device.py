@@ -275,6 +275,45 @@ print(json.dumps({"decoder_check": "ok on " + dev, "fused_lstm_cell": dev == "cu
 """
 
 
+def cuda_graphs_check(state: str, cuda: bool, timeout_s: float = 300.0) -> dict:
+    """tools/cuda_graph_check.py --quick in the campaign's environment: eager training against `--cuda-graphs` at
+    SCAN's shapes and the paper's sizes (on a CPU, a rehearsal: tiny sizes, where the model falls back). Returns the
+    summary campaign.json keeps and the scheduler reads (plan.cuda_graph_args): the runs use graphs only where
+    ``passed``. A check that fails to run is reported, and the runs train eagerly."""
+    out = f"{state}/cuda_graphs.json"
+    command = [sys.executable, "tools/cuda_graph_check.py", out, "--quick", *([] if cuda else ["--sizes", "tiny"])]
+    try:
+        res = subprocess.run(
+            command, env=run_env(state), capture_output=True, text=True, cwd=f"{state}/src", timeout=timeout_s
+        )
+    except subprocess.TimeoutExpired:
+        return {"passed": False, "error": f"the check took more than {timeout_s:g} s"}
+    if res.returncode != 0 or not os.path.isfile(out):
+        return {"passed": False, "error": f"exit {res.returncode}: {res.stderr[-1500:]}"}
+    report = read_json(out)
+    scan = report["shapes"]["scan"]
+    return {
+        "passed": report["passed"],
+        "fallback": report["fallback"],
+        "speedup": scan["speedup"],
+        "largest_relative_difference": scan["largest_relative_difference"]["graphs"],
+        "seconds": report["seconds"],
+    }
+
+
+def graphs_text(check: Optional[dict]) -> str:
+    """What start says of the graphs' check (check: cuda_graphs_check's summary, None where it did not run)."""
+    if check is None:
+        return "CUDA graphs not checked (--no-cuda-graphs): the runs train eagerly"
+    if check["passed"]:
+        return f"CUDA graphs passed their check ({check['speedup']}x): the LSTM runs use them"
+    why = (check.get("error") or check.get("fallback") or "").strip()
+    if not why:
+        diff = check["largest_relative_difference"]
+        why = f"speed-up {check['speedup']}x, largest relative loss difference {diff:.2g}"
+    return f"CUDA graphs not used: {why.splitlines()[-1]}"
+
+
 def device_packages(python: str) -> Dict[str, str]:
     """Canonical name -> version of every distribution `python` can import without PYTHONPATH (the campaign's
     processes get their own): what the device has, asked on the device rather than listed here."""
@@ -375,6 +414,8 @@ def start(args) -> int:
         raise CampaignError(
             f"torch {found['torch']} sees no CUDA device here (--allow-cpu runs anyway, for a rehearsal)"
         )
+    # eager training against --cuda-graphs, before any run depends on it (about half a minute on a GPU)
+    found["cuda_graphs"] = cuda_graphs_check(state, found["cuda"]) if args.cuda_graphs else None
     mps = start_mps(state) if args.mps and found["cuda"] else None
 
     runs = [RunRecord(run) for run in planning.plan_runs(manifest["plan"])]
@@ -424,6 +465,7 @@ def start(args) -> int:
         f"{', fused LSTM cell' if found['fused_lstm_cell'] else ''}); plan {manifest['plan']!r}: {len(runs)} runs, "
         f"up to {max_jobs} at once; deadline in {(deadline - time.time()) / 60:.1f} min; scheduler pid {proc.pid}"
     )
+    log(f"start: {graphs_text(found['cuda_graphs'])}")
     log("next: poll (bash tools/gpu_campaign.sh poll), back to back, until it says the campaign is over")
     return 0
 

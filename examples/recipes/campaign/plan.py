@@ -264,6 +264,23 @@ def run_command(run: Run, data: str, work: str, extra_train_args: Sequence[str] 
     return recipe_process(run.task, run_options(run, data, work, extra_train_args).argv() + task_of(run).argv())
 
 
+# The LSTM rows' fairseq models (lex_lstm's classes: with the `-small`/`-medium` sizes of the CPU presets too), which
+# take --cuda-graphs (fairseq_lexical/modules/cuda_graph_step.py)
+CUDA_GRAPH_ARCHS = ("lex_lstm", "lstm_plain")
+
+
+def cuda_graph_args(run: Run, check: Optional[dict]) -> Tuple[str, ...]:
+    """("--cuda-graphs",) for the training of an LSTM row where the device's check of the graphs passed
+    (``check``: the summary `start` keeps of tools/cuda_graph_check.py's JSON, or None where it did not run); else
+    nothing: the run trains eagerly."""
+    from recipes.catalogue import MODELS
+
+    spec = MODELS.get(run.model)
+    if not (check or {}).get("passed") or spec is None or spec.transformer or spec.arch not in CUDA_GRAPH_ARCHS:
+        return ()
+    return ("--cuda-graphs",)
+
+
 def max_update_of(run: Run) -> Optional[int]:
     """The run's training length (max_update) as its recipe sets it: the task's settings with the run's options
     (the data and work paths play no part in it)."""

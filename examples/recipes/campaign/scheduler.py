@@ -280,7 +280,8 @@ class Scheduler:
             r.max_update = self.updates_of(r)
         group = self.groups[r.group]
         cap = ["--stop-time-hours", f"{train_s / 3600:.5f}", "--log-interval", "10"]
-        command = planning.run_command(r.run, self.data(group), self.work(r.group), cap)
+        graphs = planning.cuda_graph_args(r.run, self.campaign.get("environment", {}).get("cuda_graphs"))
+        command = planning.run_command(r.run, self.data(group), self.work(r.group), [*cap, *graphs])
         proc = self.start_logged(command, f"{self.state}/logs/{r.id}.log")
         self.procs[r.id] = proc
         self.samples.pop(r.id, None)
