@@ -516,3 +516,29 @@ def test_authors_dropout_placement_keeps_the_encoders_outputs(toy_data, placemen
         assert outputs["train"].abs().max() == 0 and outputs["eval"].abs().max() > 0
     plain, _ = _dropout_model(toy_data, "fairseq", "--encoder-layers", "1", "--decoder-layers", "1")
     assert list(plain.state_dict()) == list(model.state_dict())  # the same parameters: checkpoints load either way
+
+
+def test_right_padded_sources_score_as_left_padded_ones(toy_data):
+    """Sources padded on the right (--left-pad-source): the encoder reads the rows as they are. fairseq's
+    LSTMModel leaves its encoder at left_pad=True whatever the option, and the head's source tokens were then
+    rotated out of place."""
+    from fairseq.data import LanguagePairDataset
+
+    scores = {}
+    for left in (True, False):
+        torch.manual_seed(0)
+        # fairseq 0.12 makes the option a flag that turns left padding off (store_false of a default True)
+        option = [] if left else ["--left-pad-source"]
+        lexicon = ("--lexicon", toy_data / "lexicon.tsv")
+        model, task, _ = build_model(toy_data / "bin", "--arch", "lex_lstm_small", *lexicon, "--dropout", "0", *option)
+        assert model.encoder.left_pad is left
+        sd, td = task.source_dictionary, task.target_dictionary
+        src = [sd.encode_line(s, add_if_not_exist=False).long() for s, _ in PAIRS]
+        tgt = [td.encode_line(t, add_if_not_exist=False).long() for _, t in PAIRS]
+        ds = LanguagePairDataset(src, [len(x) for x in src], sd, tgt, [len(x) for x in tgt], td, left_pad_source=left)
+        batch = ds.collater([ds[i] for i in range(len(PAIRS))])
+        assert batch["net_input"]["src_tokens"][:, 0 if left else -1].eq(sd.pad()).any()  # padded on that side
+        model.eval()
+        with torch.no_grad():
+            scores[left] = model.get_normalized_probs(model(**batch["net_input"]), log_probs=True)
+    torch.testing.assert_close(scores[False], scores[True], atol=1e-5, rtol=0)

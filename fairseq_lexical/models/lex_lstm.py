@@ -863,6 +863,8 @@ class LexLSTMModel(KeepBestHub, LSTMModel):
             bidirectional=args.encoder_bidirectional,
             pretrained_embed=encoder_embed,
             max_source_positions=getattr(args, "max_source_positions", DEFAULT_MAX_SOURCE_POSITIONS),
+            # the task's padding side (fairseq's LSTMModel leaves it at True, and so misreads --left-pad-source False)
+            left_pad=bool(getattr(args, "left_pad_source", True)),
         )
         decoder = LexLSTMDecoder(
             tgt_dict,
