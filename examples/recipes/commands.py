@@ -110,19 +110,20 @@ def fairseq_train(
     log_format: str = LOG_FORMAT,
     after: Sequence[str] = (),
     extra: str = "",
+    plugin: bool = True,
 ) -> List[str]:
     """The one fairseq-train command of every row (LSTM, Transformer, LLA) of every pipeline: the ``model``
     options (--arch, --lexicon, ...) on ``data_bin``, lexical_cross_entropy with ``criterion`` options, Adam with
     ``optimisation``, ``batching``, the length of training (``schedule``), checkpoints and logs in ``save_dir``,
-    then ``after`` (validation, saving) and the user's ``extra`` options (one string)."""
+    then ``after`` (validation, saving) and the user's ``extra`` options (one string). ``plugin=False``: stock
+    fairseq (no --user-dir, fairseq's label_smoothed_cross_entropy), e.g. a model to fine-tune with the plugin."""
     return [
         tool("fairseq-train"),
         data_bin,
-        "--user-dir",
-        USER_DIR,
+        *(["--user-dir", USER_DIR] if plugin else []),
         *model,
         "--criterion",
-        "lexical_cross_entropy",
+        "lexical_cross_entropy" if plugin else "label_smoothed_cross_entropy",
         *criterion,
         "--optimizer",
         "adam",
