@@ -33,7 +33,7 @@ from lexical_offline.metrics.aggregate import aggregate_dir, format_mean_std
 
 # examples/recipes (run.sh puts examples/ on PYTHONPATH): the runner helpers and Transformer training settings
 from recipes import ROOT, commands, ownership, process
-from recipes.console import RecipeError, hms, say, show
+from recipes.console import RecipeError, exit_status_of, hms, say, show
 from recipes.execute import RunSpec, execute_run
 from recipes.process import run_logged
 from recipes.rundir import PREPROCESS_WRITES, lock_work_directory, refuse_foreign_writes, remove_owned
@@ -566,14 +566,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     process.PROGRESS_EVERY = max(1.0, args.progress_every)
-    try:
-        return Experiment(args).run()
-    except RecipeError as e:
-        print(f"run.sh: error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("run.sh: interrupted (finished runs are kept; run again to go on)", file=sys.stderr)
-        return 130
+    return exit_status_of(lambda: Experiment(args).run())
 
 
 if __name__ == "__main__":
