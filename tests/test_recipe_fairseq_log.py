@@ -113,3 +113,19 @@ def test_json_and_simple_logs_of_the_same_run_read_the_same(toy_data, tmp_path):
     assert json_last == simple_last and json_last["updates"] == "15"
     tags = [tag for tag, _ in read_records(json_log)]
     assert {"train_inner", "train", "valid"} == set(tags) and tags.count("valid") == 3
+
+
+@pytest.mark.parametrize("log_format", ["json", "simple"])
+def test_the_last_validations_p_gate_is_read_from_either_format(tmp_path, log_format):
+    from recipes.fairseq_log import last_valid_p_gate
+
+    lines = {
+        "json": ['{"epoch": 1, "valid_loss": "2.9", "valid_p_gate": "0.95"}', '{"epoch": 2, "valid_p_gate": "0.871"}'],
+        "simple": ["epoch 001 | valid on 'valid' subset | loss 2.9 | p_gate 0.95", "epoch 002 | valid on 'valid' "
+                   "subset | loss 2.8 | p_gate 0.871"],
+    }[log_format]  # fmt: skip
+    log = tmp_path / "train.log"
+    log.write_text("".join(f"2026-11-27 16:00:0{i} | INFO | valid | {line}\n" for i, line in enumerate(lines)))
+    assert last_valid_p_gate(str(log)) == 0.871
+    log.write_text(SIMPLE_LOG if log_format == "simple" else JSON_LOG)  # a run without the head logs none
+    assert last_valid_p_gate(str(log)) is None

@@ -32,7 +32,7 @@ from lexical_offline.textio import read_lines, write_parallel
 from lexical_offline.metrics.aggregate import aggregate_dir, format_mean_std
 
 # examples/recipes (run.sh puts examples/ on PYTHONPATH): the runner helpers and Transformer training settings
-from recipes import ROOT, commands, ownership, process
+from recipes import ROOT, commands, fairseq_log, ownership, process
 from recipes.console import RecipeError, exit_status_of, hms, say, show
 from recipes.execute import RunSpec, execute_run
 from recipes.process import run_logged
@@ -330,7 +330,7 @@ class Experiment:
             out,
             **commands.transformer_training(ts),
             log_interval=50,
-            log_format="--log-format simple",  # last_valid_p_gate reads it
+            log_format="--log-format simple",
             after=commands.validation(s.validate_every, s.patience) + cpu,
             extra=a.train_args,
         )
@@ -390,7 +390,8 @@ class Experiment:
 
     def run_one(self, size: int, system: str, seed: int, index: str) -> dict:
         run = self.spec(size, system, seed, index)
-        outcome = execute_run(run, after_run=lambda _: {"valid_p_gate_last": last_valid_p_gate(run.out + "/train.log")})
+        log = run.out + "/train.log"
+        outcome = execute_run(run, after_run=lambda _: {"valid_p_gate_last": fairseq_log.last_valid_p_gate(log)})
         score = outcome.score
         if outcome.reused:
             say(f"{run.who}: BLEU {score['bleu']:.2f} chrF {score['chrf']:.2f} (done before: skipped)")
@@ -492,15 +493,6 @@ class Experiment:
 
     def test_count(self) -> int:
         return len(read_lines(f"{self.work}/data/test.{self.tgt}"))
-
-
-def last_valid_p_gate(log_path: str) -> Optional[float]:
-    value = None
-    with open(log_path, errors="replace") as f:
-        for line in f:
-            if "valid on 'valid' subset" in line and "p_gate " in line:
-                value = float(line.split("p_gate ")[1].split()[0])
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:

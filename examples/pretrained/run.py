@@ -49,7 +49,7 @@ from recipes.process import run_logged, tool
 from recipes.rundir import PREPROCESS_WRITES, lock_work_directory, refuse_foreign_writes, remove_owned
 from recipes.settings import TRANSFORMER_CPU_SMALL, TransformerSettings
 from recipes.steps import Step
-from recipes.textio import count_entries, sha1_files, write_json
+from recipes.textio import count_entries, read_json, sha1_files, write_json
 
 SPLITS = ("train", "valid", "test")
 
@@ -322,7 +322,7 @@ class Experiment:
         say(
             "== joined dictionary + data-bins up to date"
             if secs is None
-            else f"== joined dictionary ({count_lines(self.dict)} types, over pretraining + fine-tuning text) and "
+            else f"== joined dictionary ({count_entries(self.dict)} types, over pretraining + fine-tuning text) and "
             f"data-bins bin_pretrain, bin_finetune ({hms(secs)})"
         )
         cmd = self.lexicon_command()
@@ -352,7 +352,7 @@ class Experiment:
 
         step = Step("terms", self.work + "/terms.json", tkey, [self.terms], self.work + "/terms_all.tsv.log")
         step.run(make_terms, force)
-        say(f"== terms: {count_lines(self.terms)} new-domain words ({self.terms})")
+        say(f"== terms: {count_entries(self.terms)} new-domain words ({self.terms})")
 
     # -- runs ------------------------------------------------------------------------------------------------
     def generate_and_score(self, data_bin: str, checkpoint: str) -> Dict[str, List[str]]:
@@ -398,7 +398,7 @@ class Experiment:
             out,
             **commands.transformer_training(s.finetune),
             log_interval=50,
-            log_format="--log-format simple",  # last_valid_p_gate reads it
+            log_format="--log-format simple",
             after=commands.validation(s.validate_every, s.patience),
             plugin=spec.plugin,
         )
@@ -551,7 +551,7 @@ class Experiment:
             "early_stop": run.get("training", {}).get("early_stop"),
             "best_update": best.get("updates"),
             "best_valid_loss": best.get("loss"),
-            "valid_p_gate_last": last_valid_p_gate(out + "/train.log"),
+            "valid_p_gate_last": fairseq_log.last_valid_p_gate(out + "/train.log"),
         }
 
     def report(self, info: Dict[str, object], seconds: float) -> None:
@@ -572,7 +572,7 @@ class Experiment:
         say("")
         say(
             f"== test ({info['test_pairs']} sentences; new-word subset {info['test_holding_a_new_word']}): BLEU "
-            f"(--tokenize none), chrF, term use (%, {count_lines(self.terms)} terms), {len(self.seeds)} seed(s)"
+            f"(--tokenize none), chrF, term use (%, {count_entries(self.terms)} terms), {len(self.seeds)} seed(s)"
         )
         say("system      " + "  ".join(f"{c:>14}" for c, _ in cols))
         for name, row in rows.items():
@@ -581,7 +581,7 @@ class Experiment:
             "what": "a STAND-IN for a real pretrained model: stock transformer_tiny pretrained here on eng_cmn, "
             "fine-tuned on a 1,000-pair slice holding new-domain words",
             "split": {k: v for k, v in info.items() if k != "test_new_word_ids"},
-            "terms": count_lines(self.terms),
+            "terms": count_entries(self.terms),
             "settings": read_json(self.work + "/config.json"),
             "metrics": "BLEU: sacrebleu --tokenize none on the tokenised (jieba) text; chrF; term use: tools/score.py "
             "--terms (share of term-word occurrences whose hypothesis holds the term's target)",
@@ -607,28 +607,6 @@ class Experiment:
         }
         write_json(self.work + "/summary.json", summary)
         say(f"== summary: {self.work}/summary.json; wall time of this invocation {hms(seconds)}")
-
-
-def last_valid_p_gate(log_path: str) -> Optional[float]:
-    """The last validation's mean p_gate (1 - p_copy) of a plugin run's simple-format log; None for stock runs."""
-    value = None
-    with open(log_path, errors="replace") as f:
-        for line in f:
-            if "valid on 'valid' subset" in line and "p_gate " in line:
-                value = float(line.split("p_gate ")[1].split()[0])
-    return value
-
-
-def read_json(path: str) -> dict:
-    import json
-
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
-
-
-def count_lines(path: str) -> int:
-    with open(path, encoding="utf-8") as f:
-        return sum(1 for line in f if line.strip() and not line.startswith("#"))
 
 
 def build_parser() -> argparse.ArgumentParser:

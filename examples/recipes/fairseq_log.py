@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Dict, Iterable, Iterator, List, Tuple
+from typing import Dict, Iterable, Iterator, List, Optional, Tuple
 
 Record = Tuple[str, Dict[str, object]]
 _TAGS = re.compile(r"train_inner|train|valid\w*")
@@ -111,6 +111,16 @@ def training_summary(log_path: str) -> Dict[str, object]:
     if early:
         text += " (early stop on validation loss)"
     return {"updates": updates, "early_stop": early, "device": device, "text": text}
+
+
+def last_valid_p_gate(log_path: str) -> Optional[float]:
+    """The last validation's mean p_gate (the lexical head's weight of p_write) in a fairseq-train log of either
+    format; None where none is logged (a model without the head)."""
+    value = None
+    for tag, stats in read_records(log_path):
+        if tag == "valid" and "valid_p_gate" in stats:
+            value = float(stats["valid_p_gate"])
+    return value
 
 
 def validation_history(log_path: str) -> List[Dict[str, object]]:
