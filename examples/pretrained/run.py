@@ -45,7 +45,7 @@ from recipes import ROOT, commands, fairseq_log, ownership, process
 from recipes.catalogue import LEXICON_METHODS
 from recipes.console import RecipeError, exit_status_of, hms, say, show
 from recipes.execute import RunSpec, execute_run
-from recipes.process import run_logged, tool
+from recipes.process import run_logged
 from recipes.rundir import PREPROCESS_WRITES, lock_work_directory, refuse_foreign_writes, remove_owned
 from recipes.settings import TRANSFORMER_CPU_SMALL, TransformerSettings
 from recipes.steps import Step
@@ -261,21 +261,8 @@ class Experiment:
         return {"data_sha1": sha1_files(names)}
 
     def dict_command(self) -> List[str]:
-        return [
-            tool("fairseq-preprocess"),
-            "--source-lang",
-            "src",
-            "--target-lang",
-            "tgt",
-            "--trainpref",
-            f"{self.data}/train",
-            "--destdir",
-            os.path.dirname(self.dict),
-            "--joined-dictionary",
-            "--dict-only",
-            "--workers",
-            "1",
-        ]
+        prefixes = {"train": f"{self.data}/train"}
+        return commands.preprocess(prefixes, os.path.dirname(self.dict), joined=True, dict_only=True)
 
     def binarise_command(self, part: str) -> List[str]:
         prefixes = {"train": f"{self.data}/{part}", "valid": f"{self.data}/valid", "test": f"{self.data}/test"}

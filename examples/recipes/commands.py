@@ -63,20 +63,23 @@ def preprocess(
     target: str = "tgt",
     joined: bool = False,
     srcdict: Optional[str] = None,
+    dict_only: bool = False,
 ) -> List[str]:
-    """fairseq-preprocess of the splits' file prefixes (train, valid, test: PREFIX.<source> and PREFIX.<target>)."""
+    """fairseq-preprocess of the splits' file prefixes (those of train, valid, test given: PREFIX.<source> and
+    PREFIX.<target>); ``dict_only``: the dictionaries of the training text alone."""
     return [
         tool("fairseq-preprocess"),
         "--source-lang",
         source,
         "--target-lang",
         target,
-        *(a for split in ("train", "valid", "test") for a in (f"--{split}pref", prefixes[split])),
+        *(a for split in ("train", "valid", "test") if split in prefixes for a in (f"--{split}pref", prefixes[split])),
         "--destdir",
         destdir,
         "--workers",
         "1",
         *(["--joined-dictionary"] if joined else []),
+        *(["--dict-only"] if dict_only else []),
         *(["--srcdict", srcdict] if srcdict else []),
     ]
 
