@@ -252,3 +252,17 @@ def test_a_dictionary_without_the_language_tokens_is_named(tmp_path_factory, tmp
     last = proc.stderr.splitlines()[-1]
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "the 2 more are most likely its language tokens" in last and "--lang-pairs en-xx" in last
+
+
+@pytest.mark.parametrize("task", ["lexical_translation_from_pretrained_bart", "lexical_translation_multi_simple_epoch"])
+def test_the_families_tasks_take_the_generation_options(toy_data, task, capsys):
+    import fairseq_lexical
+    from fairseq import options
+
+    fairseq_lexical.register()
+    argv = [str(toy_data / "bin"), "--task", task, "--beam-search", "fairseq", "--lexicon-override-gate-bias", "2"]
+    args = options.parse_args_and_arch(options.get_generation_parser(), argv)
+    assert (args.beam_search, args.lexicon_override, args.lexicon_override_gate_bias) == ("fairseq", None, 2.0)
+    with pytest.raises(SystemExit) as stop:
+        options.parse_args_and_arch(options.get_generation_parser(), argv[:3] + ["--beam-search", "bogus"])
+    assert stop.value.code == 2 and "invalid choice: 'bogus'" in capsys.readouterr().err

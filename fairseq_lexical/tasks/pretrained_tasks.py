@@ -21,6 +21,7 @@ from fairseq.tasks import FairseqTask, register_task
 from fairseq.tasks.translation_from_pretrained_bart import TranslationFromPretrainedBARTTask
 from fairseq.tasks.translation_multi_simple_epoch import TranslationMultiSimpleEpochTask
 
+from ..sequence_generator import BEAM_SEARCHES
 from .lexical_translation import KeepBestGeneration, LexicalTranslationConfig
 
 GENERATION_OPTIONS = ("beam_search", "lexicon_override", "lexicon_override_gate_bias")
@@ -31,7 +32,9 @@ def add_generation_args(parser):
     for f in fields(LexicalTranslationConfig):
         if f.name in GENERATION_OPTIONS:
             kind = {"lexicon_override_gate_bias": float}.get(f.name, str)
-            parser.add_argument("--" + f.name.replace("_", "-"), type=kind, default=f.default, help=f.metadata["help"])
+            choices = list(BEAM_SEARCHES) if f.name == "beam_search" else None
+            name = "--" + f.name.replace("_", "-")
+            parser.add_argument(name, type=kind, choices=choices, default=f.default, help=f.metadata["help"])
 
 
 @register_task("lexical_translation_from_pretrained_bart")
