@@ -427,8 +427,8 @@ def prepare(args) -> int:
     data = os.path.abspath(args.data)
     if os.path.commonpath([data, carry]) == carry:
         raise PrepareError(f"--data {data} lies inside the carry folder {carry}, which prepare replaces")
-    parent = os.path.dirname(carry)
-    tmp = tempfile.mkdtemp(prefix=".carry.", dir=parent if not args.dry_run else None)
+    # built outside the checkout: a folder inside it that git does not ignore would travel, and count, twice
+    tmp = tempfile.mkdtemp(prefix="fairseq_lexical_carry.")
     try:
         left_out = [n.strip() for n in args.leave_out.split(",") if n.strip()]
         manifest = build(tmp, args.plan, data, args.python_version, args.platform, args.fairseq_wheel, left_out)
@@ -446,7 +446,7 @@ def prepare(args) -> int:
         else:
             if os.path.isdir(carry):
                 shutil.rmtree(carry)  # an earlier carry folder (it has a manifest.json): prepare made it
-            os.replace(tmp, carry)
+            shutil.move(tmp, carry)  # across file systems where the temporary folder is on another
             print(f"wrote {carry}")
     finally:
         if os.path.isdir(tmp):
