@@ -97,7 +97,7 @@ def test_what_the_plan_does_not_have_is_refused(tmp_path, capsys, change, field)
         (lambda res: res.update(started="yesterday"), 'started "yesterday" is not a number'),
         (lambda res: res.update(runs=None), "runs is missing"),
         (lambda res: res.update(environment=None, runs=[_run(1, 0.9)]), "environment is missing"),
-        (lambda res: res.update(plan="bigger"), 'plan "bigger" is not one of paper, width, mini'),
+        (lambda res: res.update(plan="bigger"), 'plan "bigger" is not one of paper, scan, width, mini'),
         (lambda res: res["runs"].append("a run"), 'runs[1] "a run" is not an object'),
         (lambda res: res["runs"][0].update(score=[0.9]), "run scan_jump-simple-s1: score [0.9] is not an object"),
         (lambda res: res["runs"][0].update(training="long"), 'training "long" is not an object'),

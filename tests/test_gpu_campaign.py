@@ -53,6 +53,26 @@ def test_width_plan_runs_the_fixed_rows_first_then_one_seed_of_each_variant():
         assert options.train_args == " ".join(r.train_args) and (options.batch_size, options.update_freq) == (512, 1)
 
 
+def test_scan_plan_runs_the_simple_rows_first_then_the_baseline_then_the_loops():
+    runs = plan.plan_runs("scan")
+    ids = [r.id for r in runs]
+    simple = [f"scan_{split}-simple-s{seed}" for seed in range(1, 6) for split in ("jump", "around_right")]
+    assert ids[:10] == simple  # seed by seed, both splits: whatever number run at once, both splits get seeds
+    assert {r.id.split("-s")[0] for r in runs[10:20]} == {"scan_jump-lstm", "scan_around_right-lstm"}
+    loops = {r.group: r.train_args for r in runs[20:]}
+    assert loops == {
+        "scan_jump_authors_loop": ("--tf32", *plan.AUTHORS_LOOP),
+        "scan_jump_authors_dropout": ("--tf32", "--dropout-placement", "authors"),
+        "scan_jump_random_batches": ("--tf32", "--task", "lexical_translation", "--batch-order", "random"),
+    }
+    assert len(ids) == 29 and len(set(ids)) == len(ids)
+    # the plain LSTM shares its split's prepared data with LSTM + Simple: one preparation per split
+    assert [g.name for g in plan.plan_groups("scan")][:2] == ["scan_jump", "scan_around_right"]
+    for r in (runs[0], runs[10], runs[-1]):
+        _, options = parsed(plan.run_command(r, "/data", "/work"))
+        assert options.train_args == " ".join(r.train_args) and (options.batch_size, options.update_freq) == (512, 1)
+
+
 def test_collect_gives_a_variant_a_file_of_its_own(tmp_path, capsys):
     variant = dict(_run(1, 0.5), id="scan_jump_no_tf32-simple-s1", group="scan_jump_no_tf32", train_args=[])
     path = _result_file(tmp_path / "poll", 1000.0, [_run(1, 0.9), variant])

@@ -84,6 +84,28 @@ WIDTH_TIERS = (
     ),
     Tier(WIDTH_SIMPLE, (2, 3)),
 )
+# The SCAN table at the paper's configuration, in its issue's priority: LSTM + Simple with the recipes' defaults on
+# both splits, seeds 1-3, then seeds 4-5; the plain LSTM, seeds 1-5; on jump, the authors' training loop (their
+# dropout placement and random batches) and each of its two parts alone, seeds 1-3.
+SCAN_SIMPLE = tuple(
+    Group("scan", ("simple",), split, GPU_OPTIONS, GPU_TRAIN_ARGS) for split in ("jump", "around_right")
+)
+SCAN_LSTM = tuple(Group("scan", ("lstm",), split, GPU_OPTIONS, GPU_TRAIN_ARGS) for split in ("jump", "around_right"))
+AUTHORS_DROPOUT, AUTHORS_BATCHES = AUTHORS_LOOP[:2], AUTHORS_LOOP[2:]
+SCAN_LOOP_GROUPS = tuple(
+    Group("scan", ("simple",), "jump", GPU_OPTIONS, (*GPU_TRAIN_ARGS, *args), variant)
+    for args, variant in (
+        (AUTHORS_LOOP, "authors_loop"),
+        (AUTHORS_DROPOUT, "authors_dropout"),
+        (AUTHORS_BATCHES, "random_batches"),
+    )
+)
+SCAN_TIERS = (
+    Tier(SCAN_SIMPLE, (1, 2, 3)),
+    Tier(SCAN_SIMPLE, (4, 5)),
+    Tier(SCAN_LSTM, (1, 2, 3, 4, 5)),
+    Tier(SCAN_LOOP_GROUPS, (1, 2, 3)),
+)
 # A miniature of the same shape for the simulated device (tests, a dry rehearsal on a CPU): CPU-sized models,
 # tens of updates.
 MINI_OPTIONS = (
@@ -94,7 +116,12 @@ MINI_OPTIONS = (
     ("patience", 0),
 )
 MINI_TIERS = (Tier((Group("scan", ("lstm", "simple"), "jump", MINI_OPTIONS),), (1, 2)),)
-PLANS: Dict[str, Tuple[Tier, ...]] = {"paper": PAPER_TIERS, "width": WIDTH_TIERS, "mini": MINI_TIERS}
+PLANS: Dict[str, Tuple[Tier, ...]] = {
+    "paper": PAPER_TIERS,
+    "scan": SCAN_TIERS,
+    "width": WIDTH_TIERS,
+    "mini": MINI_TIERS,
+}
 
 
 @dataclass
