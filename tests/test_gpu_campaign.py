@@ -73,6 +73,21 @@ def test_scan_plan_runs_the_simple_rows_first_then_the_baseline_then_the_loops()
         assert options.train_args == " ".join(r.train_args) and (options.batch_size, options.update_freq) == (512, 1)
 
 
+def test_a_slot_waits_for_the_group_of_the_next_run_rather_than_take_a_later_one():
+    """The jump data ready first must not give every slot to jump runs while around right's, earlier in the plan,
+    is still being prepared."""
+    sched = scheduler.Scheduler.__new__(scheduler.Scheduler)
+    sched.runs = [plan.RunRecord(r) for r in plan.plan_runs("scan")]
+    sched.prep = {g.name: device.Preparation() for g in plan.plan_groups("scan")}
+    sched.prep["scan_jump"].status = device.PrepStatus.READY
+    sched.prep["scan_around_right"].status = device.PrepStatus.PREPARING
+    assert [r.id for r in sched.ready_queued()] == ["scan_jump-simple-s1"]
+    sched.prep["scan_around_right"].status = device.PrepStatus.FAILED  # its runs fail; the others go on
+    ready = [r.id for r in sched.ready_queued()]
+    assert ready[:3] == ["scan_jump-simple-s1", "scan_jump-simple-s2", "scan_jump-simple-s3"]
+    assert "scan_around_right-simple-s1" not in ready
+
+
 def test_collect_gives_a_variant_a_file_of_its_own(tmp_path, capsys):
     variant = dict(_run(1, 0.5), id="scan_jump_no_tf32-simple-s1", group="scan_jump_no_tf32", train_args=[])
     path = _result_file(tmp_path / "poll", 1000.0, [_run(1, 0.9), variant])

@@ -89,7 +89,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="most runs at once (default min(12, CPUs - 2)); the probe "
         "measures one alone and this many at once, then chooses",
     )
-    s.add_argument("--probe-s", type=float, default=30.0, help="seconds of updates each probe measures (default 30)")
+    s.add_argument(
+        "--probe-s",
+        type=float,
+        default=30.0,
+        help="seconds of updates each probe measures (default 30); 0: no probe, --max-jobs at once from the start and "
+        "no run stopped before the deadline",
+    )
     s.add_argument(
         "--min-train-s",
         type=float,

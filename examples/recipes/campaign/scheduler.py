@@ -60,10 +60,13 @@ class Scheduler:
         self.max_update: Dict[str, int] = {}
         self.samples: Dict[str, List[Tuple[float, int]]] = {}  # run id -> (time, updates) seen in its log
         self.offsets: Dict[str, int] = {}
-        self.phase = Phase.PROBE_ONE
-        self.phase_start = time.time()
         self.big_k = int(self.campaign["max_jobs"])
-        self.slots = 1
+        # --probe-s 0: no probe, so no run is ever stopped to change the concurrency; up to big_k at once from the
+        # start (stopping a run under MPS midway harmed every other run: docs/gpu.md)
+        probing = float(self.campaign["probe_s"]) > 0
+        self.phase = Phase.PROBE_ONE if probing else Phase.STEADY
+        self.phase_start = time.time()
+        self.slots = 1 if probing else self.big_k
         self.measured: Dict[str, object] = {}
         self.stop_reason: Optional[str] = None
         self.env = run_env(state)
@@ -131,13 +134,16 @@ class Scheduler:
             },
         )
 
-    # preparation, one group at a time, in the order its runs come
+    # preparation, up to PREPARE_AT_ONCE groups at a time, in the order their runs come: the first slots wait for
+    # the groups of the first runs, so those are prepared side by side
+    PREPARE_AT_ONCE = 4
+
     def prepare_next(self) -> None:
         for name, p in self.prep.items():
             if p.status is PrepStatus.PREPARING:
                 proc = self.prep_procs[name]
                 if proc.poll() is None:
-                    return
+                    continue
                 del self.prep_procs[name]
                 p.status = PrepStatus.READY if proc.returncode == 0 else PrepStatus.FAILED
                 p.seconds = round(time.time() - p.started, 1)
@@ -151,6 +157,8 @@ class Scheduler:
                             r.status, r.reason, r.log_tail = RunStatus.FAILED, f"preparing {name} failed", log_tail
         order = list(dict.fromkeys(r.group for r in self.with_status(RunStatus.QUEUED)))
         for name in order:
+            if len(self.prep_procs) >= self.PREPARE_AT_ONCE:
+                return
             if self.prep[name].status is PrepStatus.WAITING:
                 group = self.groups[name]
                 command = planning.prepare_command(group, self.data(group), self.work(name))
@@ -158,7 +166,6 @@ class Scheduler:
                 self.prep_procs[name] = proc
                 self.prep[name] = Preparation(PrepStatus.PREPARING, pgid=proc.pid, started=time.time())
                 log(f"prepare {name}: started")
-                return
 
     def start_logged(self, command: List[str], log: str) -> subprocess.Popen:
         """A recipe process in its own process group (stopped as one), its output in ``log``."""
@@ -294,7 +301,16 @@ class Scheduler:
         return True
 
     def ready_queued(self) -> List[RunRecord]:
-        return [r for r in self.with_status(RunStatus.QUEUED) if self.prep[r.group].status is PrepStatus.READY]
+        """The queued runs whose group is prepared, in plan order, up to the first whose group is still being
+        prepared: a later run never takes a slot that an earlier one is about to need."""
+        out = []
+        for r in self.with_status(RunStatus.QUEUED):
+            status = self.prep[r.group].status
+            if status in (PrepStatus.WAITING, PrepStatus.PREPARING):
+                break
+            if status is PrepStatus.READY:
+                out.append(r)
+        return out
 
     def launch(self, now: float) -> None:
         """One tick of the launch state machine (Phase)."""
