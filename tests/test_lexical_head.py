@@ -383,8 +383,8 @@ def test_unk_is_never_generated_once_the_model_is_prepared_for_inference():
 
 @pytest.mark.parametrize("p_unk", [1e-9, 0.3, 0.5, 1 - 1e-5])
 def test_renormalizing_without_unk_divides_by_one_minus_its_probability(p_unk):
-    """renormalized_without takes 1 - p(<unk>) from log p(<unk>) alone: equal, in fp32, to the float64 division
-    over the whole distribution, also where <unk> holds almost all of it."""
+    """renormalized_without divides by the kept words' sum: equal, in fp32, to the float64 division by
+    1 - p(<unk>), also where <unk> holds almost all of it."""
     from fairseq_lexical.modules.lexical_head import renormalized_without
 
     gen = torch.Generator().manual_seed(3)
@@ -397,6 +397,39 @@ def test_renormalizing_without_unk_divides_by_one_minus_its_probability(p_unk):
     got = renormalized_without(p.log().float(), 9)
     torch.testing.assert_close(got.double(), expected, rtol=0, atol=2e-5 if p_unk > 0.9 else 1e-6)
     assert got.exp()[..., :9].sum(-1).double().sub(1).abs().max() < 2e-5
+
+
+def _all_but_unk_head(gate_logit: float):
+    """_unk_head's lexicon with every bit of attention on 'zup' (whose row is the <unk> fallback) and the gate's
+    logit ``gate_logit``: p(<unk>) = 1 - (5/6) sigmoid(gate_logit) with uniform write logits over the six words."""
+    head, (logits, feats, _, src) = _unk_head(unk_index=3)
+    with torch.no_grad():
+        head.gate.bias.fill_(gate_logit)
+    return head, (logits, feats, torch.tensor([[[0.0, 1.0]]]), src)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=["fp32", "fp16", "bf16"])
+@pytest.mark.parametrize("grad", [False, True], ids=["generating", "with-autograd"])
+@pytest.mark.parametrize(
+    "gate_logit",
+    # p(<unk>) = 0.5, 1 - 1e-7, 1 - 1e-9; then the gates of the lease of 2026-11-28, whose +inf (then NaN after
+    # --exclude-special-outputs) left EOS unreachable and fairseq-generate failed ("AssertionError: 200 < 200")
+    [math.log(0.6 / 0.4), math.log(1.2e-7), math.log(1.2e-9), -90.0, -120.0],
+    ids=["p_unk=0.5", "p_unk=1-1e-7", "p_unk=1-1e-9", "gate_logit=-90", "gate_logit=-120"],
+)
+def test_dropping_unk_leaves_a_distribution_however_close_p_unk_is_to_one(gate_logit, grad, dtype):
+    """With the lexicon's whole mass on <unk>, p(w | w != <unk>) = p_write(w) / (1 - p_write(<unk>)) whatever the
+    gate: uniform over the five other words. The renormalised distribution must be that, in fp32, for write
+    logits in any precision."""
+    head, (logits, feats, attn, src) = _all_but_unk_head(gate_logit)
+    head.make_generation_fast_()
+    with torch.set_grad_enabled(grad):
+        out, _ = head(logits.to(dtype).requires_grad_(grad), feats, attn, src)
+    assert out.dtype == torch.float32 and torch.isinf(out[0, 0, 3]) and out[0, 0, 3] < 0
+    kept = out[0, 0, [0, 1, 2, 4, 5]]
+    assert torch.isfinite(kept).all(), out
+    torch.testing.assert_close(kept.exp(), torch.full((5,), 0.2), rtol=1e-5, atol=0)
+    assert abs(out.exp().sum().item() - 1.0) < 1e-5
 
 
 @pytest.mark.parametrize("unk_listed", [False, True], ids=["unk-unlisted", "unk-in-rows"])

@@ -38,9 +38,6 @@ from .gates import GateAnalysisError, _first_tensor
 ORIGINS = ("lexicon", "written")
 # Relative and absolute tolerance of the check that the two branches add up to the model's p(y_t) (fp32 sums).
 CHECK_RTOL, CHECK_ATOL = 1e-4, 1e-6
-# Below this mass left beside the masked words, the model's fp32 renormalisation is off by more than CHECK_RTOL
-# (its p(<unk>) carries an error of about 1e-7): a mismatch there is the masking's, and is said so.
-FP32_KEPT_LIMIT = 1e-3
 
 
 class ExplainError(GateAnalysisError):
@@ -199,25 +196,12 @@ def explain_pair(
             raise ExplainError(
                 f"token {t} ({out_tokens[t]!r}): the model's own log-probability is {log_p:.6g}, not that of a "
                 "probability"
-                + (
-                    f": its mixture puts all but {float(kept[t]):.3g} of its mass on words it never outputs at "
-                    f"inference ({masked_words}; p_gate = {g:.3g}), too little for its renormalisation in fp32"
-                    if masked_words
-                    else ""
-                )
             )
         p = math.exp(log_p)
         scale = 1.0 / float(kept[t])
         write = g * float(p_write[t, y]) * scale
         lexicon = (1.0 - g) * float(p_lex[t, y]) * scale
         if not math.isclose(write + lexicon, p, rel_tol=CHECK_RTOL, abs_tol=CHECK_ATOL):
-            if masked_words and float(kept[t]) < FP32_KEPT_LIMIT:
-                raise ExplainError(
-                    f"token {t} ({out_tokens[t]!r}): all but {float(kept[t]):.3g} of the mixture's mass is on words "
-                    f"the model never outputs at inference ({masked_words}; p_gate = {g:.3g}), where its "
-                    f"renormalisation in fp32 is not exact: its p = {p:.6g}, the renormalised mixture's "
-                    f"{write + lexicon:.6g}"
-                )
             raise ExplainError(
                 f"token {t} ({out_tokens[t]!r}): (p_gate p_write + (1 - p_gate) p_lex) x {scale:.6g} = "
                 f"{write + lexicon:.6g} but the model's p = {p:.6g}; the head's numbers do not reproduce the model's "

@@ -5,46 +5,41 @@
 computed in fp32 (or wider), in log space (logaddexp), from the write logits, the gate's logit and p_lex, given
 dense (B x T x V) or as scattered mass over the source positions' lexicon slots (B x T x M, eq. 9). The autograd
 functions have hand-written backward passes that save and allocate fewer V-sized tensors than autograd would; the
-no-grad forms (generation, validation) make one pass over the vocabulary. Also: dropping a word (<unk>) with the rest
-renormalised, and the reproduction variant of p_lex (``scatter_overwrite_softmax``). Shapes in the letters of
-``fairseq_lexical/modules/__init__.py``.
+no-grad forms (generation, validation) make one pass over the vocabulary. Also: dropping a word (<unk>), the rest
+renormalised by their log-sum (a second pass), and the reproduction variant of p_lex (``scatter_overwrite_softmax``).
+Shapes in the letters of ``fairseq_lexical/modules/__init__.py``.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Optional
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .precision import TINY, fp32_or_wider
-
-
-def log1mexp(log_p: Tensor) -> Tensor:
-    """log(1 - e^x) for x <= 0, accurate for p = e^x near 0 and near 1; elementwise, any shape."""
-    return torch.where(log_p > -math.log(2.0), torch.log(-torch.expm1(log_p)), torch.log1p(-torch.exp(log_p)))
+from .precision import fp32_or_wider
 
 
 def renormalized_without(log_probs: Tensor, index: int) -> Tensor:
-    """log p(w | w != index): that word's probability set to 0, the others divided by what is left, 1 - p(index),
-    taken from log p(index) alone (log(1 - e^x), accurate for p near 0 and near 1): a beam step's cost is then one
-    subtraction over the vocabulary rather than a second logsumexp.
+    """log p(w | w != index): that word's probability set to 0 and the others divided by their sum, the log-sum of
+    the kept words. Not by 1 - p(index) taken from log p(index): where the gate gives the lexicon all but e^-100
+    of the mass and the lexicon puts it on <unk>, log p(<unk>) rounds to 0 in fp32, 1 - p(<unk>) to 0, and every
+    word came out +inf (NaN after --exclude-special-outputs; fairseq-generate then cannot reach EOS).
 
     Args:
-        log_probs: ... x V log-probabilities (e.g. B x T x V). Without autograd (generation) it is changed in place
-            and returned: no second V-sized buffer.
+        log_probs: ... x V log-probabilities (e.g. B x T x V), fp32 or wider. Without autograd (generation) it is
+            changed in place and returned: no second V-sized buffer.
         index: the word to drop.
 
     Returns:
         ... x V, as ``log_probs``.
     """
-    log_rest = log1mexp(log_probs[..., index : index + 1])
-    in_place = not (torch.is_grad_enabled() and log_probs.requires_grad)
-    out = log_probs.sub_(log_rest) if in_place else log_probs - log_rest
-    out[..., index] = float("-inf")
-    return out
+    if torch.is_grad_enabled() and log_probs.requires_grad:
+        kept = log_probs.index_fill(-1, torch.tensor([index], device=log_probs.device), float("-inf"))
+        return torch.log_softmax(kept, dim=-1)
+    log_probs[..., index] = float("-inf")
+    return torch.log_softmax(log_probs, dim=-1, out=log_probs)  # log_softmax's one fused pass, in place
 
 
 class _LexicalMixture(torch.autograd.Function):
@@ -59,7 +54,9 @@ class _LexicalMixture(torch.autograd.Function):
     def forward(ctx, write_logits: Tensor, gate_logit: Tensor, p_lex: Tensor) -> Tensor:
         lsm = torch.log_softmax(fp32_or_wider(write_logits), dim=-1)
         s = fp32_or_wider(gate_logit).unsqueeze(-1)
-        lex_branch = p_lex.clamp_min(TINY).log_().add_(F.logsigmoid(-s))
+        # log 0 = -inf where p_lex is 0: the backward below never differentiates the log (a floor such as fp32's
+        # smallest normal, e^-87, would outweigh a write branch below it)
+        lex_branch = p_lex.log().add_(F.logsigmoid(-s))
         out = torch.logaddexp(lsm + F.logsigmoid(s), lex_branch, out=lex_branch)
         ctx.save_for_backward(lsm, s, out)
         ctx.dtypes = (write_logits.dtype, gate_logit.dtype)
@@ -114,7 +111,7 @@ def _sparse_mixture_at_slots(
     slot_of = _distinct_slots(index) if slot_of is None else slot_of.expand_as(index)
     p_at = torch.zeros_like(mass).scatter_add_(-1, slot_of, mass).gather(-1, slot_of)
     lsm_at = lsm.gather(-1, index)
-    out_at = torch.logaddexp(lsm_at + log_g, torch.log(p_at.clamp_min(TINY)) + log_not_g)
+    out_at = torch.logaddexp(lsm_at + log_g, torch.log(p_at) + log_not_g)  # log 0 = -inf: see _LexicalMixture
     return lsm, s, log_g, log_not_g, lsm_at, out_at
 
 
@@ -178,7 +175,7 @@ def sparse_mixture_no_grad(
     overwrite_logits: bool = False,
 ) -> Tensor:
     """_SparseLexicalMixture's forward without autograd (generation, validation), in one pass over the vocabulary
-    after log_softmax.
+    after log_softmax (and one more where a word is dropped).
 
     Args:
         write_logits: B x T x V, the logits of p_write.
@@ -186,9 +183,8 @@ def sparse_mixture_no_grad(
         mass: B x T x M, p_lex's mass per slot (``LexicalTranslationHead.lexical_mass``).
         index: B x T x M, each slot's target id.
         slot_of: B x T x M or B x 1 x M, each slot's rank among its row's distinct ids (``_distinct_slots``).
-        drop: a word (<unk> in generation) that gets probability 0, the rest renormalised: equal to
-            renormalized_without(mixture, drop) with the division folded into the same pass; p(drop) is computed
-            first, from its write logit and the lexicon's mass on it.
+        drop: a word (<unk> in generation) that gets probability 0, the rest renormalised (renormalized_without,
+            in place).
         overwrite_logits: write the result over the fp32 write logits (beam search, where the decoder's logits have
             no other reader).
 
@@ -198,17 +194,8 @@ def sparse_mixture_no_grad(
     lsm, _, log_g, log_not_g, _, out_at = _sparse_mixture_at_slots(
         write_logits, gate_logit, mass, index, slot_of, overwrite_logits
     )
-    if drop is None:
-        return lsm.add_(log_g).scatter_(-1, index, out_at)
-    lex_drop = mass.masked_fill(index != drop, 0.0).sum(-1, keepdim=True)
-    write_drop = lsm[..., drop : drop + 1] + log_g
-    out_drop = torch.where(
-        lex_drop > 0, torch.logaddexp(write_drop, torch.log(lex_drop.clamp_min(TINY)) + log_not_g), write_drop
-    )
-    log_rest = log1mexp(out_drop)
-    out = lsm.add_(log_g - log_rest).scatter_(-1, index, out_at - log_rest)
-    out[..., drop] = float("-inf")
-    return out
+    out = lsm.add_(log_g).scatter_(-1, index, out_at)
+    return out if drop is None else renormalized_without(out, drop)
 
 
 def _distinct_slots(index: Tensor) -> Tensor:
