@@ -24,6 +24,9 @@ def register() -> None:
     from . import criterions, models, optim, tasks  # noqa: F401
 
     compat.bf16_without_tpu()  # wraps the architecture functions, ours included: after the models registered
+    from . import stop_request
+
+    stop_request.install_from_environment()  # only where FAIRSEQ_LEXICAL_STOP_FILE is set (a GPU campaign's runs)
     _registered = True
 
 
