@@ -1,5 +1,6 @@
 """tools/gpu_checks.sh: the GPU checks in one go. Without a GPU only its dry run and its refusal can be tested."""
 
+import json
 import os
 import shlex
 import subprocess
@@ -27,6 +28,8 @@ def test_dry_run_prints_each_step_and_the_recipe_accepts_its_options(tmp_path):
     proc = run(str(tmp_path / "out"), "--dry-run", "--data", str(data))
     assert proc.returncode == 0, proc.stderr
     commands = [line[2:] for line in proc.stdout.splitlines() if line.startswith("+ ")]
+    # first: a run stopped beside graph-captured runs harms none of them
+    assert commands[0].endswith("tools/lease_check.py stop /dev/null")
     assert sum("-k cuda" in c for c in commands) == 1
     benches = [c for c in commands if "tools/bench.py" in c]
     assert len(benches) == 8
@@ -65,3 +68,24 @@ def test_without_a_gpu_it_stops_with_the_reason(tmp_path):
     proc = run(str(tmp_path / "out"), "suite")
     assert proc.returncode == 3 and "sees no CUDA device" in proc.stderr
     assert run("--dry-run").returncode == 2 and run(str(tmp_path), "everything").returncode == 2
+
+
+@pytest.mark.parametrize("check", ["stop", "concurrency"])
+def test_the_lease_checks_rehearse_on_a_cpu(tmp_path, check):
+    """tools/lease_check.py at tiny sizes (on a CPU the graphs fall back to eager): `stop` asks the first of three
+    runs to stop once each has made 20 updates, and it leaves at a step boundary while the two others finish;
+    `concurrency` times two runs at once eagerly, then with graphs."""
+    out = tmp_path / "lease.json"
+    argv = [sys.executable, os.path.join(REPO, "tools", "lease_check.py"), check, str(out), "--sizes", "tiny"]
+    argv += ["--warm", "20", "--updates", "120"] + (["--runs", "2"] if check == "concurrency" else [])
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=examples_env(OMP_NUM_THREADS="1"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["passed"] and result["mps"] is False
+    if check == "stop":
+        first, *others = result["runs"]
+        assert result["stopped_at_a_step_boundary"] and 20 <= first["updates"] < 120 and first["exit"] == 75
+        assert [(r["exit"], r["updates"]) for r in others] == [(0, 120), (0, 120)]
+    else:  # the graphs fell back on the CPU: eager is the faster, whatever the two rates
+        assert result["graphs"]["fallback"] and result["faster"] == "eager"
+        assert result["eager"]["finished"] == 2 and result["eager"]["updates_per_s_in_all"] > 0

@@ -122,11 +122,11 @@ def build(shape: str, hidden: int, lexicon: str, task, dropout: bool, graphs: bo
     return model
 
 
-def train(model, task, batches, updates: int, device, time_from: int = 0):
+def train(model, task, batches, updates: int, device, time_from: int = 0, on_update=None):
     """fairseq's training step, ``updates`` times over the cycled batches: the criterion (sentence-averaged), the
     backward pass, the gradients divided by the sentences, clipped, the grad norm's finiteness read (a
-    synchronisation per update, as fairseq's trainer), Adam. Returns (the losses per sentence, seconds of the updates
-    from ``time_from`` on)."""
+    synchronisation per update, as fairseq's trainer), Adam; ``on_update(n)`` after each. Returns (the losses per
+    sentence, seconds of the updates from ``time_from`` on)."""
     import torch
     from fairseq import optim
 
@@ -152,6 +152,8 @@ def train(model, task, batches, updates: int, device, time_from: int = 0):
             raise FloatingPointError(f"update {update + 1}: gradient norm {grad_norm}")
         optimizer.step()
         losses.append(loss.detach() / sample_size)
+        if on_update is not None:
+            on_update(update + 1)
     sync(device)
     return [float(v) for v in losses], time.perf_counter() - start
 
@@ -192,20 +194,27 @@ def memory(device, run):
     return result, peak
 
 
-def check_shape(shape: str, args, device, tmp: str, progress) -> dict:
+def shape_setup(shape: str, sizes: str, seed: int, n_batches: int, device, tmp: str):
+    """A shape's task (synthetic dictionaries), a Simple-like lexicon file in ``tmp`` and its batches: (task,
+    lexicon path, batches, hidden units, sentences per batch)."""
     from benchmarking import _Task, synthetic_dictionary
 
     src_vocab, tgt_vocab = SHAPES[shape][:2]
-    hidden, bsz = SIZES[args.sizes]
+    hidden, bsz = SIZES[sizes]
     src_dict, tgt_dict = synthetic_dictionary(src_vocab, "s"), synthetic_dictionary(tgt_vocab, "t")
     task = _Task(src_dict, tgt_dict)
-    rng = random.Random(args.seed)
+    rng = random.Random(seed)
     lexicon = os.path.join(tmp, f"{shape}.tsv")
     with open(lexicon, "w") as f:  # a Simple-like lexicon: one target for most source words
         for i in range(src_vocab - src_dict.nspecial):
             if rng.random() < 0.8:
                 f.write(f"s{i}\tt{rng.randrange(tgt_vocab - tgt_dict.nspecial)}\t1\n")
-    batches = synthetic_batches(shape, src_dict, tgt_dict, args.batches, bsz, args.seed, device)
+    batches = synthetic_batches(shape, src_dict, tgt_dict, n_batches, bsz, seed, device)
+    return task, lexicon, batches, hidden, bsz
+
+
+def check_shape(shape: str, args, device, tmp: str, progress) -> dict:
+    task, lexicon, batches, hidden, bsz = shape_setup(shape, args.sizes, args.seed, args.batches, device, tmp)
     report = {
         "batch": bsz,
         "hidden": hidden,

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# The checks that need a CUDA GPU, in one go (docs/benchmarks.md, "On a CUDA GPU"; docs/gpu.md): the suite's cuda
-# cases, the speed comparisons against stock fairseq, eager training against --cuda-graphs, and the mixed-precision
-# runs of every architecture. Each step runs whatever the one before did: a failing test or a failed run is reported
-# in OUT/status.json and the exit status, and the next step still runs. OUT receives at most 8 files, none in
-# subfolders (what a device call returns): device.txt, status.json, suite.txt, bench.txt (the benchmarks' output,
-# their log after it), profiles.txt, graphs.json, precision.md, precision.json; the precision runs' work trees go to
-# --scratch, and a failed run's log tail to status.json.
+# The checks that need a CUDA GPU, in one go (docs/benchmarks.md, "On a CUDA GPU"; docs/gpu.md): that a run stopped
+# beside graph-captured runs under MPS harms none of them, the suite's cuda cases, the speed comparisons against
+# stock fairseq, eager training against --cuda-graphs, and the mixed-precision runs of every architecture. Each step
+# runs whatever the one before did: a failing test or a failed run is reported in OUT/status.json (with the device)
+# and the exit status, and the next step still runs. OUT receives at most 8 files, none in subfolders (what a device
+# call returns): status.json, lease.json, suite.txt, bench.txt (the benchmarks' output, their log after it),
+# profiles.txt, graphs.json, precision.md, precision.json; the precision runs' work trees go to --scratch, and a
+# failed run's log tail to status.json.
 #
-#   bash tools/gpu_checks.sh OUT [suite] [bench] [graphs] [precision]   # default: all four, in that order
+#   bash tools/gpu_checks.sh OUT [lease] [suite] [bench] [graphs] [precision]   # default: all five, in that order
 #        [--data DIR]      SCAN data for the precision runs (default ../shared/data/scan)
 #        [--jobs N]        precision runs at a time per precision (default 6; two precisions run at once)
 #        [--scratch DIR]   where the precision runs' work trees go (default: a new folder under $TMPDIR or /tmp)
@@ -24,16 +25,16 @@ OUT="$1"; shift
 STEPS=() DATA="$ROOT/../shared/data/scan" JOBS=6 DRY=0 SCRATCH=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
-    suite|bench|graphs|precision) STEPS+=("$1"); shift ;;
+    lease|suite|bench|graphs|precision) STEPS+=("$1"); shift ;;
     --data) DATA="$2"; shift 2 ;;
     --jobs) JOBS="$2"; shift 2 ;;
     --scratch) SCRATCH="$2"; shift 2 ;;
     --dry-run) DRY=1; shift ;;
     -h|--help) usage; exit 0 ;;
-    *) echo "gpu_checks.sh: unknown argument $1 (steps: suite, bench, graphs, precision)" >&2; exit 2 ;;
+    *) echo "gpu_checks.sh: unknown argument $1 (steps: lease, suite, bench, graphs, precision)" >&2; exit 2 ;;
   esac
 done
-[[ ${#STEPS[@]} -gt 0 ]] || STEPS=(suite bench graphs precision)
+[[ ${#STEPS[@]} -gt 0 ]] || STEPS=(lease suite bench graphs precision)
 export PYTHONPATH="$ROOT/examples:$ROOT${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 exec 3>&1  # the commands are echoed there, whatever a step redirects
 run() { echo "+ $*" >&3; [[ $DRY == 1 ]] || "$@"; }
@@ -45,8 +46,8 @@ if [[ $DRY == 0 ]]; then
   "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null \
     || { echo "gpu_checks.sh: $PY's torch sees no CUDA device; these checks need one" >&2; exit 3; }
   mkdir -p "$OUT" "$SCRATCH"
-  "$PY" -c "import torch, fairseq; print('torch', torch.__version__, torch.cuda.get_device_name(0), 'fairseq', fairseq.__version__)" \
-    | tee "$OUT/device.txt"
+  DEVICE="$("$PY" -c "import torch, fairseq; print('torch', torch.__version__, torch.cuda.get_device_name(0), 'fairseq', fairseq.__version__)")"
+  echo "$DEVICE"
 fi
 cd "$ROOT"
 FAILED=()   # "step: what" for each failure; status.json lists them with their log tails
@@ -54,6 +55,13 @@ fail() { FAILED+=("$1"); echo "gpu_checks.sh: FAILED: $1" >&2; }
 
 for step in "${STEPS[@]}"; do
   case "$step" in
+  lease)
+    # three graph-captured SCAN runs under MPS, the first asked to stop after 50 updates: it must leave at a step
+    # boundary and the two others finish (tools/lease_check.py; about a minute). What a lease proves before its
+    # runs use graphs: on 2026-11-28 stopping runs by signal took the others down
+    run "$PY" tools/lease_check.py stop "$(out lease.json)" 2>"$(scratch lease.log)"
+    code=$?; [[ $code == 0 ]] || fail "lease: a stopped run harmed the others or did not stop, exit $code (lease.json)"
+    ;;
   suite)
     # the cases of the device fixture (tests/conftest.py), several workers where pytest-xdist is installed
     workers=(); "$PY" -c "import xdist" 2>/dev/null && workers=(-n 4)
@@ -135,9 +143,9 @@ done
 
 # what failed, for whoever reads OUT (the 8-file rule: this is the only file besides the steps' own)
 if [[ $DRY == 0 ]]; then
-  "$PY" - "$OUT/status.json" "${FAILED[@]+"${FAILED[@]}"}" <<'PY'
+  "$PY" - "$OUT/status.json" "$DEVICE" "${FAILED[@]+"${FAILED[@]}"}" <<'PY'
 import json, sys
-json.dump({"failed": sys.argv[2:], "ok": not sys.argv[2:]}, open(sys.argv[1], "w"), indent=2)
+json.dump({"device": sys.argv[2], "failed": sys.argv[3:], "ok": not sys.argv[3:]}, open(sys.argv[1], "w"), indent=2)
 PY
 fi
 if [[ ${#FAILED[@]} -gt 0 ]]; then
