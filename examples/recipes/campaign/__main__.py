@@ -19,7 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Turn a lent GPU's minutes into the papers' rows: prepare (here) -> start, poll, poll, ... "
         "(on the device) -> collect (here). The playbook: docs/gpu.md.",
     )
-    sub = parser.add_subparsers(dest="step", required=True, metavar="{prepare,start,poll,collect}")
+    sub = parser.add_subparsers(dest="step", required=True, metavar="{prepare,start,poll,collect,estimate}")
 
     p = sub.add_parser("prepare", help="here: the carry folder (the plugin's wheel and what it needs, the plan's data)")
     p.add_argument(
@@ -78,23 +78,24 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--reserve-s",
         type=float,
-        default=150.0,
-        help="seconds of the budget not given to runs: the machine's start before this command and the "
-        "last poll's return (default 150)",
+        default=80.0,
+        help="seconds of the budget not given to runs: the machine's start before this command (34 s on "
+        "2026-11-28) and the last poll's return (default 80)",
     )
     s.add_argument("--hold-s", type=float, default=1800.0, help="the longest a machine is held (default 1800)")
     s.add_argument(
         "--max-jobs",
         type=int,
-        help="most runs at once (default min(12, CPUs - 2)); the probe "
-        "measures one alone and this many at once, then chooses",
+        help="most runs at once (default: the number that completes the most of the plan's runs at the rates "
+        "measured, `estimate`; min(12, CPUs - 2) for a plan never measured); with --probe-s, the probe measures one "
+        "alone and this many at once, then chooses",
     )
     s.add_argument(
         "--probe-s",
         type=float,
-        default=30.0,
-        help="seconds of updates each probe measures (default 30); 0: no probe, --max-jobs at once from the start and "
-        "no run stopped before the deadline",
+        default=0.0,
+        help="seconds of updates each probe measures; 0 (the default): no probe, --max-jobs at once from the start "
+        "and no run stopped before the deadline",
     )
     s.add_argument(
         "--min-train-s",
@@ -105,8 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--decode-s-per-sentence",
         type=float,
-        default=0.004,
-        help="decoding's cost before one is measured (default 0.004 s a test sentence, plus 20 s)",
+        default=0.002,
+        help="decoding's cost before one is measured (default 0.002 s a test sentence, plus 20 s: 0.00197-0.00217 "
+        "on the H200, 2026-11-28)",
     )
     s.add_argument("--tick-s", type=float, default=1.0, help=argparse.SUPPRESS)
     s.add_argument(
@@ -119,9 +121,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--cuda-graphs",
         action=argparse.BooleanOptionalAction,
-        default=True,
-        help="check --cuda-graphs against eager training first (tools/cuda_graph_check.py --quick, about half a "
-        "minute) and train the LSTM runs with it where the check passes (default on)",
+        default=False,
+        help="check --cuda-graphs against eager training first, alone (tools/cuda_graph_check.py --quick, about half "
+        "a minute) and then --max-jobs at once (tools/lease_check.py concurrency, about a minute), and train the "
+        "LSTM runs with it where both pass (default off: on the H200 nine runs at once were faster eager)",
     )
     s.add_argument("--restart", action="store_true", help="stop and replace an earlier campaign in --state")
     s.add_argument("--carry", default=os.path.join(ROOT, ".gpu"), help="the carry folder (default .gpu)")
@@ -143,10 +146,23 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument(
         "--reserve-s",
         type=float,
-        default=60.0,
-        help="with --budget-s: seconds kept for this poll's return (default 60)",
+        default=30.0,
+        help="with --budget-s: seconds kept for this poll's return (default 30)",
     )
     q.add_argument("--out", help="where to write (default $OUT)")
+    q.add_argument(
+        "--stop",
+        action="append",
+        metavar="RUN",
+        help="ask a running run to stop at its next step boundary, the others going on (repeatable); it is recorded "
+        "as stopped",
+    )
+
+    e = sub.add_parser(
+        "estimate", help="here: how many of a plan's runs a fresh lease completes, at the rates measured"
+    )
+    e.add_argument("--plan", default="paper", choices=sorted(plan.PLANS), help="the plan (default paper)")
+    e.add_argument("--budget-s", type=float, default=900.0, help="the lease's device seconds (default 900)")
 
     c = sub.add_parser("collect", help="here: merge the polls' results into examples/results/gpu_*.json")
     c.add_argument("paths", nargs="+", help="the polls' files_at folders (or results.json files)")
@@ -170,6 +186,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def estimate(args) -> int:
+    """The lease table of docs/gpu.md for one plan: runs completed by runs at once (plan.lease_estimate)."""
+    table = plan.lease_estimate(args.plan, args.budget_s)
+    if not table:
+        print(f"plan {args.plan!r}: none of its runs was ever measured on a GPU; no estimate")
+        return 0
+    print(f"plan {args.plan!r}, a fresh lease of {args.budget_s:g} s at the rates of 2026-11-28 (docs/gpu.md):")
+    for k, done in table.items():
+        print(f"  {k:>2} at once: {len(done):>2} runs complete" + (f" ({', '.join(done)})" if done else ""))
+    print(f"best: {plan.best_concurrency(args.plan, args.budget_s)} at once (start's default --max-jobs)")
+    return 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     steps = {
@@ -177,6 +206,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "start": device.start,
         "poll": device.poll,
         "collect": collect.collect,
+        "estimate": estimate,
         "scheduler": lambda a: scheduler.Scheduler(os.path.abspath(a.state)).main(),
     }
     try:

@@ -392,13 +392,15 @@ def folder_bytes(folder: str) -> int:
 
 
 def device_calls(carry_name: str, budget_s: int) -> List[str]:
+    """The device calls of docs/gpu.md, back to back: the machine goes back 30 s after a call ends."""
     start = (
-        f'run(command="bash tools/gpu_campaign.sh start --budget-s {budget_s}", carry=["{carry_name}"], timeout_s=240)'
+        f'run(command="bash tools/gpu_campaign.sh start --budget-s {budget_s} && bash tools/gpu_campaign.sh poll '
+        f'--wait-s 480", carry=["{carry_name}"], timeout_s=600)'
     )
     poll = (
-        'run(command="bash tools/gpu_campaign.sh poll --budget-s BUDGET_LEFT_S", carry=[], timeout_s=600)  '
+        'run(command="bash tools/gpu_campaign.sh poll --budget-s BUDGET_LEFT_S", timeout_s=600)  '
         "# BUDGET_LEFT_S: lease.budget_left_s of the previous reply; again at once until it says "
-        '"the campaign is over"'
+        '"the campaign is over", then give_back()'
     )
     collect = "bash tools/gpu_campaign.sh collect /work/.device/... (each poll reply's files_at), here"
     return [start, poll, collect]
@@ -458,4 +460,11 @@ def prepare(args) -> int:
         f"  plan {args.plan!r}: {len(planning.plan_runs(args.plan))} runs in this order: "
         + ", ".join(r.id for r in planning.plan_runs(args.plan))
     )
+    best = planning.best_concurrency(args.plan, args.budget_s)
+    if best:
+        done = planning.lease_estimate(args.plan, args.budget_s)[best]
+        print(
+            f"  at the rates of 2026-11-28 a fresh lease of {args.budget_s} s completes {len(done)} of them with "
+            f"{best} at once (start's default; `bash tools/gpu_campaign.sh estimate --plan {args.plan}`)"
+        )
     return 0

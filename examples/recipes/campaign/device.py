@@ -10,6 +10,8 @@ State directory (default /tmp/fairseq_lexical_campaign, outside the checkout tha
     scheduler.json   the scheduler's status and phase, measured rates, chosen concurrency, preparations, heartbeat
     site/ src/ data/ the installed wheels, the code, the data;  work/<group>/ the recipes' work directories
     logs/            one log per run and per preparation;  scheduler.log
+    stops/<run id>   a run asked to stop at its next step boundary (the reason): its FAIRSEQ_LEXICAL_STOP_FILE
+    stop             (made by hand) stops the whole campaign
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ DEFAULT_STATE = "/tmp/fairseq_lexical_campaign"
 MARKER = "campaign.json"
 CODE_DIRS = ("examples", "tools", "fairseq_lexical", "lexical_offline")
 MAX_OUT_FILES = 8  # what the device tool returns from $OUT
+STOP_FILE_ENV = "FAIRSEQ_LEXICAL_STOP_FILE"  # fairseq_lexical.stop_request.ENV (not imported: no torch here)
+STOP_GRACE_S = 20.0  # a run asked to stop leaves at its next update; one starting or decoding may take longer
 
 
 class CampaignError(Exception):
@@ -108,10 +112,28 @@ def set_deadline(state: str, deadline: float, why: str) -> None:
     write_json(f"{state}/deadline.json", {"deadline": deadline, "set": time.time(), "why": why})
 
 
-def run_env(state: str, threads: int = 1) -> Dict[str, str]:
+def stop_file(state: str, run_id: str) -> str:
+    """The file whose existence asks a run's training to stop at its next step boundary (its process reads the path
+    from FAIRSEQ_LEXICAL_STOP_FILE: fairseq_lexical/stop_request.py); it holds the reason."""
+    return f"{state}/stops/{run_id}"
+
+
+def stop_reason_of(state: str, run_id: str) -> Optional[str]:
+    """The reason a run was asked to stop, or None where it was not."""
+    path = stop_file(state, run_id)
+    if not os.path.isfile(path):
+        return None
+    with open(path) as f:
+        return f.read().strip() or "a stop request"
+
+
+def run_env(state: str, threads: int = 1, run_id: Optional[str] = None) -> Dict[str, str]:
     """The environment of everything the campaign starts: the installed wheels and the copied code first on the
-    path, their console scripts on PATH, one CPU thread each (the GPU does the work)."""
+    path, their console scripts on PATH, one CPU thread each (the GPU does the work); for a run, the file that asks
+    it to stop (stop_file)."""
     env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONWARNINGS="ignore")
+    if run_id is not None:
+        env[STOP_FILE_ENV] = stop_file(state, run_id)
     env["PYTHONPATH"] = os.pathsep.join([f"{state}/src/examples", f"{state}/src", f"{state}/site"])
     env["PATH"] = os.pathsep.join([f"{state}/site/bin", env.get("PATH", "/usr/bin:/bin")])
     env.setdefault("OMP_NUM_THREADS", str(threads))
@@ -182,6 +204,35 @@ def stop_groups(pgids: Sequence[Optional[int]], grace: float = 10.0) -> None:
                 pass
 
 
+def request_stop(state: str, run_ids: Sequence[str], reason: str) -> None:
+    """Ask runs to stop at their next step boundary (their stop files, holding the reason)."""
+    os.makedirs(f"{state}/stops", exist_ok=True)
+    for run_id in run_ids:
+        with open(stop_file(state, run_id), "w") as f:
+            f.write(reason + "\n")
+
+
+def stop_runs(state: str, runs: Sequence[tuple], reason: str, grace: float, kill: bool, log_to=None) -> List[str]:
+    """Stop runs, given as (run id, process group), without harming the others: each is asked to stop at a step
+    boundary (request_stop) and given `grace` seconds to leave through its normal path. Killing a process with GPU
+    work outstanding can take every other MPS client down (2026-11-28), so only with ``kill`` (when every run is
+    being stopped) are the groups still there after the grace signalled (stop_groups). Returns the ids of the runs
+    still running."""
+    request_stop(state, [run_id for run_id, _ in runs], reason)
+    end = time.time() + grace
+    while time.time() < end and any(group_alive(pgid) for _, pgid in runs):
+        time.sleep(0.2)
+    left = [(run_id, pgid) for run_id, pgid in runs if group_alive(pgid)]
+    if left and kill:
+        (log_to or log)(
+            f"stop: {', '.join(i for i, _ in left)} did not leave within {grace:g} s of the request (starting, "
+            "decoding or not answering): signalled"
+        )
+        stop_groups([pgid for _, pgid in left])
+        left = [(run_id, pgid) for run_id, pgid in left if group_alive(pgid)]
+    return [run_id for run_id, _ in left]
+
+
 def stop_everything(state: str, reason: str) -> None:
     """Stop the scheduler (it stops its runs and records them); where it does not answer, stop the runs' process
     groups here and record them as stopped."""
@@ -199,10 +250,9 @@ def stop_everything(state: str, reason: str) -> None:
         return
     runs = read_runs(state)
     preparations = [Preparation.from_json(p) for p in (sched.get("prepared") or {}).values()]
-    stop_groups(
-        [r.pgid for r in runs if r.status is RunStatus.RUNNING]
-        + [p.pgid for p in preparations if p.status is PrepStatus.PREPARING]
-    )
+    stop_groups([p.pgid for p in preparations if p.status is PrepStatus.PREPARING])  # no GPU work there
+    running = [(r.id, r.pgid) for r in runs if r.status is RunStatus.RUNNING]
+    stop_runs(state, running, f"stopped by {reason}", STOP_GRACE_S, kill=True)
     changed = False
     for r in runs:
         if r.status is RunStatus.RUNNING:
@@ -275,39 +325,73 @@ print(json.dumps({"decoder_check": "ok on " + dev, "fused_lstm_cell": dev == "cu
 """
 
 
-def cuda_graphs_check(state: str, cuda: bool, timeout_s: float = 300.0) -> dict:
-    """tools/cuda_graph_check.py --quick in the campaign's environment: eager training against `--cuda-graphs` at
-    SCAN's shapes and the paper's sizes (on a CPU, a rehearsal: tiny sizes, where the model falls back). Returns the
-    summary campaign.json keeps and the scheduler reads (plan.cuda_graph_args): the runs use graphs only where
-    ``passed``. A check that fails to run is reported, and the runs train eagerly."""
+def cuda_graphs_check(state: str, cuda: bool, runs_at_once: int, timeout_s: float = 300.0) -> dict:
+    """Whether the LSTM runs use `--cuda-graphs`, decided at the concurrency the scheduler will use: first
+    tools/cuda_graph_check.py --quick (eager training against graphs at SCAN's shapes and the paper's sizes, one run
+    alone: captured, the same losses, faster), then, where that passed and more than one run goes at once,
+    tools/lease_check.py concurrency with ``runs_at_once`` runs of each (graphs were 1.39x faster alone on the H200 and
+    0.86x with nine at once). On a CPU, a rehearsal: tiny sizes, where the model falls back. Returns the summary
+    campaign.json keeps and the scheduler reads (plan.cuda_graph_args): the runs use graphs only where ``passed``.
+    A check that fails to run is reported, and the runs train eagerly."""
+
+    def tool(command: List[str], out: str) -> Optional[dict]:
+        try:
+            res = subprocess.run(
+                command, env=run_env(state), capture_output=True, text=True, cwd=f"{state}/src", timeout=timeout_s
+            )
+        except subprocess.TimeoutExpired:
+            return {"passed": False, "error": f"{command[1]} took more than {timeout_s:g} s"}
+        if not os.path.isfile(out) or (res.returncode != 0 and "passed" not in read_json(out)):
+            return {"passed": False, "error": f"{command[1]}: exit {res.returncode}: {res.stderr[-1500:]}"}
+        return None
+
+    sizes = [] if cuda else ["--sizes", "tiny"]
     out = f"{state}/cuda_graphs.json"
-    command = [sys.executable, "tools/cuda_graph_check.py", out, "--quick", *([] if cuda else ["--sizes", "tiny"])]
-    try:
-        res = subprocess.run(
-            command, env=run_env(state), capture_output=True, text=True, cwd=f"{state}/src", timeout=timeout_s
-        )
-    except subprocess.TimeoutExpired:
-        return {"passed": False, "error": f"the check took more than {timeout_s:g} s"}
-    if res.returncode != 0 or not os.path.isfile(out):
-        return {"passed": False, "error": f"exit {res.returncode}: {res.stderr[-1500:]}"}
+    failed = tool([sys.executable, "tools/cuda_graph_check.py", out, "--quick", *sizes], out)
+    if failed:
+        return failed
     report = read_json(out)
     scan = report["shapes"]["scan"]
-    return {
+    summary = {
         "passed": report["passed"],
         "fallback": report["fallback"],
         "speedup": scan["speedup"],
         "largest_relative_difference": scan["largest_relative_difference"]["graphs"],
         "seconds": report["seconds"],
     }
+    if not summary["passed"] or runs_at_once <= 1:
+        return summary
+    out = f"{state}/cuda_graphs_concurrency.json"
+    command = [sys.executable, "tools/lease_check.py", "concurrency", out, "--runs", str(runs_at_once), *sizes]
+    failed = tool([*command, "--updates", "150", "--warm", "50"], out)
+    if failed:
+        return dict(summary, **failed)
+    at_once = read_json(out)
+    summary["concurrency"] = {
+        "runs": runs_at_once,
+        "eager_in_all": at_once["eager"]["updates_per_s_in_all"],
+        "graphs_in_all": at_once["graphs"]["updates_per_s_in_all"],
+        "faster": at_once["faster"],
+    }
+    summary["passed"] = at_once["passed"] and at_once["faster"] == "graphs"
+    summary["seconds"] = round(summary["seconds"] + at_once["seconds"], 1)
+    return summary
 
 
 def graphs_text(check: Optional[dict]) -> str:
     """What start says of the graphs' check (check: cuda_graphs_check's summary, None where it did not run)."""
     if check is None:
-        return "CUDA graphs not checked (--no-cuda-graphs): the runs train eagerly"
+        return "CUDA graphs not checked (--no-cuda-graphs, the default): the runs train eagerly"
+    at_once = check.get("concurrency")
     if check["passed"]:
-        return f"CUDA graphs passed their check ({check['speedup']}x): the LSTM runs use them"
+        with_k = f", {at_once['graphs_in_all']} updates/s in all with {at_once['runs']} at once" if at_once else ""
+        return f"CUDA graphs passed their check ({check['speedup']}x alone{with_k}): the LSTM runs use them"
     why = (check.get("error") or check.get("fallback") or "").strip()
+    if not why and at_once:
+        why = (
+            f"{at_once['runs']} at once, {at_once['graphs_in_all']} updates/s in all with graphs against "
+            f"{at_once['eager_in_all']} eager (alone {check['speedup']}x)"
+        )
     if not why:
         diff = check["largest_relative_difference"]
         why = f"speed-up {check['speedup']}x, largest relative loss difference {diff:.2g}"
@@ -360,6 +444,13 @@ def run_check(state: str, script: str, what: str, packages: dict) -> dict:
         lacking = "".join(line + "\n" for line in packages["lacking"])
         raise CampaignError(f"{what}:\n{lacking}{res.stderr[-3000:]}")
     return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def default_max_jobs(plan_name: str, budget_s: float) -> int:
+    """Runs at once without --max-jobs: the number that completes the most of the plan's runs at the rates measured
+    (plan.best_concurrency), else 12; at most one CPU core each (they are bound by kernel launches), two left over."""
+    best = planning.best_concurrency(plan_name, budget_s) or 12
+    return max(1, min(best, (os.cpu_count() or 2) - 2))
 
 
 def start(args) -> int:
@@ -415,11 +506,12 @@ def start(args) -> int:
             f"torch {found['torch']} sees no CUDA device here (--allow-cpu runs anyway, for a rehearsal)"
         )
     # eager training against --cuda-graphs, before any run depends on it (about half a minute on a GPU)
-    found["cuda_graphs"] = cuda_graphs_check(state, found["cuda"]) if args.cuda_graphs else None
+    runs_at_once = args.max_jobs or default_max_jobs(manifest["plan"], args.budget_s)
+    found["cuda_graphs"] = cuda_graphs_check(state, found["cuda"], runs_at_once) if args.cuda_graphs else None
     mps = start_mps(state) if args.mps and found["cuda"] else None
 
     runs = [RunRecord(run) for run in planning.plan_runs(manifest["plan"])]
-    max_jobs = args.max_jobs or max(1, min(12, (os.cpu_count() or 2) - 2))
+    max_jobs = runs_at_once
     deadline = t0 + min(args.budget_s, args.hold_s) - args.reserve_s
     campaign = {
         "status": "running",
@@ -566,6 +658,18 @@ def write_out(state: str, out: str) -> List[str]:
     return written
 
 
+def ask_to_stop(state: str, run_id: str) -> None:
+    """`poll --stop RUN`: ask one running run to stop at its next step boundary; the others go on, and the
+    scheduler records it as stopped once it has left."""
+    runs = {r.id: r for r in read_runs(state)}
+    if run_id not in runs:
+        raise CampaignError(f"--stop {run_id}: no such run in this campaign (poll lists them)")
+    if runs[run_id].status is not RunStatus.RUNNING:
+        raise CampaignError(f"--stop {run_id}: it is {runs[run_id].status}, and only a running run can be stopped")
+    request_stop(state, [run_id], "stopped on request (poll --stop)")
+    log(f"poll: asked {run_id} to stop at its next step boundary")
+
+
 def poll(args) -> int:
     state = os.path.abspath(args.state)
     if not os.path.isfile(f"{state}/{MARKER}"):
@@ -579,6 +683,8 @@ def poll(args) -> int:
             time.time() + args.budget_s - args.reserve_s,
             f"poll: budget {args.budget_s:g} s left - reserve {args.reserve_s:g} s",
         )
+    for run_id in args.stop or ():
+        ask_to_stop(state, run_id)
     t0 = time.time()
     next_write = 0.0
     while True:
@@ -587,7 +693,7 @@ def poll(args) -> int:
         deadline = read_deadline(state)
         if prog["over"]:
             break
-        if now >= deadline + 30 or (not prog["scheduler_alive"] and now >= deadline):
+        if now >= deadline + STOP_GRACE_S + 30 or (not prog["scheduler_alive"] and now >= deadline):
             stop_everything(state, "the poll after the deadline")
             break
         if not prog["scheduler_alive"]:

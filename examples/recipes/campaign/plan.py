@@ -115,7 +115,7 @@ MINI_OPTIONS = (
     ("batch_size", 16),
     ("patience", 0),
 )
-MINI_TIERS = (Tier((Group("scan", ("lstm", "simple"), "jump", MINI_OPTIONS),), (1, 2)),)
+MINI_TIERS = (Tier((Group("scan", ("lstm", "simple"), "jump", MINI_OPTIONS),), (1, 2, 3)),)
 PLANS: Dict[str, Tuple[Tier, ...]] = {
     "paper": PAPER_TIERS,
     "scan": SCAN_TIERS,
@@ -411,3 +411,55 @@ def choose_concurrency(
         table[k] = len(simulate(runs, costs, k, time_left, busy_until, scale, done_updates).finished)
     best = max(table, key=lambda k: (table[k], k))
     return best, table
+
+
+# -- what a fresh lease completes, at the rates measured --------------------------------------------------------------
+# One H200 under MPS, the paper's SCAN runs (2 x 512, batch 512 in one pass, --tf32, eager), 2026-11-28: each run's
+# updates/s over its whole training (validations included) with k runs at once; k = 1 is the width lease's probe of
+# one run alone. examples/RESULTS.md, "Two leases of 2026-11-28"; ../shared/gpu-results/2026-11-28-width/.
+SCAN_RUN_RATES = {"jump": {1: 13.94, 9: 12.65, 10: 11.70}, "around_right": {1: 13.94, 9: 13.28, 10: 12.15}}
+# Random batches are padded to their longest target: the authors' loop ran at 8.0 updates/s where the recipe's did
+# 12.7, nine at once (the width lease)
+VARIANT_RATE_FACTOR = {"authors_loop": 8.0 / 12.7, "random_batches": 8.0 / 12.7}
+# The lease's own seconds, as measured on 2026-11-28 and rounded up: the machine's start and the transfers (34 s),
+# `start` without the graphs' check (29 s), the groups' preparation side by side (25 s), a run's start-up to its
+# first update (27-30 s), its greedy decoding and scoring (28-33 s), the last poll's return and give_back.
+LEASE_OVERHEAD_S = {"machine": 50.0, "start": 40.0, "prepare": 25.0, "return": 15.0}
+RUN_STARTUP_S, RUN_DECODE_S = 30.0, 35.0
+
+
+def measured_rate(group: Group, k: int) -> Optional[float]:
+    """A run's updates/s among k at once, interpolated between the measured concurrencies; None where the group's
+    runs were never measured (not SCAN at the paper's GPU settings) or k is beyond what was measured."""
+    rates = SCAN_RUN_RATES.get(group.split or "") if group.task == "scan" else None
+    if rates is None or dict(group.options) != dict(GPU_OPTIONS) or k < 1 or k > max(rates):
+        return None
+    lo = max(c for c in rates if c <= k)
+    hi = min(c for c in rates if c >= k)
+    rate = rates[lo] if lo == hi else rates[lo] + (rates[hi] - rates[lo]) * (k - lo) / (hi - lo)
+    return rate * VARIANT_RATE_FACTOR.get(group.variant, 1.0)
+
+
+def lease_estimate(name: str, budget_s: float = 900.0) -> Dict[int, List[str]]:
+    """For each number of runs at once that was measured, the runs of plan ``name`` a fresh lease of ``budget_s``
+    device seconds completes (their whole training, decoded), at the rates measured (SCAN_RUN_RATES) and the lease's
+    own overheads (LEASE_OVERHEAD_S). Runs whose rate was never measured are left out. {} where none was."""
+    groups = {g.name: g for g in plan_groups(name)}
+    measured = [r for r in plan_runs(name) if measured_rate(groups[r.group], 1) is not None]
+    if not measured:
+        return {}
+    time_left = budget_s - sum(LEASE_OVERHEAD_S.values())
+    updates = {g: max_update_of(next(r for r in measured if r.group == g)) for g in {r.group for r in measured}}
+    out = {}
+    for k in range(1, max(max(r) for r in SCAN_RUN_RATES.values()) + 1):
+        rates = {g: measured_rate(groups[g], k) for g in updates}
+        costs = Costs(updates, rates, {g: RUN_DECODE_S for g in updates}, RUN_STARTUP_S)
+        out[k] = simulate(measured, costs, k, time_left).finished
+    return out
+
+
+def best_concurrency(name: str, budget_s: float) -> Optional[int]:
+    """The number of runs at once that completes the most runs of the plan in a fresh lease (lease_estimate; ties:
+    the larger), None where no rate of the plan's runs was measured."""
+    table = lease_estimate(name, budget_s)
+    return max(table, key=lambda k: (len(table[k]), k)) if table else None

@@ -20,14 +20,18 @@ from recipes.campaign.device import (
     MARKER,
     Preparation,
     PrepStatus,
+    STOP_GRACE_S,
     SchedulerStatus,
     log,
     read_deadline,
     read_runs,
     run_env,
     score_text,
+    stop_file,
     stop_groups,
     stop_mps,
+    stop_reason_of,
+    stop_runs,
     tail,
     write_runs,
 )
@@ -167,10 +171,12 @@ class Scheduler:
                 self.prep[name] = Preparation(PrepStatus.PREPARING, pgid=proc.pid, started=time.time())
                 log(f"prepare {name}: started")
 
-    def start_logged(self, command: List[str], log: str) -> subprocess.Popen:
-        """A recipe process in its own process group (stopped as one), its output in ``log``."""
+    def start_logged(self, command: List[str], log: str, env: Optional[Dict[str, str]] = None) -> subprocess.Popen:
+        """A recipe process in its own process group, its output in ``log``."""
         with open(log, "w") as out:
-            return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
+            return subprocess.Popen(
+                command, stdout=out, stderr=subprocess.STDOUT, env=env or self.env, start_new_session=True
+            )
 
     def data_stats(self, name: str) -> Tuple[float, int]:
         """Tokens per training pair (what one update costs, roughly) and test sentences (what decoding costs)."""
@@ -199,10 +205,14 @@ class Scheduler:
         return (pts[-1][1] - pts[0][1]) / (pts[-1][0] - pts[0][0])
 
     def costs(self) -> planning.Costs:
-        """Each group's costs: measured where a run of it has run, else scaled by tokens per pair from the first
-        measured group (an update's cost follows its batch's tokens)."""
+        """Each group's costs: measured where a run of it has run (the probe), else as measured on earlier leases
+        at this concurrency (plan.measured_rate), else scaled by tokens per pair from the first measured group (an
+        update's cost follows its batch's tokens)."""
         m = self.measured
         rates: Dict[str, float] = dict(m.get("group_rate", {}))
+        for name, group in self.groups.items():
+            if name not in rates and (earlier := planning.measured_rate(group, self.slots)) is not None:
+                rates[name] = earlier
         ref = next(iter(rates), None)
         updates, decode = {}, {}
         per_sentence = float(m.get("decode_s_per_sentence", self.campaign["decode_s_per_sentence"]))
@@ -255,7 +265,8 @@ class Scheduler:
             r.score, r.config, r.times, r.training, r.validation, r.errors = (
                 left.get(k) for k in ("score", "config", "times", "training", "validation", "errors")
             )
-            if proc.returncode == 0 and r.score:
+            asked = stop_reason_of(self.state, run_id)
+            if proc.returncode == 0 and r.score:  # complete, even where a stop came too late to matter
                 r.status = RunStatus.FINISHED
                 limited = (r.training or {}).get("updates")
                 r.time_limited = bool(
@@ -263,6 +274,10 @@ class Scheduler:
                 )
                 self.learn_decode(r)
                 log(f"{run_id}: finished ({score_text(r)}; {r.wall_s:.0f} s)")
+            elif asked is not None:  # it left on request, at a step boundary (or was signalled at the deadline)
+                r.status, r.reason = RunStatus.STOPPED, asked
+                r.log_tail = tail(f"{self.state}/logs/{run_id}.log")
+                log(f"{run_id}: stopped ({asked}; exit {proc.returncode})")
             else:
                 status = f"exit {proc.returncode}" if proc.returncode >= 0 else f"killed by signal {-proc.returncode}"
                 r.status, r.reason, r.log_tail = RunStatus.FAILED, status, tail(f"{self.state}/logs/{run_id}.log")
@@ -289,7 +304,9 @@ class Scheduler:
         cap = ["--stop-time-hours", f"{train_s / 3600:.5f}", "--log-interval", "10"]
         graphs = planning.cuda_graph_args(r.run, self.campaign.get("environment", {}).get("cuda_graphs"))
         command = planning.run_command(r.run, self.data(group), self.work(r.group), [*cap, *graphs])
-        proc = self.start_logged(command, f"{self.state}/logs/{r.id}.log")
+        if os.path.exists(stop_file(self.state, r.id)):  # the request that stopped an earlier attempt
+            os.remove(stop_file(self.state, r.id))
+        proc = self.start_logged(command, f"{self.state}/logs/{r.id}.log", run_env(self.state, run_id=r.id))
         self.procs[r.id] = proc
         self.samples.pop(r.id, None)
         self.offsets.pop(r.id, None)
@@ -414,21 +431,33 @@ class Scheduler:
                 )
             running = [r for r in running if r.status is RunStatus.RUNNING]
         extra = sorted(running, key=lambda r: r.run.priority)[k:]
-        stop_groups([r.pgid for r in extra])
+        left = self.stop_gracefully(extra, f"stopped after the probe (concurrency {k})") if extra else []
         for r in extra:
+            if r.id in left:  # still starting or decoding: it ends on its own and is recorded as stopped then
+                continue
             proc = self.procs.pop(r.id, None)
             if proc:
                 proc.wait()
+            os.remove(stop_file(self.state, r.id))
             r.status, r.note = RunStatus.QUEUED, f"stopped after the probe (concurrency {k}); waits its turn"
             r.started = r.pgid = r.updates = r.rate = r.eta_s = None
 
+    def stop_gracefully(self, runs: List[RunRecord], reason: str) -> List[str]:
+        """Ask runs to stop at their next step boundary while the others go on (device.stop_runs, never a signal:
+        under MPS a killed run can take the others down). Returns the ids of those that had not left after the
+        grace: reap records them when they end."""
+        return stop_runs(self.state, [(r.id, r.pgid) for r in runs], reason, STOP_GRACE_S, kill=False)
+
     def stop_run(self, r: RunRecord, reason: str) -> None:
-        """Stop a running run for good (skipped, with the reason): its partial training is not decoded."""
-        stop_groups([r.pgid])
+        """Stop a running run for good (stopped, with the reason): its partial training is not decoded."""
+        if self.stop_gracefully([r], reason):
+            log(f"{r.id}: asked to stop ({reason}); it has not left yet")
+            return
         proc = self.procs.pop(r.id, None)
         if proc:
             proc.wait()
-        r.status, r.reason, r.ended, r.eta_s = RunStatus.SKIPPED, reason, time.time(), None
+        r.status, r.reason, r.ended, r.eta_s = RunStatus.STOPPED, reason, time.time(), None
+        r.log_tail = tail(f"{self.state}/logs/{r.id}.log")
         log(f"{r.id}: stopped, {reason}")
 
     def skip_rest(self, reason: str) -> None:
@@ -436,19 +465,17 @@ class Scheduler:
             r.status, r.reason = RunStatus.SKIPPED, reason
 
     def stop_all(self, reason: str) -> None:
+        """Everything stops: preparations by signal (no GPU work), runs by request, then by signal after the grace
+        (every run is stopping: none is left to harm)."""
         preparing = [name for name, p in self.prep.items() if p.status is PrepStatus.PREPARING]
-        stop_groups([self.prep[n].pgid for n in preparing] + [self.by_id[i].pgid for i in self.procs])
+        stop_groups([self.prep[n].pgid for n in preparing])
+        stop_runs(self.state, [(i, self.by_id[i].pgid) for i in self.procs], f"stopped by {reason}", STOP_GRACE_S, True)
         for name in preparing:
             self.prep_procs.pop(name).wait()
             self.prep[name].status = PrepStatus.STOPPED
-        for run_id in list(self.procs):
-            r = self.by_id[run_id]
-            self.procs.pop(run_id).wait()
-            r.status, r.reason = RunStatus.STOPPED, f"stopped by {reason}"
-            r.ended = time.time()
-            r.wall_s = round(time.time() - r.started, 1)
-            r.log_tail = tail(f"{self.state}/logs/{run_id}.log")
-            log(f"{run_id}: stopped ({reason})")
+        for proc in self.procs.values():
+            proc.wait()
+        self.reap(time.time())  # stopped, or finished where one ended in the grace
         self.skip_rest(f"not started before {reason}")
 
 
