@@ -23,6 +23,10 @@
    CPU or GPU training stops with ``'NoneType' object has no attribute 'xla_device'``. Where torch_xla is not
    installed (no TPU can be used) we undo that: bf16 then runs on the CPU or GPU, as ``--bf16`` says. This is done
    in the architecture configuration functions, the first code of ours that runs after fairseq set the flag.
+7. ``--fp16`` on a CPU ends in an ``AssertionError: Torch not compiled with CUDA enabled`` traceback from
+   fairseq's FP16Optimizer (it keeps its fp32 copy of the parameters on the GPU), and ``--fp16 --amp`` in a bare
+   ``AssertionError`` from the trainer. In the same architecture configuration functions a fairseq program refuses
+   both in one line, naming what does train (``--bf16``, ``--memory-efficient-fp16``, fp32).
 6. A file that is not a fairseq checkpoint given as ``--path`` (or to ``from_pretrained``, the analysis tools) fails
    in ``torch.load`` with an ``UnpicklingError`` whose only advice is to re-run with ``weights_only=False``, which
    would execute whatever the file holds (a damaged file: a zip-reader error without the file's name).
@@ -210,8 +214,23 @@ def _undo_bf16_tpu(args) -> None:
         args.tpu = False
 
 
+def _refuse_fp16_that_cannot_train(args) -> None:
+    from .errors import in_fairseq_program, usage_error
+
+    if not getattr(args, "fp16", False) or not in_fairseq_program():
+        return
+    if getattr(args, "amp", False):
+        usage_error("--fp16 and --amp are two ways of half precision: give one (--amp keeps fp32 weights)")
+    on_cpu = getattr(args, "cpu", False) or not torch.cuda.is_available()
+    if on_cpu and not getattr(args, "memory_efficient_fp16", False):  # (its optimizer keeps no fp32 copy: trains)
+        usage_error(
+            "--fp16 needs a CUDA device (fairseq's FP16Optimizer keeps its fp32 copy of the parameters there); on a "
+            "CPU train with --bf16, --memory-efficient-fp16 or in fp32"
+        )
+
+
 def bf16_without_tpu() -> None:
-    """Fix 5: wrap every architecture configuration function registered so far (ours and fairseq's own).
+    """Fixes 5 and 7: wrap every architecture configuration function registered so far (ours and fairseq's own).
     Called once the plugin's models are registered (idempotent)."""
     from fairseq.models import ARCH_CONFIG_REGISTRY
 
@@ -222,6 +241,7 @@ def bf16_without_tpu() -> None:
         @functools.wraps(configure)
         def configure_without_tpu(args, _configure=configure):
             _undo_bf16_tpu(args)
+            _refuse_fp16_that_cannot_train(args)
             return _configure(args)
 
         configure_without_tpu._fairseq_lexical_bf16 = True

@@ -105,6 +105,34 @@ def test_unpatched_bf16_implies_tpu(monkeypatch):
     assert _parse("transformer").tpu
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present: --fp16 would train")
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        ((), "--fp16 needs a CUDA device (fairseq's FP16Optimizer keeps its fp32 copy of the parameters there)"),
+        (("--amp",), "--fp16 and --amp are two ways of half precision: give one"),
+    ],
+    ids=["fp16-on-a-cpu", "fp16-and-amp"],
+)
+def test_fp16_that_cannot_train_is_one_line(toy_data, tmp_path, extra, message):
+    """Fix 7: fairseq-train --fp16 on a CPU ended in a traceback from fairseq's FP16Optimizer (and --fp16 --amp in a
+    bare AssertionError); --memory-efficient-fp16, whose optimizer keeps no fp32 copy, trains."""
+    from conftest import run_cli, tiny_train_args
+
+    argv = tiny_train_args(
+        toy_data / "bin", tmp_path / "s", "--arch", "lex_lstm_small", "--lexicon", toy_data / "lexicon.tsv",
+        "--fp16", *extra, updates=2, validation=False,
+    )  # fmt: skip
+    proc = run_cli("fairseq-train", *argv, check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert f"fairseq-train: error: {message}" in proc.stderr
+    argv = tiny_train_args(
+        toy_data / "bin", tmp_path / "m", "--arch", "lex_lstm_small", "--lexicon", toy_data / "lexicon.tsv",
+        "--memory-efficient-fp16", updates=2, validation=False,
+    )  # fmt: skip
+    assert run_cli("fairseq-train", *argv, check=False).returncode == 0
+
+
 _BF16_RUNNER = r"""
 import json, sys
 import torch

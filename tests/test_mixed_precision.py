@@ -94,6 +94,22 @@ def test_lstm_attention_gradient_is_finite_where_fp16_would_overflow(device):
     assert alpha.dtype == torch.float32
 
 
+@pytest.mark.parametrize("output", ["luong", "combined"])
+@pytest.mark.parametrize("model_dtype", [torch.float32, torch.bfloat16], ids=["fp32-model", "bf16-model"])
+def test_lex_lstm_trains_under_cpu_bf16_autocast(toy_data, output, model_dtype):
+    """Issue 80, point 2: training lex_lstm under the CPU's bf16 autocast (the loop's step products mixing autocast's
+    bf16 with fp32 operands were reported to fail in addmm): finite fp32 log-probabilities and gradients."""
+    model = half_model(toy_data, model_dtype, "--arch", "lex_lstm_small", "--decoder-output", output)
+    model.train()
+    batch = toy_batch(model.task_for_test, PAIRS, "cpu")
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        lprobs, _ = model(**batch["net_input"])
+    assert lprobs.dtype == torch.float32 and torch.isfinite(lprobs).all()
+    lprobs.sum().backward()
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    assert grads and all(torch.isfinite(g).all() for g in grads)
+
+
 # -- the combined decoder output (--decoder-output combined) --------------------------------------------------------
 @pytest.mark.parametrize("dtype", HALF, ids=["fp16", "bf16"])
 def test_combined_output_is_computed_in_fp32_and_not_clamped_at_256(toy_data, dtype, device):
