@@ -1,6 +1,7 @@
 """`lexical_cross_entropy`: NLL of the model's output distribution (for the lexical models, the mixture of eq. 10),
 with optional label smoothing, plus any auxiliary losses the model returns; logs mean p_gate and, in validation,
-greedy exact match."""
+greedy exact match. Target words the model never outputs (<unk> under --exclude-special-outputs) are left out of
+the loss and counted (unk_targets)."""
 # (No `from __future__ import annotations` here: fairseq reads the config dataclass's field types at runtime.)
 
 import math
@@ -15,6 +16,25 @@ from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_l
 from fairseq.dataclass import FairseqDataclass
 
 from ..modules.precision import fp32_or_wider
+
+
+def smoothed_nll_loss(lprobs, target, epsilon: float, ignore_index: int, never_output=(), reduce: bool = True):
+    """fairseq's label_smoothed_nll_loss with the smoothing spread over the words the model can output: the words
+    of ``never_output`` (--exclude-special-outputs; log-probabilities about -1e5) are left out of its sum and of its
+    count (otherwise each adds ~1e5 eps / V to every token's loss). Without them, fairseq's formula exactly."""
+    if not never_output:
+        return label_smoothed_nll_loss(lprobs, target, epsilon, ignore_index=ignore_index, reduce=reduce)
+    target = target.unsqueeze(-1)
+    nll_loss = -lprobs.gather(dim=-1, index=target)
+    excluded = torch.tensor(sorted(set(never_output)), device=lprobs.device)
+    smooth_loss = -lprobs.index_fill(-1, excluded, 0.0).sum(dim=-1, keepdim=True)
+    pad_mask = target.eq(ignore_index)
+    nll_loss.masked_fill_(pad_mask, 0.0)
+    smooth_loss.masked_fill_(pad_mask, 0.0)
+    if reduce:
+        nll_loss, smooth_loss = nll_loss.sum(), smooth_loss.sum()
+    eps_i = epsilon / (lprobs.size(-1) - len(excluded) - 1)
+    return (1.0 - epsilon - eps_i) * nll_loss + eps_i * smooth_loss, nll_loss
 
 
 @dataclass
@@ -50,6 +70,7 @@ class LexicalCrossEntropyCriterion(FairseqCriterion):
         self.eps = label_smoothing
         self.sentence_avg = sentence_avg
         self.eos_idx = task.target_dictionary.eos()
+        self.unk_idx = task.target_dictionary.unk()
 
     def forward(self, model, sample, reduce=True):
         """The loss of ``sample`` under ``model``.
@@ -69,18 +90,20 @@ class LexicalCrossEntropyCriterion(FairseqCriterion):
         net_output = model(**sample["net_input"])
         lprobs = fp32_or_wider(model.get_normalized_probs(net_output, log_probs=True, sample=sample))
         target = model.get_targets(sample, net_output)
+        # A target word the model never outputs (--exclude-special-outputs: <unk>, a word the training data lacks)
+        # costs ~1e5 nats, which would be all the validation loss shows: it is left out, as padding, and counted.
+        never_output = getattr(getattr(model, "decoder", None), "excluded_outputs", ())
+        unk = self.unk_idx if self.unk_idx in never_output else None
+        unk_targets = target.eq(unk) if unk is not None else None
+        scored = target.masked_fill(unk_targets, self.padding_idx) if unk_targets is not None else target
         if self.eps > 0:
-            loss, nll_loss = label_smoothed_nll_loss(
-                lprobs.view(-1, lprobs.size(-1)),
-                target.view(-1),
-                self.eps,
-                ignore_index=self.padding_idx,
-                reduce=reduce,
+            loss, nll_loss = smoothed_nll_loss(
+                lprobs.view(-1, lprobs.size(-1)), scored.view(-1), self.eps, self.padding_idx, never_output, reduce
             )
         else:  # plain NLL: no V-sized smoothing sum in the forward, a one-hot (not dense) gradient in the backward
             nll_loss = F.nll_loss(
                 lprobs.view(-1, lprobs.size(-1)),
-                target.view(-1),
+                scored.view(-1),
                 ignore_index=self.padding_idx,
                 reduction="sum" if reduce else "none",
             )
@@ -100,6 +123,8 @@ class LexicalCrossEntropyCriterion(FairseqCriterion):
             logging_output[f"aux_{name}"] = aux.data
         for name, count in (extra.get("aux_sizes") or {}).items():
             logging_output[f"auxsize_{name}"] = count
+        if unk_targets is not None:
+            logging_output["unk_targets"] = unk_targets.sum().data
         mask = target.ne(self.padding_idx)
         p_gate = extra.get("p_gate")
         if p_gate is not None:
@@ -126,6 +151,8 @@ class LexicalCrossEntropyCriterion(FairseqCriterion):
         metrics.log_derived("ppl", lambda meters: utils.get_perplexity(meters["nll_loss"].avg))
         if any("p_gate_sum" in log for log in logging_outputs):
             metrics.log_scalar("p_gate", total("p_gate_sum") / max(ntokens, 1), ntokens, round=3)
+        if any("unk_targets" in log for log in logging_outputs):  # left out of the loss: how many
+            metrics.log_scalar_sum("unk_targets", total("unk_targets"))
         if any("exact_sum" in log for log in logging_outputs):
             nsentences = total("nsentences")
             metrics.log_scalar("exact_match", total("exact_sum") / max(nsentences, 1), nsentences, round=4)
