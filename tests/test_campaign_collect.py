@@ -104,9 +104,16 @@ def test_what_the_plan_does_not_have_is_refused(tmp_path, capsys, change, field)
         (lambda res: res["runs"][0]["times"].update(train_s="5"), 'times.train_s "5" is not a number'),
         (lambda res: res["runs"][0].update(wall_s=-1), "wall_s -1 is negative"),
         (lambda res: res["runs"][0]["config"].update(commands=["x"]), 'config.commands ["x"] is not an object'),
+        # issue 80, point 9: a whole number beyond a float's range was an OverflowError's traceback
+        (lambda res: res["runs"][0]["training"].update(updates=10**400),
+         f"run scan_jump-simple-s1: training.updates {str(10**400)[:57]}... is out of range"),
+        (lambda res: res["runs"][0].update(wall_s=-(10**400)), "run scan_jump-simple-s1: wall_s -1000"),
+        (lambda res: res.update(started=10**400), "started 1000000"),
+        (lambda res: res["runs"][0]["score"].update(exact_match=10**400), "score.exact_match 1000"),
     ],
     ids=["no_started", "started_str", "no_runs", "no_environment", "plan", "run_str", "score_list", "training_str",
-         "times_str", "negative_wall", "commands_list"],
+         "times_str", "negative_wall", "commands_list", "updates_10e400", "wall_minus_10e400", "started_10e400",
+         "score_10e400"],
 )  # fmt: skip
 def test_a_malformed_results_file_is_one_line_naming_the_field(tmp_path, capsys, mutate, says):
     path = a_poll(tmp_path, "poll", _run(1, 0.9))
@@ -116,6 +123,61 @@ def test_a_malformed_results_file_is_one_line_naming_the_field(tmp_path, capsys,
     with open(path, "w") as f:
         json.dump(res, f)
     assert says in refused(capsys, tmp_path / "results", path)
+
+
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("[" * 200_000 + "]" * 200_000, "not a JSON file (nested too deeply to read)"),
+        ('{"runs": [{"id": "x", "wall_s": ' + "7" * 5001 + "}]}", "not a JSON file (a whole number of more than "),
+        ('{"started": -' + "1" * 4301 + "}", "not a JSON file (a whole number of more than 4300 digits)"),
+    ],
+    ids=["nested_200000", "digits_5001", "digits_4301"],
+)
+def test_json_that_python_cannot_read_is_one_line_naming_the_file(tmp_path, capsys, text, says):
+    """Issue 80, point 9: deep nesting (RecursionError) and Python's limit on an integer's digits (ValueError) were
+    tracebacks."""
+    path = tmp_path / "results.json"
+    path.write_text(text)
+    assert f"{path}: {says}" in refused(capsys, tmp_path / "results", path)
+
+
+def test_a_results_json_that_cannot_be_read_is_one_line(tmp_path, capsys, monkeypatch):
+    from lexical_offline import textio
+
+    path = a_poll(tmp_path, "poll", _run(1, 0.9))
+
+    def unreadable(name, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", name)
+
+    monkeypatch.setattr(textio, "open", unreadable, raising=False)  # as for a file of another user, root or not
+    assert f"{path}: cannot read it (Permission denied)" in refused(capsys, tmp_path / "results", path)
+
+
+@pytest.mark.parametrize("key", ["1" * 5001, "\u00b2", "01"], ids=["digits_5001", "superscript", "leading_zero"])
+def test_a_seed_of_a_results_file_is_as_collect_writes_it(tmp_path, capsys, key):
+    results = tmp_path / "results"
+    assert collect_cli(capsys, a_poll(tmp_path, "poll1", _run(1, 0.9)), "--results", results)[0] == 0
+    text = (results / "gpu_scan_jump_simple.json").read_text().replace('"1": {', f'"{key}": {{', 1)
+    (results / "gpu_scan_jump_simple.json").write_text(text)
+    code, _, err = collect_cli(capsys, a_poll(tmp_path, "poll2", _run(2, 0.5), started=2000.0), "--results", results)
+    assert code == 2 and err.count("\n") == 1 and "gpu_scan_jump_simple.json: per_seed: " in err, err
+    assert "is not a seed (a whole number, as collect writes it)" in err and len(err) < 300
+    assert (results / "gpu_scan_jump_simple.json").read_text() == text
+
+
+def test_a_perfect_score_is_accepted(tmp_path, capsys):
+    """Issue 80, point 13d: the top of each metric's range is a score (exact match 1.0, BLEU 100)."""
+    code, out, err = collect_cli(
+        capsys, a_poll(tmp_path, "poll", _run(1, 1.0), _run(2, 1)), "--results", tmp_path / "r"
+    )
+    assert code == 0, err
+    d = saved(tmp_path / "r")
+    assert d["seeds"] == [1, 2] and d["mean"] == 1.0 and d["excluded"] == {}
+    run = dict(_run(1, None), id="eng_cmn-simple-s1", group="eng_cmn", task="eng_cmn", split=None, score={"bleu": 100})
+    code, out, err = collect_cli(capsys, a_poll(tmp_path, "poll2", run), "--results", tmp_path / "r2")
+    assert code == 0, err
+    assert saved(tmp_path / "r2", "gpu_eng_cmn_simple")["mean"] == 100.0 and "| 100.00 ± 0.00 (1 seeds)" in out
 
 
 def test_a_file_that_is_no_object(tmp_path, capsys):
@@ -137,6 +199,49 @@ def test_a_seed_claimed_twice_is_refused_unless_replace(tmp_path, capsys):
     assert code == 0, err
     assert saved(results)["per_seed"]["1"]["exact_match"] == 0.3 and saved(results)["seeds"] == [1, 2]
     assert f"seed 1 of {first}: run scan_jump-simple-s1 replaced by {second}" in out
+
+
+INCOMPLETE = {
+    "failed": dict(_run(1, None, status="failed"), reason="exit 1: CUDA error"),
+    "stopped": dict(_run(1, 0.95, status="stopped", updates=3000), reason="stopped on request (poll --stop)"),
+    "time_limited": _run(1, 0.95, updates=5000),
+}
+
+
+@pytest.mark.parametrize("how", sorted(INCOMPLETE))
+def test_replace_never_takes_an_incomplete_run_over_a_complete_one_in_the_polls(tmp_path, capsys, how):
+    """Issue 80, point 9: --replace took a failed run over the complete run of its seed."""
+    first = a_poll(tmp_path, "poll1", _run(1, 0.9), started=1000.0)
+    second = a_poll(tmp_path, "poll2", INCOMPLETE[how], _run(2, 0.5), started=2000.0)
+    results = tmp_path / "results"
+    err = refused(capsys, results, first, second)
+    assert f"{second}: run scan_jump-simple-s1 ran it again (" in err and "); --replace keeps the complete one" in err
+    code, out, err = collect_cli(capsys, first, second, "--results", results, "--replace")
+    assert code == 0, err
+    d = saved(results)
+    assert d["seeds"] == [1, 2] and d["per_seed"]["1"]["exact_match"] == 0.9 and d["mean"] == pytest.approx(0.7)
+    assert "superseded" not in d and "replaced by" not in out
+    assert (
+        f"seed 1: {first}: run scan_jump-simple-s1 completed it, {second}: run scan_jump-simple-s1 did not (" in out
+        and "the complete one is kept (--replace takes only a complete run)" in out
+    )
+
+
+@pytest.mark.parametrize("how", sorted(INCOMPLETE))
+def test_replace_never_takes_an_incomplete_run_over_a_complete_seed_of_the_file(tmp_path, capsys, how):
+    results = tmp_path / "results"
+    assert collect_cli(capsys, a_poll(tmp_path, "poll1", _run(1, 0.9)), "--results", results)[0] == 0
+    before = (results / "gpu_scan_jump_simple.json").read_bytes()
+    later = a_poll(tmp_path, "poll2", INCOMPLETE[how], started=2000.0)
+    for replace in ([], ["--replace"]):
+        code, out, err = collect_cli(capsys, later, "--results", results, *replace)
+        assert code == 0, err
+        assert (results / "gpu_scan_jump_simple.json").read_bytes() == before
+        assert f"seed 1 ({later}: run scan_jump-simple-s1 did not complete: " in out
+        assert "complete there already, kept (--replace takes only a complete run)" in out
+    complete = a_poll(tmp_path, "poll3", INCOMPLETE[how], _run(2, 0.4), started=2000.0)  # other seeds are taken
+    code, out, err = collect_cli(capsys, complete, "--results", results, "--replace")
+    assert code == 0 and saved(results)["seeds"] == [1, 2] and saved(results)["per_seed"]["1"]["exact_match"] == 0.9
 
 
 def test_two_polls_that_disagree_on_a_run_are_two_claims(tmp_path, capsys):
@@ -196,9 +301,40 @@ def test_a_results_file_edited_by_hand_is_checked_too(tmp_path, capsys):
     [
         (["--fairseq-wheel", "/nonexistent.whl"], "--fairseq-wheel /nonexistent.whl: no such wheel"),
         (["--budget-s", "-5"], "--budget-s -5: must be more than 0"),
+        # issue 80, point 9: an empty list left nothing out (pip fetched 900 MB of CUDA wheels under --dry-run);
+        # a bad Python or platform was pip's own error, after the plugin's wheel was built
+        (["--leave-out", ",,,"], "--leave-out ',,,' names no package: the carry folder would take torch"),
+        (["--leave-out", " "], "--leave-out ' ' names no package"),
+        (["--leave-out", "torch,,numpy"], "--leave-out 'torch,,numpy': an empty name"),
+        (["--leave-out", "torch,num py"], "--leave-out 'torch,num py': 'num py' is not a package name"),
+        (["--leave-out", "torch,numpy>=2"], "--leave-out 'torch,numpy>=2': 'numpy>=2' is not a package name"),
+        (["--leave-out", "numpy,scipy"], "--leave-out 'numpy,scipy' does not name torch"),
+        (["--python-version", "abc"], "--python-version 'abc': not a Python version like 3.12 (3.10 or later)"),
+        (["--python-version", "2.7"], "--python-version '2.7': not a Python version like 3.12"),
+        (["--python-version", "3.12.1"], "--python-version '3.12.1': not a Python version like 3.12"),
+        (["--platform", "weird"], "--platform 'weird': neither 'host' nor a wheel platform tag like manylinux_2_28"),
+        (["--platform", "manylinux_2_28"], "--platform 'manylinux_2_28': neither 'host' nor a wheel platform tag"),
     ],
-)
+    ids=["wheel", "budget", "leave_out_commas", "leave_out_blank", "leave_out_empty_name", "leave_out_space",
+         "leave_out_specifier", "leave_out_no_torch", "python_abc", "python_2", "python_micro", "platform_weird",
+         "platform_no_arch"],
+)  # fmt: skip
 def test_prepare_checks_its_arguments(tmp_path, capsys, option, says):
     code = main(["prepare", "--dry-run", "--data", str(tmp_path), *option])
     err = capsys.readouterr().err
     assert code == 2 and err.startswith(f"gpu_campaign prepare: error: {says}") and err.count("\n") == 1, err
+
+
+def test_prepare_takes_the_targets_and_names_it_should():
+    from recipes.campaign import carry
+
+    for platform in ("host", carry.DEVICE_PLATFORM, "manylinux2014_x86_64", "musllinux_1_2_aarch64"):
+        carry.check_target("3.12", platform)
+    carry.check_target("3.10", "manylinux_2_17_x86_64")
+    assert carry.leave_out_names(" torch , scikit-learn,Pillow,ruamel.yaml ") == [
+        "torch",
+        "scikit-learn",
+        "Pillow",
+        "ruamel.yaml",
+    ]
+    assert carry.leave_out_names(",".join(carry.LEFT_OUT)) == list(carry.LEFT_OUT)

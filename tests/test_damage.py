@@ -2,12 +2,15 @@
 (fairseq_lexical.analysis.lexicon_unit)."""
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
 
 import fairseq_lexical  # noqa: F401  (registers the models; allow-lists fairseq checkpoints for torch.load)
-from conftest import TINY_SEARCHES, build_model, program_module, run_cli, tiny_generate_args
+from conftest import REPO, TINY_SEARCHES, build_model, program_module, run_cli, tiny_generate_args
 from fairseq_lexical.analysis import damage as dmg
 
 
@@ -123,6 +126,22 @@ def test_save_damaged_refuses_to_overwrite_the_trained_checkpoint(tmp_path, caps
     assert "is the same file as the input --path" in err
     assert ("--save-damaged (best) checkpoint_best.pt" if save == "pattern" else f"--save-damaged {saved}") in err
     assert ckpt.read_bytes() == b"trained weights"
+
+
+def test_a_file_that_is_no_checkpoint_is_one_line(tmp_path):
+    """Issue 80, point 9: fairseq_lexical.compat.CheckpointLoadError came through tools/damage.py as a traceback."""
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "model.pt").write_text("not a checkpoint\n")
+    proc = subprocess.run(
+        [sys.executable, os.path.join(REPO, "tools", "damage.py"), tmp_path / "bin", "--path", tmp_path / "model.pt"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONWARNINGS="ignore"),
+        timeout=300,
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    last = proc.stderr.splitlines()[-1]
+    assert last.startswith(f"damage.py: error: {tmp_path / 'model.pt'}: not a loadable fairseq checkpoint"), last
 
 
 # -- through the tools, on a trained checkpoint -------------------------------------------------------------------

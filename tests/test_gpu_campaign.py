@@ -114,7 +114,7 @@ def test_prepare_counts_a_carry_above_32_mib_once(tmp_path, monkeypatch, capsys)
 
     monkeypatch.setattr(carry, "build", build)
     args = dict(carry=str(checkout / ".gpu"), plan="scan", data=str(tmp_path), python_version="3.12")
-    args.update(platform="x", leave_out="", fairseq_wheel=None, budget_s=900, dry_run=False)
+    args.update(platform=carry.DEVICE_PLATFORM, leave_out="torch", fairseq_wheel=None, budget_s=900, dry_run=False)
     assert carry.prepare(type("Args", (), args)) == 0
     out = capsys.readouterr().out
     assert "33.0 MiB in all" in out and "a call takes 33.0 MiB" in out, out
@@ -135,6 +135,54 @@ def test_a_slot_waits_for_the_group_of_the_next_run_rather_than_take_a_later_one
     ready = [r.id for r in sched.ready_queued()]
     assert ready[:3] == ["scan_jump-simple-s1", "scan_jump-simple-s2", "scan_jump-simple-s3"]
     assert "scan_around_right-simple-s1" not in ready
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["start", "--budget-s", "-900"], "--budget-s -900: must be a finite number, more than 0"),
+        (["start", "--budget-s", "0"], "--budget-s 0: must be a finite number, more than 0"),
+        (["start", "--budget-s", "nan"], "--budget-s nan: must be a finite number, more than 0"),
+        (["start", "--budget-s", "inf"], "--budget-s inf: must be a finite number, more than 0"),
+        (["start", "--budget-s", "900", "--reserve-s", "-80"], "--reserve-s -80: must be a finite number, 0 or more"),
+        (["start", "--budget-s", "900", "--reserve-s", "nan"], "--reserve-s nan: must be a finite number, 0 or more"),
+        (["start", "--budget-s", "900", "--hold-s", "-1800"], "--hold-s -1800: must be a finite number, more than 0"),
+        (["start", "--budget-s", "900", "--reserve-s", "900"],
+         "--reserve-s 900 is not less than min(--budget-s 900, --hold-s 1800): it leaves the runs no time"),
+        (["start", "--budget-s", "900", "--hold-s", "60"],
+         "--reserve-s 80 is not less than min(--budget-s 900, --hold-s 60): it leaves the runs no time"),
+        (["start", "--budget-s", "900", "--probe-s", "-2"], "--probe-s -2: must be a finite number, 0 or more"),
+        (["start", "--budget-s", "900", "--max-jobs", "0"], "--max-jobs 0: must be a finite number, more than 0"),
+        (["poll", "--wait-s", "-1"], "--wait-s -1: must be a finite number, 0 or more"),
+        (["poll", "--wait-s", "nan"], "--wait-s nan: must be a finite number, 0 or more"),
+        (["poll", "--budget-s", "-5"], "--budget-s -5: must be a finite number, 0 or more"),
+        (["poll", "--budget-s", "inf"], "--budget-s inf: must be a finite number, 0 or more"),
+        (["poll", "--budget-s", "0", "--reserve-s", "-30"], "--reserve-s -30: must be a finite number, 0 or more"),
+    ],
+    ids=["start_budget_negative", "start_budget_0", "start_budget_nan", "start_budget_inf", "start_reserve_negative",
+         "start_reserve_nan", "start_hold_negative", "start_reserve_all", "start_hold_short", "start_probe_negative",
+         "start_max_jobs_0", "poll_wait_negative", "poll_wait_nan", "poll_budget_negative", "poll_budget_inf",
+         "poll_reserve_negative"],
+)  # fmt: skip
+def test_start_and_poll_refuse_impossible_seconds_in_one_line(tmp_path, capsys, argv, says):
+    """Issue 80, point 9: start took a negative --budget-s, --reserve-s or --hold-s (and nan), poll a negative
+    --budget-s, --reserve-s or --wait-s. Refused before anything is read or written."""
+    from recipes.campaign.__main__ import main
+
+    code = main(
+        [*argv, "--state", str(tmp_path / "state"), *(["--carry", str(tmp_path)] if argv[0] == "start" else [])]
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and err == f"gpu_campaign {argv[0]}: error: {says}\n", err
+    assert os.listdir(tmp_path) == []
+
+
+def test_poll_budget_0_stops_the_campaign_and_is_no_error(tmp_path, capsys):
+    from recipes.campaign.__main__ import main
+
+    state = str(tmp_path / "state")
+    assert main(["poll", "--budget-s", "0", "--reserve-s", "0", "--wait-s", "0", "--state", state]) == 2
+    assert f"error: no campaign in {state}: start one first" in capsys.readouterr().err  # past the options' checks
 
 
 def test_collect_gives_a_variant_a_file_of_its_own(tmp_path, capsys):

@@ -200,6 +200,33 @@ def test_missing_checkpoint_is_reported_before_loading_anything(toy_data, tmp_pa
     assert not (tmp_path / "x.png").exists()
 
 
+def test_a_file_that_is_no_checkpoint_is_one_line(tmp_path):
+    """Issue 80, point 9: fairseq_lexical.compat.CheckpointLoadError came through tools/plot_gates.py as a traceback."""
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "model.pt").write_text("not a checkpoint\n")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            TOOL,
+            tmp_path / "bin",
+            "--path",
+            tmp_path / "model.pt",
+            "-o",
+            tmp_path / "x.png",
+            "--source",
+            "a1",
+        ],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONWARNINGS="ignore"),
+        timeout=300,
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    last = proc.stderr.splitlines()[-1]
+    assert last.startswith(f"plot_gates.py: error: {tmp_path / 'model.pt'}: not a loadable fairseq checkpoint"), last
+    assert not (tmp_path / "x.png").exists()
+
+
 # -- a trained checkpoint through the command line ---------------------------------------------------------------
 
 

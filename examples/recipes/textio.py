@@ -5,6 +5,7 @@ killed run leaves no half-written stamp); plus lexicon entry counts and the inpu
 from __future__ import annotations
 
 import hashlib
+import sys
 from typing import List, Optional, Sequence, Tuple
 
 from lexical_offline import textio
@@ -24,10 +25,20 @@ def read_corpus(path: str, fmt: str = "tsv", tgt_path: Optional[str] = None) -> 
 
 
 def read_json(path: str):
+    """textio.read_json, whose every refusal is a RecipeError naming the file: also what Python's json module raises
+    beyond bad syntax (nesting deeper than its recursion limit; a whole number longer than Python reads) and a file
+    that cannot be read."""
     try:
         return textio.read_json(path)
     except textio.TextFileError as e:
         raise RecipeError(str(e)) from None
+    except RecursionError:
+        raise RecipeError(f"{path}: not a JSON file (nested too deeply to read)") from None
+    except ValueError:  # json.load's other ValueError: int()'s limit on digits (Python >= 3.11, 3.10.7)
+        limit = getattr(sys, "get_int_max_str_digits", lambda: 4300)()
+        raise RecipeError(f"{path}: not a JSON file (a whole number of more than {limit} digits)") from None
+    except OSError as e:
+        raise RecipeError(f"{path}: cannot read it ({e.strerror or e})") from None
 
 
 def write_json(path: str, data) -> None:

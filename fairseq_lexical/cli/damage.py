@@ -75,6 +75,7 @@ def main(argv=None) -> int:
 
     from fairseq_lexical.analysis import damage as dmg
     from lexical_offline.textio import OutputOverwritesInputError, directory_inputs, refuse_overwriting_inputs
+    from fairseq_lexical.compat import CheckpointLoadError
 
     try:
         conditions = dmg.parse_conditions(args.damage)
@@ -114,7 +115,7 @@ def main(argv=None) -> int:
             args.save_damaged,
             args.beam_search,
         )
-    except (dmg.DamageError, OutputOverwritesInputError) as e:
+    except (dmg.DamageError, OutputOverwritesInputError, CheckpointLoadError) as e:  # (no checkpoint: named in e)
         print(f"damage.py: error: {e}", file=sys.stderr)
         return 2
     bad = [r["condition"] for r in results if r["damage"]["changed_outside_groups"]]

@@ -82,6 +82,8 @@ def main(argv=None) -> int:
 
     from fairseq_lexical.analysis import gates
 
+    from fairseq_lexical.compat import CheckpointLoadError
+
     try:
         model, task = gates.load_model(args.path, args.data, args.source_lang, args.target_lang)
         warnings = []
@@ -116,7 +118,7 @@ def main(argv=None) -> int:
             sample_id=args.sample_id,
             warnings=warnings,
         )
-    except gates.GateAnalysisError as e:
+    except (gates.GateAnalysisError, CheckpointLoadError) as e:  # (a file that is no checkpoint: named in e)
         print(f"plot_gates.py: error: {e}", file=sys.stderr)
         return 2
     gates.plot_record(record, args.output, title=args.title)

@@ -42,6 +42,14 @@ except ImportError:  # an environment without packaging: pip's copy
 LEFT_OUT = ("torch", "torchaudio", "numpy", "scipy", "scikit-learn", "numba", "llvmlite", "matplotlib")
 DEVICE_PYTHON = "3.12"
 DEVICE_PLATFORM = "manylinux_2_28_x86_64"  # fairseq-fixed's one binary wheel; the device's glibc is newer
+# what prepare takes of its options, checked before pip is asked: a Python of the plugin's python_requires (>= 3.10),
+# 'host' or a manylinux/musllinux wheel tag, and package names as PEP 508 spells them
+PYTHON_VERSION = re.compile(r"3\.[1-9][0-9]")
+PLATFORM = re.compile(
+    r"(manylinux_[0-9]+_[0-9]+|manylinux1|manylinux2010|manylinux2014|musllinux_[0-9]+_[0-9]+)"
+    r"_(x86_64|i686|aarch64|ppc64le|s390x|armv7l|riscv64)"
+)
+PACKAGE_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?")
 MAX_CARRY_MIB = 60.0
 CALL_LIMIT_MIB = 64.0  # what one device call takes along: the working tree and the carried paths together
 WHEEL_CACHE = os.path.join(
@@ -406,9 +414,47 @@ def device_calls(carry_name: str, budget_s: int) -> List[str]:
     return [start, poll, collect]
 
 
+def leave_out_names(text: str) -> List[str]:
+    """--leave-out's names, checked: an empty list would carry everything, torch and CUDA's wheels among them (about
+    900 MB downloaded before the size check refuses it), so there must be names, each a package name, torch among
+    them (a call takes 64 MiB; every CUDA image with torch has it)."""
+    names = [n.strip() for n in text.split(",")]
+    if not any(names):
+        raise PrepareError(
+            f"--leave-out {text!r} names no package: the carry folder would take torch and CUDA's wheels, far more "
+            f"than a call's {CALL_LIMIT_MIB:g} MiB (default {','.join(LEFT_OUT)})"
+        )
+    for name in names:
+        if not PACKAGE_NAME.fullmatch(name):
+            raise PrepareError(
+                f"--leave-out {text!r}: " + (f"{name!r} is not a package name" if name else "an empty name")
+            )
+    if "torch" not in {canonicalize_name(n) for n in names}:
+        raise PrepareError(
+            f"--leave-out {text!r} does not name torch: its wheels and CUDA's are far more than a call's "
+            f"{CALL_LIMIT_MIB:g} MiB, and the device has its own (default {','.join(LEFT_OUT)})"
+        )
+    return names
+
+
+def check_target(python_version: str, platform: str) -> None:
+    """--python-version and --platform, before pip is asked (it says only that it found no wheel)."""
+    if not PYTHON_VERSION.fullmatch(python_version):
+        raise PrepareError(
+            f"--python-version {python_version!r}: not a Python version like {DEVICE_PYTHON} (3.10 or later)"
+        )
+    if platform != "host" and not PLATFORM.fullmatch(platform):
+        raise PrepareError(
+            f"--platform {platform!r}: neither 'host' nor a wheel platform tag like {DEVICE_PLATFORM} "
+            "(manylinux_2_N_ARCH, manylinux2014_ARCH, musllinux_1_N_ARCH)"
+        )
+
+
 def prepare(args) -> int:
-    if args.budget_s <= 0:
+    if not args.budget_s > 0:
         raise PrepareError(f"--budget-s {args.budget_s}: must be more than 0 (status's budget_left_s)")
+    check_target(args.python_version, args.platform)
+    left_out = leave_out_names(args.leave_out)
     if args.fairseq_wheel is not None and not (
         args.fairseq_wheel.endswith(".whl") and os.path.isfile(args.fairseq_wheel)
     ):
@@ -432,7 +478,6 @@ def prepare(args) -> int:
     # built outside the checkout: a folder inside it that git does not ignore would travel, and count, twice
     tmp = tempfile.mkdtemp(prefix="fairseq_lexical_carry.")
     try:
-        left_out = [n.strip() for n in args.leave_out.split(",") if n.strip()]
         manifest = build(tmp, args.plan, data, args.python_version, args.platform, args.fairseq_wheel, left_out)
         size, tree = manifest["bytes"], tree_bytes()
         print(

@@ -14,6 +14,7 @@ import functools
 import json
 import math
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
@@ -66,7 +67,13 @@ def number(where: str, field: str, value, top: float = math.inf, whole: bool = F
         return None
     missing(where, field, value)
     kind = int if whole else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kind) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, kind):
+        raise CollectError(f"{where}: {field} {shown(value)} is not {'a whole number' if whole else 'a number'}")
+    try:
+        finite = math.isfinite(value)  # a whole number beyond a float's range (10**400) overflows here
+    except OverflowError:
+        raise CollectError(f"{where}: {field} {shown(value)} is out of range") from None
+    if not finite:
         raise CollectError(f"{where}: {field} {shown(value)} is not {'a whole number' if whole else 'a number'}")
     if value < 0 or value > top:
         raise CollectError(
@@ -208,8 +215,8 @@ def read_old(path: str, metric: str) -> dict:
     per_seed = of_type(path, "per_seed", old.get("per_seed"), dict, "an object") or {}
     for seed, v in per_seed.items():
         field = f"per_seed.{seed}"
-        if not seed.isdigit():
-            raise CollectError(f"{path}: {field}: {seed!r} is not a seed")
+        if not re.fullmatch(r"0|[1-9][0-9]{0,8}", seed):  # as str(seed) writes it: not "²", "01" or 5,000 digits
+            raise CollectError(f"{path}: per_seed: {shown(seed)} is not a seed (a whole number, as collect writes it)")
         of_type(path, field, v, dict, "an object", optional=False)
         number(path, f"{field}.{metric}", v.get(metric), top=TOP_SCORE.get(metric, 1.0))
         for key in ("updates", "max_update"):
@@ -306,7 +313,8 @@ def build_file(path: str, claims: List[Claim], replace: bool, notes: List[str]) 
     """The results file of one (group, model) with the claims merged in, and whether it changed. Of two claims of a
     seed the later one (by campaign start, then the order of the paths) supersedes an earlier one that did not
     complete; another run of a seed that completed is refused unless --replace. A seed complete in the file already
-    stays unless --replace."""
+    stays unless --replace. --replace takes only a complete run: a complete seed is never replaced by a failed,
+    stopped or time-limited one (that is said, and the complete one kept; a skipped run never reaches here)."""
     first = claims[0].run
     metric = metric_of(first["task"])
     old = read_old(path, metric)
@@ -318,21 +326,40 @@ def build_file(path: str, claims: List[Claim], replace: bool, notes: List[str]) 
         before = taken.get(seed)
         if before is not None:
             why = left_out(seed_entry(before, metric), metric)
+            later = left_out(seed_entry(c, metric), metric)
             if why is not None:
                 superseded.append({"seed": int(seed), **seed_entry(before, metric)})
                 notes.append(f"{path}: seed {seed} of {before.where} did not complete ({why}): superseded by {c.where}")
+            elif replace and later is not None:  # never a complete run by one that did not complete
+                notes.append(
+                    f"{path}: seed {seed}: {before.where} completed it, {c.where} did not ({later}): the complete "
+                    "one is kept (--replace takes only a complete run)"
+                )
+                continue
             elif replace:
                 notes.append(f"{path}: seed {seed} of {before.where} replaced by {c.where} (--replace)")
             else:
-                later = left_out(seed_entry(c, metric), metric) or "complete too"
+                what, hint = (later, "keeps the complete one") if later else ("complete too", "takes the later one")
                 raise CollectError(
                     f"{path}: seed {seed} is claimed twice: {before.where} completed it, {c.where} ran it again "
-                    f"({later}); --replace takes the later one"
+                    f"({what}); --replace {hint}"
                 )
         taken[seed] = c
     stamp = {s: seed_entry(c, metric)["campaign"] for s, c in taken.items()}
     again = {s for s in taken if s in per_seed and per_seed[s].get("campaign") == stamp[s]}  # collected before
     clash = [s for s in taken if s in per_seed and s not in again and left_out(per_seed[s], metric) is None]
+    worse = {s: left_out(seed_entry(taken[s], metric), metric) for s in clash}
+    worse = {s: why for s, why in worse.items() if why is not None}
+    if worse:  # never a complete seed of the file by a run that did not complete, --replace or not
+        notes.append(
+            f"{path}: seed{'s' if len(worse) > 1 else ''} "
+            + ", ".join(f"{s} ({taken[s].where} did not complete: {why})" for s, why in worse.items())
+            + ": complete there already, kept (--replace takes only a complete run)"
+        )
+        clash = [s for s in clash if s not in worse]
+        taken = {s: c for s, c in taken.items() if s not in worse}
+        if not taken:
+            return old, False
     for seed in sorted(set(taken) - set(clash) - again, key=int):
         if seed in per_seed:
             why = left_out(per_seed[seed], metric)

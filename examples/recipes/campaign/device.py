@@ -17,6 +17,7 @@ State directory (default /tmp/fairseq_lexical_campaign, outside the checkout tha
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import signal
@@ -42,6 +43,17 @@ STOP_GRACE_S = 20.0  # a run asked to stop leaves at its next update; one starti
 
 class CampaignError(Exception):
     """A user-facing error: printed as `gpu_campaign: error: ...`, exit status 2."""
+
+
+def check_seconds(option: str, value: Optional[float], positive: bool = False) -> None:
+    """An option's seconds (or count): a finite number, 0 or more (more than 0 where ``positive``); None where it
+    was not given."""
+    if value is None:
+        return
+    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+        raise CampaignError(
+            f"{option} {value:g}: must be a finite number, {'more than 0' if positive else '0 or more'}"
+        )
 
 
 def log(*parts) -> None:
@@ -453,7 +465,29 @@ def default_max_jobs(plan_name: str, budget_s: float) -> int:
     return max(1, min(best, (os.cpu_count() or 2) - 2))
 
 
+def check_start_options(args) -> None:
+    """start's numbers, before anything is read or written: seconds are finite and not negative, the budget and the
+    hold leave time after the reserve."""
+    for option, positive in (
+        ("budget_s", True),
+        ("hold_s", True),
+        ("reserve_s", False),
+        ("probe_s", False),
+        ("min_train_s", False),
+        ("decode_s_per_sentence", False),
+        ("tick_s", True),
+        ("max_jobs", True),
+    ):
+        check_seconds("--" + option.replace("_", "-"), getattr(args, option), positive)
+    if args.reserve_s >= min(args.budget_s, args.hold_s):
+        raise CampaignError(
+            f"--reserve-s {args.reserve_s:g} is not less than min(--budget-s {args.budget_s:g}, --hold-s "
+            f"{args.hold_s:g}): it leaves the runs no time"
+        )
+
+
 def start(args) -> int:
+    check_start_options(args)
     t0 = time.time()
     carry_dir = os.path.abspath(args.carry)
     manifest_path = f"{carry_dir}/manifest.json"
@@ -671,6 +705,8 @@ def ask_to_stop(state: str, run_id: str) -> None:
 
 
 def poll(args) -> int:
+    for option in ("wait_s", "budget_s", "reserve_s"):  # --budget-s 0: stop now
+        check_seconds("--" + option.replace("_", "-"), getattr(args, option))
     state = os.path.abspath(args.state)
     if not os.path.isfile(f"{state}/{MARKER}"):
         raise CampaignError(f"no campaign in {state}: start one first (bash tools/gpu_campaign.sh start ...)")
