@@ -1,6 +1,7 @@
 """examples/recipes/rundir.py: the rules for one run's directory, shared by the paper recipes and examples/cat_oci."""
 
 import json
+import os
 import sys
 
 import pytest
@@ -11,7 +12,7 @@ sys.path.insert(0, EXAMPLES)
 
 from recipes import ownership  # noqa: E402
 from recipes.console import RecipeError  # noqa: E402
-from recipes.rundir import RunDirectory  # noqa: E402
+from recipes.rundir import RunDirectory, lock_work_directory  # noqa: E402
 
 FP = {"train": "fairseq-train A", "data_sha1": "d1"}
 
@@ -81,3 +82,44 @@ def test_a_directory_the_pipelines_did_not_write_is_refused(tmp_path):
     (out / "checkpoint_last.pt").unlink()  # only a name the run writes stops it: the user's other files stay
     rundir(out).open({})
     assert files(out) == ["averaged.pt", "config.json"]
+
+
+def test_the_work_lock_is_never_written_through_a_link_or_over_a_users_file(tmp_path):
+    """Issue 80, point 3: WORK/.lock was truncated and rewritten whatever it was, through a symbolic link too."""
+    work, outside = tmp_path / "work", tmp_path / "outside.txt"
+    work.mkdir()
+    outside.write_text("the user's file outside WORK\n")
+    lock = work / ".lock"
+    lock.symlink_to(outside)
+    with pytest.raises(RecipeError, match=rf"^{lock}: a symbolic link, not the pipeline's lock file: move it away"):
+        lock_work_directory(str(work))
+    assert lock.is_symlink() and outside.read_text() == "the user's file outside WORK\n"
+    lock.unlink()
+    lock.symlink_to(tmp_path / "missing")  # a dangling link is not followed to create its target either
+    with pytest.raises(RecipeError, match="a symbolic link"):
+        lock_work_directory(str(work))
+    assert not (tmp_path / "missing").exists()
+    lock.unlink()
+    os.link(outside, lock)
+    with pytest.raises(RecipeError, match=rf"^{lock}: a hard link \(2 names\), not the pipeline's lock file"):
+        lock_work_directory(str(work))
+    assert outside.read_text() == "the user's file outside WORK\n"
+    lock.unlink()
+    lock.write_text("my notes\n")
+    with pytest.raises(RecipeError, match=rf"^{lock}: holds something else, not the pipeline's lock file"):
+        lock_work_directory(str(work))
+    assert lock.read_text() == "my notes\n"
+
+
+def test_the_pipelines_lock_file_stays_usable(tmp_path):
+    """A .lock the pipeline wrote (a process ended, or killed) is taken again, as is an empty one of earlier
+    versions; while one is held, a second lock is refused naming its holder."""
+    lock = tmp_path / ".lock"
+    lock.write_text("")
+    for _ in range(2):
+        held = lock_work_directory(str(tmp_path))
+        assert lock.read_text().startswith(f"pid {os.getpid()}, started ")
+        with pytest.raises(RecipeError, match=rf"is in use by a running recipe \(pid {os.getpid()}, started "):
+            lock_work_directory(str(tmp_path))
+        held.close()
+    assert lock.read_text().startswith(f"pid {os.getpid()}, started ")

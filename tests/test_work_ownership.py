@@ -26,6 +26,8 @@ from hypothesis import strategies as st  # noqa: E402
 
 sys.path.insert(0, EXAMPLES)
 from recipes import ownership  # noqa: E402
+from recipes.console import RecipeError  # noqa: E402
+from recipes.rundir import RUN_WRITES, refuse_foreign_writes  # noqa: E402
 
 FAKE_PREPROCESS = """
 import os, sys
@@ -318,3 +320,106 @@ def test_after_a_killed_step_only_what_it_wrote_is_taken(tmp_path, monkeypatch):
         pass
     assert not ownership.remove(str(tmp_path / "notes.txt")) and (tmp_path / "notes.txt").read_text() == "mine, edited"
     assert ownership.remove(str(tmp_path / "checkpoint_last.pt"))
+
+
+def test_a_recorded_file_changed_to_the_same_size_is_the_users(tmp_path):
+    """Issue 80, point 13a: ownership is size and modification time: a file rewritten by hand to the same size is the
+    user's (refused, kept), which a comparison by size alone would miss."""
+    log = tmp_path / "train.log"
+    with ownership.writing(str(tmp_path)):
+        log.write_text("ours")
+    recorded = log.stat().st_mtime_ns
+    log.write_text("mine")
+    os.utime(log, ns=(recorded + 10**9, recorded + 10**9))  # a new mtime, whatever the file system's resolution
+    assert not ownership.owns(str(log))
+    with pytest.raises(RecipeError, match=rf"^{log}: not written by the pipeline"):
+        refuse_foreign_writes(str(tmp_path), RUN_WRITES, "the run")
+    assert not ownership.remove(str(log)) and log.read_text() == "mine"
+    with ownership.writing(str(tmp_path)):  # a step does not take it either
+        pass
+    assert not ownership.owns(str(log))
+
+
+def test_a_file_moved_out_and_linked_back_is_the_users(tmp_path):
+    """Issue 80, point 4: ownership compared os.stat's size and mtime, which follow links: a pipeline file moved out
+    of WORK (mv keeps its mtime) and linked back counted as the pipeline's."""
+    work, outside = tmp_path / "work", tmp_path / "outside"
+    outside.mkdir()
+    with ownership.writing(str(work)):
+        (work / "train.log").write_text("ours")
+    os.replace(work / "train.log", outside / "train.log")
+    (work / "train.log").symlink_to(outside / "train.log")
+    assert not ownership.owns(str(work / "train.log"))
+    assert ownership.foreign([str(work / "train.log")]) == [str(work / "train.log")]
+    assert not ownership.remove(str(work / "train.log")) and (work / "train.log").is_symlink()
+    with ownership.writing(str(work)):  # nor does a step take a link as written by it
+        (outside / "other.log").write_text("the user's")
+        (work / "other.log").symlink_to(outside / "other.log")
+    assert not ownership.owns(str(work / "other.log"))
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        '{"files": {}, "running": {}}',
+        '{"files": {"train.log": [4, 1]}, "running": []}',
+        '{"files": {}, "running": {"before": {}, "recorded": 5}}',
+        '{"files": {"train.log": 4}, "running": null}',
+        '{"files": []}',
+        "[]",
+        "not json",
+        pytest.param("[" * 100000, id="nested deeper than json reads"),
+    ],
+)
+def test_a_damaged_record_is_refused_in_the_checks_naming_it(tmp_path, record):
+    """Issue 80, point 9a: a record with "running": {} ended in a KeyError traceback, in the middle of a step; it is
+    refused where the files are checked before writing, even where no file of the names checked exists."""
+    (tmp_path / ownership.OWNED).write_text(record)
+    (tmp_path / "notes.txt").write_text("mine")
+    message = rf"^{tmp_path}/{ownership.OWNED}: not a record of the pipeline's files \(move it away\)$"
+    with pytest.raises(RecipeError, match=message):
+        refuse_foreign_writes(str(tmp_path), RUN_WRITES, "the run")
+    with pytest.raises(RecipeError, match=message):
+        ownership.foreign([str(tmp_path / "config.json")])
+    with pytest.raises(RecipeError, match=message):
+        with ownership.writing(str(tmp_path)):
+            pass
+    assert (tmp_path / ownership.OWNED).read_text() == record and (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_force_writes_through_no_link_to_a_file_moved_out_of_work(fake_fairseq, tmp_path):
+    """Issue 80, point 4, end to end: with the lexicon and a training log moved out of WORK and linked back, --force
+    rebuilt the lexicon and rewrote the log through the links."""
+    write_tiny_layouts(tmp_path)
+    work, outside = tmp_path / "w", tmp_path / "outside"
+    assert start_recipe(fake_fairseq, tmp_path / "scan", work).wait(timeout=300) == 0
+    outside.mkdir()
+    links = [work / "lexicons" / "simple.tsv", work / "simple" / "seed1" / "train.log"]
+    for k, link in enumerate(links):
+        os.replace(link, outside / f"{k}_{link.name}")
+        link.symlink_to(outside / f"{k}_{link.name}")
+    kept = tree_state(outside)
+    before = {str(p): os.readlink(p) for p in links}
+    proc = start_recipe(fake_fairseq, tmp_path / "scan", work, "--force")
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 2 and "nothing was written" in err, out + err
+    assert all(str(p) in err for p in links), err
+    assert tree_state(outside) == kept and {str(p): os.readlink(p) for p in links} == before
+
+
+def test_a_damaged_record_stops_the_pipeline_before_it_writes(fake_fairseq, tmp_path):
+    """Issue 80, point 9a, end to end: a run directory's record with "running": {} ended in a KeyError traceback
+    once the data-bin and the lexicon had been rewritten."""
+    write_tiny_layouts(tmp_path)
+    work = tmp_path / "w"
+    assert start_recipe(fake_fairseq, tmp_path / "scan", work).wait(timeout=300) == 0
+    run = work / "simple" / "seed1"
+    record = json.loads((run / ownership.OWNED).read_text())
+    (run / ownership.OWNED).write_text(json.dumps({**record, "running": {}}))
+    (run / "notes.txt").write_text("mine")
+    before = tree_state(work)
+    proc = start_recipe(fake_fairseq, tmp_path / "scan", work, "--force")
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 2 and "Traceback" not in err, out + err
+    assert f"{run}/{ownership.OWNED}: not a record of the pipeline's files (move it away)" in err
+    assert tree_state(work) == before

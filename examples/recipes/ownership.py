@@ -1,9 +1,10 @@
 """Which files in a work directory are the pipeline's: the ones it recorded when it wrote them.
 
 Every directory the pipelines write into holds OWNED (.owned_files.json): for each file they wrote there, its size
-and modification time once written. A file is the pipeline's while it is still in that state; any other file,
-whatever its name, is the user's: it is never deleted or overwritten, and where the pipeline would have to write a
-file of that name it refuses before writing anything (refuse_foreign).
+and modification time once written. A file is the pipeline's while it is still in that state (as os.lstat sees it: a
+symbolic link is never the pipeline's, so nothing is written through one); any other file, whatever its name, is
+the user's: it is never deleted or overwritten, and where the pipeline would have to write a file of that name it
+refuses before writing anything (refuse_foreign). A damaged record is refused too, in those checks, naming it.
 
 A step that writes into a directory runs inside ``writing(directory)``: the directory's state before the step is
 recorded first ("running"), and when the step ends, however it ends (error, Ctrl-C, SIGTERM), the files it created
@@ -24,6 +25,8 @@ import datetime
 import json
 import os
 import re
+import stat
+import threading
 from typing import Dict, Iterable, Iterator, List, Optional
 
 from recipes.console import RecipeError, say
@@ -38,14 +41,36 @@ LEGACY_NAMES = re.compile(
 )
 
 _active: Dict[str, int] = {}  # directories inside writing() in this process (nested calls record once)
+_guard = threading.Lock()
 
 
 def _state(path: str) -> Optional[List[int]]:
+    """[size, mtime_ns] of the regular file ``path``, or None. lstat: a symbolic link is never the pipeline's, even
+    one leading to a file it wrote (moved out, ``mv`` keeps the mtime): nothing is written through one."""
     try:
-        st = os.stat(path)
+        st = os.lstat(path)
     except OSError:
         return None
-    return [st.st_size, st.st_mtime_ns] if os.path.isfile(path) else None
+    return [st.st_size, st.st_mtime_ns] if stat.S_ISREG(st.st_mode) else None
+
+
+def _states(value: object) -> bool:
+    """Whether ``value`` is a record's name -> [size, mtime_ns] mapping."""
+    return isinstance(value, dict) and all(
+        isinstance(n, str) and isinstance(s, list) and len(s) == 2 and all(type(x) is int for x in s)
+        for n, s in value.items()
+    )
+
+
+def _is_record(data: object) -> bool:
+    """Whether ``data`` (OWNED's content) is a record: "files" such a mapping, "running" None or a step's snapshot
+    with such "before" (and "recorded")."""
+    if not isinstance(data, dict) or not _states(data.get("files")):
+        return False
+    running = data.get("running")
+    return running is None or (
+        isinstance(running, dict) and _states(running.get("before")) and _states(running.get("recorded", {}))
+    )
 
 
 def _files(directory: str) -> Dict[str, List[int]]:
@@ -74,7 +99,7 @@ def _legacy(directory: str) -> bool:
         try:
             with open(path, encoding="utf-8") as f:
                 data = json.load(f)
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             return False
         return isinstance(data, dict) and all(k in data for k in keys)
 
@@ -104,9 +129,12 @@ class Record:
             try:
                 with open(self.path, encoding="utf-8") as f:
                     data = json.load(f)
-                self.files, self.running = dict(data["files"]), data.get("running")
-            except (OSError, ValueError, KeyError, TypeError):
-                raise RecipeError(f"{self.path}: not a record of the pipeline's files (move it away)") from None
+            except (OSError, ValueError, RecursionError):  # (RecursionError: nested deeper than json reads)
+                data = None
+            # checked whole here: a damaged record stops the checks before writing, not a step half-way
+            if not _is_record(data):
+                raise RecipeError(f"{self.path}: not a record of the pipeline's files (move it away)")
+            self.files, self.running = dict(data["files"]), data.get("running")
         elif _legacy(directory):
             self.files = {n: s for n, s in _files(directory).items() if LEGACY_NAMES.fullmatch(n)}
 
@@ -138,11 +166,18 @@ class Record:
         os.replace(tmp, self.path)
 
 
-def adopt(directories: Iterable[str]) -> None:
+def adopt(directories: Iterable[str], names: Optional["re.Pattern[str]"] = None) -> None:
     """Record what a directory made before the records holds by LEGACY_NAMES (before the first write into a work
-    directory: once its WORK has a record, a directory without one is a new one)."""
+    directory: once its WORK has a record, a directory without one is a new one). With ``names``, the caller knows
+    by its own stamps that the directories are its pipeline's: they are adopted by those names."""
     for d in directories:
-        if os.path.isdir(d) and not os.path.exists(os.path.join(d, OWNED)) and _legacy(d):
+        if not os.path.isdir(d) or os.path.exists(os.path.join(d, OWNED)):
+            continue
+        if names is not None:
+            record = Record(d)
+            record.files = {n: s for n, s in _files(d).items() if names.fullmatch(n)}
+            record.save()
+        elif _legacy(d):
             Record(d).save()
 
 
@@ -151,14 +186,20 @@ def owns(path: str) -> bool:
 
 
 def foreign(paths: Iterable[str]) -> List[str]:
-    """Those of ``paths`` that exist and are not the pipeline's."""
+    """Those of ``paths`` that exist and are not the pipeline's. The records of their directories are read whether
+    the paths exist or not: these are the checks before writing, where a damaged one stops the pipeline."""
+    paths = list(paths)
+    for directory in dict.fromkeys(os.path.dirname(os.path.abspath(p)) for p in paths):
+        Record(directory)
     return [p for p in paths if os.path.lexists(p) and not owns(p)]
 
 
 def foreign_in(directory: str, names: "re.Pattern[str]") -> List[str]:
-    """The files (or other entries) in ``directory`` whose names match ``names`` and that are not the pipeline's."""
+    """The files (or other entries) in ``directory`` whose names match ``names`` and that are not the pipeline's
+    (a RecipeError if its record is damaged)."""
     if not os.path.isdir(directory):
         return []
+    Record(directory)
     return foreign(os.path.join(directory, n) for n in sorted(os.listdir(directory)) if names.fullmatch(n))
 
 
@@ -200,12 +241,16 @@ def rename(path: str, new: str) -> None:
 def writing(directory: str) -> Iterator[None]:
     """Record as the pipeline's what is created or changed in ``directory`` inside the block (see the module)."""
     directory = os.path.abspath(directory)
-    if _active.get(directory):
-        _active[directory] += 1
+    with _guard:  # threads (examples/compositional_split --jobs) nest in a block their parent holds
+        nested = bool(_active.get(directory))
+        if nested:
+            _active[directory] += 1
+    if nested:
         try:
             yield
         finally:
-            _active[directory] -= 1
+            with _guard:
+                _active[directory] -= 1
         return
     os.makedirs(directory, exist_ok=True)
     record = Record(directory)

@@ -9,7 +9,8 @@ examples/compositional_split (through runner.Recipe) and examples/cat_oci.
 - Only the pipeline's own files are ever deleted or written over (recipes.ownership: what it recorded when it
   wrote them); a file of a name the run writes (RUN_WRITES) that it did not write is refused before anything runs.
 - score.json is written whole (a temporary file, renamed): its presence means the run finished.
-- A pipeline holds WORK/.lock while it runs (lock_work_directory): a second one on the same --work stops.
+- A pipeline holds WORK/.lock while it runs (lock_work_directory): a second one on the same --work stops; a .lock
+  that is a link or holds something else is the user's, refused untouched.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import datetime
 import os
 import re
+import stat
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Mapping, Optional
 
@@ -184,24 +186,59 @@ class RunDirectory:
                 ownership.remove(self.path(name))
 
 
+# What lock_work_directory writes in WORK/.lock; an empty .lock (earlier versions, or a process killed between
+# truncating and writing) is taken as the pipeline's too.
+LOCK_LINE = re.compile(r"(pid \d+, started [\d:T.-]+\n)?")
+
+
 def lock_work_directory(work: str):
     """An exclusive lock on WORK/.lock for this process' lifetime (released by the OS when it ends, however it
     ends), or a RecipeError naming the process that holds it: two recipes in one work directory would resume each
-    other's training and rename each other's logs."""
+    other's training and rename each other's logs.
+
+    WORK/.lock is the pipeline's while it is a regular file holding nothing or the one line written here (pid, start
+    time): it is created where missing and only then rewritten. A symbolic link (never followed), a hard link or a
+    file with anything else in it is the user's: refused, named, and left as it was."""
     import fcntl
 
-    handle = open(os.path.join(work, ".lock"), "a+")
+    path = os.path.join(work, ".lock")
+
+    def refuse(why: str):
+        return RecipeError(
+            f"{path}: {why}, not the pipeline's lock file: move it away or choose another --work; nothing was written"
+        )
+
     try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        handle.seek(0)
-        holder = handle.read().strip() or "another process"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
+    except OSError as e:
+        if os.path.islink(path):
+            raise refuse("a symbolic link") from None
+        if os.path.lexists(path) and not os.path.isfile(path):
+            raise refuse("not a regular file") from None
+        raise RecipeError(f"{path}: cannot open the lock file ({e.strerror})") from None
+    handle = os.fdopen(fd, "r+b")
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise refuse("not a regular file")
+        if st.st_nlink > 1:
+            raise refuse(f"a hard link ({st.st_nlink} names)")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = handle.read(200).decode("utf-8", "replace").strip() or "another process"
+            raise RecipeError(
+                f"--work {work} is in use by a running recipe ({holder}); wait for it to end or choose another --work"
+            ) from None
+        # read once the lock is held: no other pipeline is writing it now
+        content = handle.read(201)
+        if len(content) > 200 or not LOCK_LINE.fullmatch(content.decode("utf-8", "replace")):
+            raise refuse("holds something else")
+    except BaseException:
         handle.close()
-        raise RecipeError(
-            f"--work {work} is in use by a running recipe ({holder}); wait for it to end or choose another --work"
-        ) from None
+        raise
     handle.seek(0)
     handle.truncate()
-    handle.write(f"pid {os.getpid()}, started {datetime.datetime.now().isoformat(timespec='seconds')}\n")
+    handle.write(f"pid {os.getpid()}, started {datetime.datetime.now().isoformat(timespec='seconds')}\n".encode())
     handle.flush()
     return handle
