@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, examples_env, shared_data
+from conftest import REPO, examples_env, shared_data, tree_state
 
 RUN = os.path.join(REPO, "examples", "cat_oci", "run.py")
 
@@ -87,10 +87,19 @@ def test_cat_oci_tiny_end_to_end(tmp_path):
     assert again.returncode == 0, again.stderr[-3000:]
     assert again.stdout.count("done before: skipped") == 2
 
-    # an unfinished run (a checkpoint, no score.json) is not deleted for other settings: refused
+    # a WORK of a version before the ownership records: adopted by the names the driver writes, runs reused
     sys.path.insert(0, os.path.join(REPO, "examples"))
     from recipes import ownership
 
+    for record in work.rglob(ownership.OWNED):
+        record.unlink()
+    adopted = run_example(*args)
+    assert adopted.returncode == 0, adopted.stderr[-3000:]
+    assert adopted.stdout.count("done before: skipped") == 2 and "up to date" in adopted.stdout
+    for path in ("data/split.json", "n120/spm.model", "n120/dict.txt", "n120/pieces/train.ca", "n120/bin/dict.ca.txt"):
+        assert ownership.owns(str(work / path)), path
+
+    # an unfinished run (a checkpoint, no score.json) is not deleted for other settings: refused
     nmt = size / "nmt" / "seed1"
     with ownership.writing(str(nmt)):  # as a training stopped after its checkpoint would leave it
         (nmt / "score.json").unlink()
@@ -119,3 +128,34 @@ def test_a_second_invocation_on_the_same_work_directory_is_refused(tmp_path):
     assert r.returncode == 2, r.stdout[-2000:] + r.stderr[-2000:]
     assert f"--work {work} is in use by a running recipe (pid {os.getpid()}" in r.stderr
     assert sorted(p.name for p in work.iterdir()) == [".lock"]
+
+
+def tiny_corpus(data):
+    data.mkdir()
+    for lang, word in (("ca", "frase"), ("oc", "frasa")):
+        (data / f"tatoeba.{lang}").write_text("".join(f"una {word} {i}\n" for i in range(40)))
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["config.json", "data/split.json", "n20/pieces/train.ca", "n20/spm.model", "n20/dict.txt", "n20/lexicon.tsv"],
+)
+def test_a_users_file_of_a_name_the_driver_writes_is_refused_untouched(tmp_path, name):
+    """Issue 80, point 11: the driver wrote data/, pieces/, spm.*, dict.txt and split.json by name, over files of
+    the user's; a symbolic link of such a name (to a file outside WORK) is the user's too."""
+    data, work = tmp_path / "data", tmp_path / "work"
+    tiny_corpus(data)
+    (work / name).parent.mkdir(parents=True, exist_ok=True)
+    (work / name).write_text("the user's\n")
+    (work / "n20").mkdir(exist_ok=True)
+    (tmp_path / "outside.txt").write_text("the user's, outside WORK\n")
+    (work / "n20" / "spm.vocab").symlink_to(tmp_path / "outside.txt")
+    before = tree_state(work)
+    args = ["--data", str(data), "--work", str(work), "--cpu-small", "--cpu", "--sizes", "20", "--dev-size", "5"]
+    args += ["--test-size", "5", "--vocab-size", "30", "--max-update", "1", "--systems", "nmt,pgn_lex"]
+    r = run_example(*args)
+    assert r.returncode == 2, r.stdout[-2000:] + r.stderr[-2000:]
+    refused = [line for line in r.stderr.splitlines() if "not written by the pipeline" in line]
+    assert len(refused) == 1 and f"{work / name}" in refused[0] and f"{work}/n20/spm.vocab" in refused[0], r.stderr
+    assert "nothing was written" in r.stderr
+    assert tree_state(work) == before and (work / "n20" / "spm.vocab").is_symlink()

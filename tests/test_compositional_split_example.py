@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, examples_env, shared_data
+from conftest import REPO, examples_env, shared_data, tree_state
 from lexical_offline.textio import read_tsv  # every line has the header's field count
 
 SPLIT = os.path.join(REPO, "examples", "compositional_split", "split.py")
@@ -133,6 +133,18 @@ def test_compositional_split_end_to_end(tmp_path):
     assert "sample: done" in proc.stdout
     assert [int(x) for x in (work / "select" / "sel.selected.ids").read_text().split()] != ids
 
+    # a WORK of a version before the ownership records: adopted by the names the pipeline writes, steps reused
+    sys.path.insert(0, os.path.join(REPO, "examples"))
+    from recipes import ownership
+
+    for record in work.rglob(ownership.OWNED):
+        record.unlink()
+    proc = run_split("--data", data, "--work", str(work), *TINY, "--sample-seed", "2")
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert "sample: up to date" in proc.stdout and "members/seed1: up to date" in proc.stdout
+    for path in ("data/candidates.origin", "select/sel.pool.tsv", "eval/sets/selected.src", "members/seed1/train.log"):
+        assert ownership.owns(str(work / path)), path
+
 
 def test_a_second_invocation_on_the_same_work_directory_is_refused(tmp_path):
     """Two drivers on one --work would resume each other's trainings: the second stops before writing anything."""
@@ -151,3 +163,36 @@ def test_a_second_invocation_on_the_same_work_directory_is_refused(tmp_path):
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert f"--work {work} is in use by a running recipe (pid {os.getpid()}" in proc.stderr
     assert sorted(p.name for p in work.iterdir()) == [".lock"]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "data/candidates.origin",
+        "data/train.src",
+        "select/sel.pool.tsv",
+        "select/sel.selected.ids",
+        "eval/sets/selected.src",
+        "eval/lstm/score.json",
+        "stamps/pool.json",
+        "compositional_test.tsv",
+    ],
+)
+def test_a_users_file_of_a_name_the_pipeline_writes_is_refused_untouched(tmp_path, name):
+    """Issue 80, point 11: the pipeline wrote data/, the selection, the sets and the results by name, over files of
+    the user's; a symbolic link of such a name (to a file outside WORK) is the user's too."""
+    work = tmp_path / "work"
+    for k, file in enumerate(FILES):
+        (tmp_path / file).write_text("".join(f"a cat {i}\t一 只 猫 {i}\n" for i in range(10 * k, 10 * k + 10)))
+    (work / name).parent.mkdir(parents=True, exist_ok=True)
+    (work / name).write_text("the user's\n")
+    (tmp_path / "outside.txt").write_text("the user's, outside WORK\n")
+    (work / "eval" / "sets").mkdir(parents=True, exist_ok=True)
+    (work / "eval" / "sets" / "pool.tgt").symlink_to(tmp_path / "outside.txt")
+    before = tree_state(work)
+    proc = run_split("--data", str(tmp_path), "--work", str(work), *TINY, "--valid-size", "2")
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    refused = [line for line in proc.stderr.splitlines() if "not written by the pipeline" in line]
+    assert len(refused) == 1 and str(work / name) in refused[0] and f"{work}/eval/sets/pool.tgt" in refused[0]
+    assert "nothing was written" in refused[0]
+    assert tree_state(work) == before and (work / "eval" / "sets" / "pool.tgt").is_symlink()

@@ -11,7 +11,9 @@ fairseq-train -> fairseq-generate (SentencePiece-decoded D lines) -> tools/score
 
 WORK layout: data/{train,valid,test}.{ca,oc} + split.json; n<SIZE>/{spm.model, dict.txt, pieces/, bin/,
 lexicon.tsv}; n<SIZE>/<system>/seed<S>/{config.json, train.log, generate.txt, score.json, run.json}; summary.json.
-A run whose score.json exists with the same commands is skipped (run again to resume after an interruption).
+A run whose score.json exists with the same commands is skipped (run again to resume after an interruption). Every
+file is written under the recipes' ownership rules (recipes/ownership.py): a file of a name the driver writes that
+it did not write stops it before anything is written (Experiment.writes).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import datetime
 import os
 import platform
 import random
+import re
 import sys
 import tempfile
 import time
@@ -36,13 +39,18 @@ from recipes import ROOT, commands, fairseq_log, ownership, process
 from recipes.console import RecipeError, exit_status_of, hms, say, show
 from recipes.execute import RunSpec, execute_run
 from recipes.process import run_logged
-from recipes.rundir import PREPROCESS_WRITES, lock_work_directory, refuse_foreign_writes, remove_owned
+from recipes.rundir import PREPROCESS_WRITES, RUN_WRITES, lock_work_directory, refuse_foreign_writes, remove_owned
 from recipes.settings import TRANSFORMER_CPU_SMALL, TRANSFORMER_PAPER, TransformerSettings
 from recipes.steps import Step
-from recipes.textio import count_entries, read_corpus, sha1_files, write_json
+from recipes.textio import count_entries, read_corpus, read_json, sha1_files, write_json
 
 DEFAULT_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data", "cat_oci")
 FILES = {"ca": "tatoeba.ca", "oc": "tatoeba.oc"}
+SPLITS = ("train", "valid", "test")
+
+
+def exactly(*names: str) -> "re.Pattern[str]":
+    return re.compile("|".join(re.escape(n) for n in names))
 
 
 @dataclass(frozen=True)
@@ -157,6 +165,42 @@ class Experiment:
     def tdir(self, size: int) -> str:
         return f"{self.work}/n{size}"
 
+    # -- what the driver writes --------------------------------------------------------------------------------
+    def writes(self) -> Dict[str, "re.Pattern[str]"]:
+        """Every directory this invocation writes into, and the names it writes there."""
+        langs = (self.src, self.tgt)
+        texts = [f"{split}.{lang}" for split in SPLITS for lang in langs]
+        out = {self.work: exactly("config.json", "summary.json"), self.work + "/data": exactly("split.json", *texts)}
+        lexicon = ("lexicon.tsv", "lexicon.log", "lexicon.json") if "pgn_lex" in self.systems else ()
+        for size in self.sizes:
+            d = self.tdir(size)
+            out[d] = exactly("spm.model", "spm.vocab", "dict.txt", "preprocess.log", "prepared.json", *lexicon)
+            out[d + "/pieces"] = exactly(*texts)
+            out[d + "/bin"] = PREPROCESS_WRITES
+            for system in self.systems:
+                for seed in self.seeds:
+                    out[f"{d}/{system}/seed{seed}"] = RUN_WRITES
+        return out
+
+    def check_before_writing(self) -> None:
+        """A file of a name this invocation writes that is not the driver's stops it, with nothing written."""
+        found = [p for d, names in self.writes().items() for p in ownership.foreign_in(d, names)]
+        ownership.refuse_foreign(found, "this run of the driver")
+
+    def earlier_work(self) -> bool:
+        """Whether WORK was made by a version of this driver before the ownership records (its config.json, no
+        record beside it): its files are then adopted by the names the driver writes."""
+        config = self.work + "/config.json"
+        if os.path.exists(f"{self.work}/{ownership.OWNED}") or not os.path.isfile(config):
+            return False
+        try:
+            recorded = read_json(config)
+        except RecipeError:
+            return False
+        return isinstance(recorded, dict) and all(
+            k in recorded for k in ("settings_label", "sizes", "systems", "command")
+        )
+
     # -- data and pieces -------------------------------------------------------------------------------------
     def prepare_data(self) -> None:
         a = self.args
@@ -169,9 +213,6 @@ class Experiment:
                 f"--sizes {self.sizes[-1]}: only {len(train)} training pairs are left after "
                 f"{a.dev_size} dev + {a.test_size} test"
             )
-        os.makedirs(self.work + "/data", exist_ok=True)
-        for name, part in (("train", train[: self.sizes[-1]]), ("valid", dev), ("test", test)):
-            write_parallel(f"{self.work}/data/{name}", part, self.src, self.tgt)
         info = {
             "corpus": {k: os.path.join(os.path.abspath(a.data), v) for k, v in FILES.items()},
             "pairs": len(pairs),
@@ -185,7 +226,10 @@ class Experiment:
             "duplicate_pairs_in_training": len(train[: self.sizes[-1]]) - len(set(train[: self.sizes[-1]])),
             "identical_source_target_in_test": sum(s == t for s, t in test),
         }
-        write_json(self.work + "/data/split.json", info)
+        with ownership.writing(self.work + "/data"):
+            for name, part in (("train", train[: self.sizes[-1]]), ("valid", dev), ("test", test)):
+                write_parallel(f"{self.work}/data/{name}", part, self.src, self.tgt)
+            write_json(self.work + "/data/split.json", info)
         say(
             f"== data: {len(pairs)} pairs from {a.data} -> {len(dev)} dev + {len(test)} test (seed {a.split_seed}; "
             f"their sources occur once in the corpus) + training pool {len(train)}; sizes {self.sizes} are its "
@@ -225,7 +269,10 @@ class Experiment:
                 remove_owned(d + "/bin")
                 run_logged(cmd, d + "/preprocess.log", what="fairseq-preprocess")
 
-        secs = self.data_step(size).run(make, self.args.force)
+        secs, step = None, self.data_step(size)
+        if self.args.force or not step.up_to_date():
+            with ownership.writing(d), ownership.writing(d + "/pieces"):
+                secs = step.run(make, self.args.force)
         if secs is None:
             say(f"== n{size}: pieces and data-bin up to date ({d})")
         else:
@@ -299,9 +346,10 @@ class Experiment:
             "command": show(cmd[1:]).replace(self.work, "$WORK"),
         }
         step = Step(f"n{size} lexicon", d + "/lexicon.json", key, [d + "/lexicon.tsv"], d + "/lexicon.log")
-        secs = step.run(lambda: run_logged(cmd, d + "/lexicon.log", what="build_lexicon.py"), self.args.force)
-        if secs is None:
+        if not self.args.force and step.up_to_date():
             return
+        with ownership.writing(d):
+            secs = step.run(lambda: run_logged(cmd, d + "/lexicon.log", what="build_lexicon.py"), True)
         entries = count_entries(d + "/lexicon.tsv")
         same = sum(
             1
@@ -416,28 +464,16 @@ class Experiment:
             f"SentencePiece BPE {a.vocab_size}; lexicon {a.lexicon_method}"
         )
         say(f"== systems: {', '.join(self.systems)}; sizes: {self.sizes}; seeds: {self.seeds}")
+        earlier = self.earlier_work()
+        if not earlier:  # (an earlier version's WORK is checked once adopted, under the lock)
+            self.check_before_writing()  # a refusal leaves WORK as it was
         os.makedirs(self.work, exist_ok=True)
         self._lock = lock_work_directory(self.work)  # held until the process ends
-        write_json(
-            self.work + "/config.json",
-            {
-                "settings": "cpu-small" if a.cpu_small else "paper",
-                "settings_label": self.label,
-                "transformer": asdict(ts),
-                "validate_every": self.cfg.validate_every,
-                "patience": self.cfg.patience,
-                "dropout": self.cfg.dropout,
-                "beam": self.cfg.beam,
-                "vocab_size": a.vocab_size,
-                "lexicon_method": a.lexicon_method,
-                "systems": self.systems,
-                "sizes": self.sizes,
-                "seeds": self.seeds,
-                "command": " ".join(sys.argv),
-                "date": datetime.datetime.now().isoformat(),
-                "host": platform.node(),
-            },
-        )
+        if earlier:
+            for directory, names in self.writes().items():
+                ownership.adopt([directory], names)
+        self.check_before_writing()  # unchanged since, now that no other driver can write
+        self.write_config()
         self.prepare_data()
         total, k = len(self.sizes) * len(self.systems) * len(self.seeds), 0
         for size in self.sizes:
@@ -448,6 +484,30 @@ class Experiment:
                     self.run_one(size, system, seed, f"[{k}/{total}]")
         self.report(time.time() - t0)
         return 0
+
+    def write_config(self) -> None:
+        a, ts = self.args, self.cfg.ts
+        with ownership.writing(self.work):
+            write_json(
+                self.work + "/config.json",
+                {
+                    "settings": "cpu-small" if a.cpu_small else "paper",
+                    "settings_label": self.label,
+                    "transformer": asdict(ts),
+                    "validate_every": self.cfg.validate_every,
+                    "patience": self.cfg.patience,
+                    "dropout": self.cfg.dropout,
+                    "beam": self.cfg.beam,
+                    "vocab_size": a.vocab_size,
+                    "lexicon_method": a.lexicon_method,
+                    "systems": self.systems,
+                    "sizes": self.sizes,
+                    "seeds": self.seeds,
+                    "command": " ".join(sys.argv),
+                    "date": datetime.datetime.now().isoformat(),
+                    "host": platform.node(),
+                },
+            )
 
     def report(self, seconds: float) -> None:
         rows = [["system"] + [f"{n} {m}" for n in self.sizes for m in ("BLEU", "chrF")]]
@@ -477,18 +537,20 @@ class Experiment:
             + "; ".join(f"{p}: NMT {v['nmt']}, PGN {v['pgn']}" for p, v in PAPER_5K.items())
             + "; no Catalan-Occitan and no PGN + lexicon row"
         )
-        write_json(
-            self.work + "/summary.json",
-            {
-                "settings_label": self.label,
-                "metrics": "BLEU: sacrebleu --tokenize 13a on detokenised text; chrF",
-                "sizes": {
-                    str(n): {m: dict(label=SYSTEMS[m].label, **summary[n][m]) for m in summary[n]} for n in self.sizes
+        with ownership.writing(self.work):
+            write_json(
+                self.work + "/summary.json",
+                {
+                    "settings_label": self.label,
+                    "metrics": "BLEU: sacrebleu --tokenize 13a on detokenised text; chrF",
+                    "sizes": {
+                        str(n): {m: dict(label=SYSTEMS[m].label, **summary[n][m]) for m in summary[n]}
+                        for n in self.sizes
+                    },
+                    "paper_5k_spbleu_other_pairs": PAPER_5K,
+                    "wall_s": round(seconds, 1),
                 },
-                "paper_5k_spbleu_other_pairs": PAPER_5K,
-                "wall_s": round(seconds, 1),
-            },
-        )
+            )
         say(f"== summary: {self.work}/summary.json; total wall time {hms(seconds)}")
 
     def test_count(self) -> int:

@@ -20,18 +20,21 @@ Data flow (WORK = --work):
     results.json, results.md   the tables
 
 A step is skipped when its outputs exist and its command and input files are unchanged (WORK/stamps/); --force
-redoes everything. The training and decoding commands are examples/recipes' (those of examples/eng_cmn/run.sh
---cpu-small), built by its Recipe class.
+redoes everything. Every file is written under the recipes' ownership rules (recipes/ownership.py): a file of a name
+the pipeline writes (Split.writes) that it did not write stops it before anything is written. The training and
+decoding commands are examples/recipes' (those of examples/eng_cmn/run.sh --cpu-small), built by its Recipe class.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
 import platform
 import random
+import re
 import subprocess
 import sys
 import time
@@ -41,11 +44,11 @@ from typing import Callable, Dict, List, Optional, Sequence
 from lexical_offline.textio import TextFileError, read_lines, read_tsv, read_tsv_pairs, write_lines, write_parallel
 
 # examples/recipes (run.sh puts examples/ on PYTHONPATH): models, --cpu-small settings, commands, run_logged
-from recipes import ROOT, commands, process
+from recipes import ROOT, commands, ownership, process
 from recipes.catalogue import LEXICON_METHODS, MODELS
 from recipes.console import RecipeError, hms, say, show
 from recipes.process import run_logged
-from recipes.rundir import lock_work_directory
+from recipes.rundir import PREPROCESS_WRITES, RUN_WRITES, lock_work_directory
 from recipes.options import RecipeOptions
 from recipes.runner import Recipe
 from recipes.steps import Step
@@ -60,6 +63,13 @@ DATA_FILES = {
 }
 SETS = (("test", "standard test"), ("selected", "selected (compositional)"), ("pool", "pool"))
 PY = sys.executable
+# what select_compositional.py writes beside its --out-prefix (pool, uncertainty -o, sample)
+SELECT_OUTPUTS = ("candidates.tsv", "pool.tsv", "pool.src", "pool.tgt", "pool.json", "uncertainty.tsv")
+SELECT_OUTPUTS += ("uncertainty.json", "sample.tsv", "sample.json", "selected.ids", "selected.src", "selected.tgt")
+
+
+def exactly(*names: str) -> "re.Pattern[str]":
+    return re.compile("|".join(re.escape(n) for n in names))
 
 
 class SplitError(RecipeError):
@@ -154,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
 class Runner:
     def __init__(self, work: str, force: bool, jobs: int):
         self.work, self.force, self.jobs = work, force, jobs
-        self.stamps = os.path.join(work, "stamps")
+        self.stamps = stamps_of(work)
         os.makedirs(self.stamps, exist_ok=True)
         self.seconds: Dict[str, float] = {}
 
@@ -171,14 +181,19 @@ class Runner:
         """Run cmd (stdout to `stdout` or the log, stderr to the log) unless up to date."""
         step = Step(
             name,
-            os.path.join(self.stamps, name.replace("/", "_") + ".json"),
+            os.path.join(self.stamps, stamp_name(name)),
             {"command": show(cmd).replace(self.work, "$WORK"), "inputs_sha1": sha1_files(inputs)},
             outputs,
             log,
         )
-        secs = step.run(
-            lambda: run_logged(cmd, stdout or log, log if stdout else None, what=name, progress=progress), self.force
-        )
+        secs = None
+        if self.force or not step.up_to_date():
+            with contextlib.ExitStack() as stack:  # what the step writes in these folders is the pipeline's
+                for d in sorted({os.path.dirname(p) for p in (*outputs, log, stdout, step.stamp) if p}):
+                    stack.enter_context(ownership.writing(d))
+                secs = step.run(
+                    lambda: run_logged(cmd, stdout or log, log if stdout else None, what=name, progress=progress), True
+                )
         if secs is None:
             self.seconds[name] = step.seconds()  # the time it took when it ran
             say(f"   {name}: up to date")
@@ -192,10 +207,19 @@ class Runner:
             for t in tasks:
                 t()
             return
-        with ThreadPoolExecutor(self.jobs) as pool:
+        # the stamps' folder, which every task writes, is recorded once, by this thread
+        with ownership.writing(self.stamps), ThreadPoolExecutor(self.jobs) as pool:
             futures = [pool.submit(t) for t in tasks]
         for f in futures:
             f.result()
+
+
+def stamps_of(work: str) -> str:
+    return os.path.join(work, "stamps")
+
+
+def stamp_name(step: str) -> str:
+    return step.replace("/", "_") + ".json"
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -230,12 +254,12 @@ def prepare(args, files: Dict[str, str], data_dir: str) -> Dict[str, int]:
     valid = [p for i, p in enumerate(dev) if i in held]
     cand = [p for i, p in enumerate(dev) if i not in held] + test
     origin = [f"dev:{i + 1}" for i in range(len(dev)) if i not in held] + [f"test:{i + 1}" for i in range(len(test))]
-    os.makedirs(data_dir, exist_ok=True)
-    write_parallel(f"{data_dir}/train", train)
-    write_parallel(f"{data_dir}/lexcorpus", train)  # the lexicon is learned from train (the recipes' file layout)
-    write_parallel(f"{data_dir}/valid", valid)
-    write_parallel(f"{data_dir}/candidates", cand)
-    write_lines(f"{data_dir}/candidates.origin", origin)
+    with ownership.writing(data_dir):
+        write_parallel(f"{data_dir}/train", train)
+        write_parallel(f"{data_dir}/lexcorpus", train)  # the lexicon is learned from train (the recipes' file layout)
+        write_parallel(f"{data_dir}/valid", valid)
+        write_parallel(f"{data_dir}/candidates", cand)
+        write_lines(f"{data_dir}/candidates.origin", origin)
     say(
         f"== data: {len(train)} train, {len(valid)} validation (dev pairs drawn with seed {args.valid_seed}), "
         f"{len(cand)} candidates ({len(dev) - len(valid)} rest of dev + {len(test)} test)"
@@ -294,13 +318,79 @@ class Split:
             if getattr(args, name) < 1:
                 raise SplitError(f"--{name.replace('_', '-')} must be >= 1")
         self.files = locate(args.data)
+        self.members = recipe_for(args, self.work, [args.member_model], args.member_updates)
+        self.rec = recipe_for(args, self.work, self.systems, args.system_updates)
+        earlier = self.earlier_work()
+        if not earlier:  # (an earlier version's WORK is checked once adopted, under the lock)
+            self.check_before_writing()  # a refusal leaves WORK as it was
         os.makedirs(self.work, exist_ok=True)
         self._lock = lock_work_directory(self.work)  # held until the process ends
+        if earlier:
+            for directory, names in self.writes().items():
+                ownership.adopt([directory], names)
+        self.check_before_writing()  # unchanged since, now that no other driver can write
         for d in (os.path.dirname(self.sel), f"{self.eval}/sets"):
             os.makedirs(d, exist_ok=True)
         self.runner = Runner(self.work, args.force, args.jobs)
-        self.members = recipe_for(args, self.work, [args.member_model], args.member_updates)
-        self.rec = recipe_for(args, self.work, self.systems, args.system_updates)
+
+    def lexicon_methods(self) -> List[str]:
+        return sorted({MODELS[m].lexicon for m in self.systems} & set(LEXICON_METHODS))
+
+    def writes(self) -> Dict[str, "re.Pattern[str]"]:
+        """Every directory this invocation writes into, and the names it writes there."""
+        a, w = self.args, self.work
+        sets, members = [name for name, _ in SETS], range(1, a.members + 1)
+        steps = ["preprocess", "pool", "uncertainty", "sample", *(f"members/seed{k}" for k in members)]
+        steps += [f"lexicon_{method}" for method in self.lexicon_methods()]
+        steps += [f"systems/{m}/{step}" for m in self.systems for step in ("train", "generate")]
+        steps += [f"novelty_{name}" for name in sets] + ["plot_candidates", "plot_selected"]
+        texts = [
+            f"{split}.{side}" for split in ("train", "lexcorpus", "valid", "candidates") for side in ("src", "tgt")
+        ]
+        out = {
+            w: exactly("compositional_test.tsv", "results.json", "results.md", "preprocess.log"),
+            stamps_of(w): exactly(*map(stamp_name, steps)),
+            self.data: exactly("candidates.origin", *texts),
+            self.bin: PREPROCESS_WRITES,
+            os.path.dirname(self.sel): exactly(
+                *(f"sel.{x}" for x in SELECT_OUTPUTS), "pool.log", "uncertainty.log", "sample.log"
+            ),
+            self.eval: exactly(
+                *(f"by_degree.{n}.{x}" for n in ("candidates", "selected") for x in ("png", "tsv", "json", "log"))
+            ),
+            f"{self.eval}/sets": exactly(
+                "selected.degrees.tsv",
+                *(f"{n}.{x}" for n in sets for x in ("ids", "src", "tgt", "novelty.json", "novelty.log")),
+            ),
+        }
+        if self.lexicon_methods():
+            out[self.rec.layout.lexicons] = exactly(
+                *(f"{m}.{x}" for m in self.lexicon_methods() for x in ("tsv", "log"))
+            )
+        for k in members:
+            out[f"{w}/members/seed{k}"] = RUN_WRITES
+        for m in self.systems:
+            out[f"{w}/systems/{m}"] = RUN_WRITES
+            hyps = [f"{n}.{x}" for n in ("candidates", *sets) for x in ("gen", "hyp")]
+            out[f"{self.eval}/{m}"] = exactly("score.json", *hyps)
+        return out
+
+    def check_before_writing(self) -> None:
+        """A file of a name this invocation writes that is not the pipeline's stops it, with nothing written."""
+        found = [p for d, names in self.writes().items() for p in ownership.foreign_in(d, names)]
+        ownership.refuse_foreign(found, "this run of the pipeline")
+
+    def earlier_work(self) -> bool:
+        """Whether WORK was made by a version of this pipeline before the ownership records (its stamps, no record
+        beside them): its files are then adopted by the names the pipeline writes."""
+        stamp = os.path.join(stamps_of(self.work), stamp_name("preprocess"))
+        if os.path.exists(f"{self.work}/{ownership.OWNED}") or not os.path.isfile(stamp):
+            return False
+        try:
+            recorded = read_json(stamp)
+        except RecipeError:
+            return False
+        return isinstance(recorded, dict) and "command" in recorded and "inputs_sha1" in recorded
 
     def preprocess(self) -> None:
         say("== fairseq-preprocess (the candidates are the `test` split: every system translates all of them once)")
@@ -439,7 +529,8 @@ class Split:
         )
         ids = [int(x) for x in read_lines(f"{sel}.selected.ids") if x.strip()]
         src, tgt = read_lines(f"{sel}.selected.src"), read_lines(f"{sel}.selected.tgt")
-        write_lines(f"{self.work}/compositional_test.tsv", [f"{s}\t{t}" for s, t in zip(src, tgt)])
+        with ownership.writing(self.work):
+            write_lines(f"{self.work}/compositional_test.tsv", [f"{s}\t{t}" for s, t in zip(src, tgt)])
         say(f"   the new test set: {len(ids)} pairs in {self.work}/compositional_test.tsv")
         return ids
 
@@ -503,10 +594,11 @@ class Split:
             "selected": list(selected),
             "pool": sorted(int(r["index"]) for r in pool),
         }
-        for name, ids in sets.items():
-            write_lines(f"{self.eval}/sets/{name}.ids", [str(i) for i in ids])
-            write_lines(f"{self.eval}/sets/{name}.src", [src[i] for i in ids])
-            write_lines(f"{self.eval}/sets/{name}.tgt", [tgt[i] for i in ids])
+        with ownership.writing(f"{self.eval}/sets"):
+            for name, ids in sets.items():
+                write_lines(f"{self.eval}/sets/{name}.ids", [str(i) for i in ids])
+                write_lines(f"{self.eval}/sets/{name}.src", [src[i] for i in ids])
+                write_lines(f"{self.eval}/sets/{name}.tgt", [tgt[i] for i in ids])
         return sets
 
     def score(self, gens: Dict[str, str], sets: Dict[str, List[int]]) -> Dict[str, dict]:
@@ -520,28 +612,29 @@ class Split:
         for model, gen in gens.items():
             hyps = parse_generate_output(gen, expected=len(src)).hypotheses
             d = os.path.dirname(gen)
-            write_lines(f"{d}/candidates.hyp", hyps)
-            scores[model] = {}
-            for name, ids in sets.items():
-                with open(f"{d}/{name}.gen", "w", encoding="utf-8") as f:
-                    for k, i in enumerate(ids):
-                        f.write(f"S-{k}\t{src[i]}\nH-{k}\t0\t{hyps[i]}\n")
-                write_lines(f"{d}/{name}.hyp", [hyps[i] for i in ids])
-                entry: Dict[str, object] = {"n": len(ids)}
-                for tok, key in (("none", "bleu"), ("zh", "bleu_zh")):
-                    cmd = commands.score(
-                        f"{d}/{name}.gen", f"{self.eval}/sets/{name}.tgt", ["--bleu", "--tokenize", tok]
-                    )
-                    proc = subprocess.run(cmd, capture_output=True, text=True)
-                    if proc.returncode != 0:
-                        raise SplitError(
-                            f"score.py failed on {d}/{name}.gen: {proc.stderr.strip()}\ncommand: {show(cmd)}"
+            with ownership.writing(d):
+                write_lines(f"{d}/candidates.hyp", hyps)
+                scores[model] = {}
+                for name, ids in sets.items():
+                    with open(f"{d}/{name}.gen", "w", encoding="utf-8") as f:
+                        for k, i in enumerate(ids):
+                            f.write(f"S-{k}\t{src[i]}\nH-{k}\t0\t{hyps[i]}\n")
+                    write_lines(f"{d}/{name}.hyp", [hyps[i] for i in ids])
+                    entry: Dict[str, object] = {"n": len(ids)}
+                    for tok, key in (("none", "bleu"), ("zh", "bleu_zh")):
+                        cmd = commands.score(
+                            f"{d}/{name}.gen", f"{self.eval}/sets/{name}.tgt", ["--bleu", "--tokenize", tok]
                         )
-                    result = json.loads(proc.stdout)
-                    entry[key], entry[key + "_signature"] = result["bleu"], result["bleu_signature"]
-                    entry["exact_match"] = result["exact_match"]
-                scores[model][name] = entry
-            write_json(f"{d}/score.json", scores[model])
+                        proc = subprocess.run(cmd, capture_output=True, text=True)
+                        if proc.returncode != 0:
+                            raise SplitError(
+                                f"score.py failed on {d}/{name}.gen: {proc.stderr.strip()}\ncommand: {show(cmd)}"
+                            )
+                        result = json.loads(proc.stdout)
+                        entry[key], entry[key + "_signature"] = result["bleu"], result["bleu_signature"]
+                        entry["exact_match"] = result["exact_match"]
+                    scores[model][name] = entry
+                write_json(f"{d}/score.json", scores[model])
             say(
                 f"   {model}: "
                 + "; ".join(f"{n} BLEU {fmt(e['bleu'])} (zh {fmt(e['bleu_zh'])})" for n, e in scores[model].items())
@@ -599,9 +692,10 @@ class Split:
             return {}
         _, sample = read_tsv(f"{self.sel}.sample.tsv", required=("index", "degree"))
         degree = {int(r["index"]): r["degree"] for r in sample}
-        write_lines(
-            f"{self.eval}/sets/selected.degrees.tsv", ["index\tdegree"] + [f"{i}\t{degree[i]}" for i in selected]
-        )
+        with ownership.writing(f"{self.eval}/sets"):
+            write_lines(
+                f"{self.eval}/sets/selected.degrees.tsv", ["index\tdegree"] + [f"{i}\t{degree[i]}" for i in selected]
+            )
         names = {m: MODELS[m].label for m in (a.plot_a, a.plot_b)}
         out = {}
         for name, degrees, ref, buckets in (
@@ -740,10 +834,11 @@ def main(argv=None) -> int:
         "step_seconds": split.runner.seconds,
         "wall_seconds": round(wall, 1),
     }
-    write_json(f"{split.work}/results.json", results)
     table = results_markdown(results)
-    with open(f"{split.work}/results.md", "w", encoding="utf-8") as f:
-        f.write(table + "\n")
+    with ownership.writing(split.work):
+        write_json(f"{split.work}/results.json", results)
+        with open(f"{split.work}/results.md", "w", encoding="utf-8") as f:
+            f.write(table + "\n")
     say("\n" + table)
     say(f"\n== wrote {split.work}/results.json, results.md, compositional_test.tsv ({hms(wall)} in all)")
     return 0
