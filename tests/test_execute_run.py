@@ -122,3 +122,26 @@ def test_the_recipe_builds_each_run_as_a_spec(tmp_path):
     lla = recipe.spec("lla", 1, prep, "[3/3]")
     assert lla.resumable == recipe.lla_resumable and "Lexicon Unit" in lla.why_not
     assert run.resumable(run.out) and "Lexicon Unit" not in run.why_not
+
+
+def test_a_training_that_ended_but_was_not_recorded_is_not_trained_again(tmp_path, capsys):
+    """Issue 80, point 5: fairseq-train ended ("done training"), then the recipe stopped before writing train.done
+    (here: its after_training step fails). Resuming would have trained one update more than --max-update (fairseq
+    steps before it checks: "updates: 401" for 400); the next invocation records the training from its log and
+    decodes."""
+    train = TRAIN + "print('2026-01-01 00:00:01 | INFO | fairseq_cli.train | done training in 2.5 seconds')\n"
+    out = tmp_path / "lstm" / "seed1"
+    run = spec(tmp_path, commands={**spec(tmp_path).commands, "train": [sys.executable, "-c", train, str(out)]})
+
+    def interrupted(training):
+        raise RecipeError("stopped between the end of training and train.done")
+
+    with pytest.raises(RecipeError, match="stopped between"):
+        execute_run(run, after_training=interrupted)
+    assert not (out / "train.done").exists() and (out / "checkpoint_last.pt").exists()
+    capsys.readouterr()
+    outcome = execute_run(run)
+    assert (out / "calls").read_text() == "train\n"  # not trained again
+    assert "training finished before (train.log), not recorded; decoding" in capsys.readouterr().out
+    done = json.loads((out / "train.done").read_text())
+    assert done["train_s"] == 2.5 and done["training"]["updates"] == 10 and outcome.score["exact_match"] == 1.0

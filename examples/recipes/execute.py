@@ -85,14 +85,17 @@ def execute_run(
 def _execute(spec, rundir, state, after_training, after_run) -> RunOutcome:
     out, start = spec.out, time.time()
     if state.trained is None:
-        say(f"{spec.who}: training{spec.training} ...")
-        train_s = run_logged(
-            spec.commands["train"],
-            f"{out}/train.log",
-            what=f"fairseq-train ({spec.name})",
-            append=state.resuming,
-            progress=spec.progress,
-        )
+        if state.trained_unrecorded_s is not None:
+            train_s = state.trained_unrecorded_s
+        else:
+            say(f"{spec.who}: training{spec.training} ...")
+            train_s = run_logged(
+                spec.commands["train"],
+                f"{out}/train.log",
+                what=f"fairseq-train ({spec.name})",
+                append=state.resuming,
+                progress=spec.progress,
+            )
         training = fairseq_log.training_summary(f"{out}/train.log")
         if after_training is not None:
             training = after_training(training)

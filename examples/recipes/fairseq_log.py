@@ -10,6 +10,7 @@ Logs of --log-format simple (runs made before the recipes switched, examples/cat
 from __future__ import annotations
 
 import json
+import os
 import re
 from typing import Dict, Iterable, Iterator, List, Optional, Tuple
 
@@ -111,6 +112,20 @@ def training_summary(log_path: str) -> Dict[str, object]:
     if early:
         text += " (early stop on validation loss)"
     return {"updates": updates, "early_stop": early, "device": device, "text": text}
+
+
+def finished_training_seconds(log_path: str) -> Optional[float]:
+    """The seconds fairseq-train reported when it ended its training normally ("done training in X seconds": the
+    last such line of a log that resumed), or None where it never did (or there is no log)."""
+    seconds = None
+    if not os.path.isfile(log_path):
+        return None
+    with open(log_path, errors="replace") as f:
+        for line in f:
+            m = re.search(r"\| done training in ([\d.]+) seconds", line)
+            if m:
+                seconds = float(m.group(1))
+    return seconds
 
 
 def last_valid_p_gate(log_path: str) -> Optional[float]:

@@ -24,6 +24,7 @@ from typing import Callable, Dict, List, Mapping, Optional
 
 from recipes import ownership
 from recipes.console import RecipeError, say
+from recipes.fairseq_log import finished_training_seconds
 from recipes.steps import differences
 from recipes.textio import read_json, write_json
 
@@ -75,6 +76,9 @@ class RunState:
     score: Optional[dict] = None  # finished before with these settings: nothing to run
     trained: Optional[dict] = None  # train.done of a finished training: decode and score only
     resuming: bool = False  # fairseq resumes from checkpoint_last.pt (train.log appended to)
+    # fairseq-train ended its training (train.log says so) but train.done was not written (the recipe stopped in
+    # between): its seconds; the run records the training and decodes, without training again
+    trained_unrecorded_s: Optional[float] = None
 
 
 class RunDirectory:
@@ -145,6 +149,14 @@ class RunDirectory:
             if same and os.path.isfile(self.path("train.done")) and os.path.isfile(self.checkpoint):
                 state.trained = read_json(self.path("train.done"))
                 say(f"{self.who}: training finished before, decoding {self.checkpoint}")
+            elif (
+                same
+                and ownership.owns(last)
+                and os.path.isfile(self.checkpoint)
+                and (done_s := finished_training_seconds(self.path("train.log"))) is not None
+            ):  # resuming would train one update more than --max-update (fairseq steps before it checks)
+                state.trained_unrecorded_s = done_s
+                say(f"{self.who}: training finished before (train.log), not recorded; decoding {self.checkpoint}")
             elif same and ownership.owns(last) and self.resumable(self.out):
                 state.resuming = True
                 say(f"{self.who}: resuming training from {last}")
