@@ -8,7 +8,7 @@ import subprocess
 import sys
 import unicodedata
 
-from conftest import examples_env, make_toy_pairs, run_cli, write_split
+from conftest import EXAMPLES, examples_env, make_toy_pairs, run_cli, write_split
 
 BUILD = "fairseq-lexical-build-lexicon"
 
@@ -38,7 +38,7 @@ def one_line_error(proc, *expected):
 
 
 def test_a_normalisation_mismatch_warns_however_few_tokens_it_touches():
-    from recipes.runner import out_of_vocabulary_notes
+    from recipes.vocabulary import out_of_vocabulary_notes
 
     train = accented(make_toy_pairs(60, 1))
     test = accented(make_toy_pairs(40, 2))
@@ -55,7 +55,7 @@ def test_a_normalisation_mismatch_warns_however_few_tokens_it_touches():
 
 
 def test_plain_unseen_tokens_warn_above_five_percent():
-    from recipes.runner import out_of_vocabulary_notes
+    from recipes.vocabulary import out_of_vocabulary_notes
 
     train = [("a b c d e f g h i j", "A B C D E F G H I J")]
     # 1 unseen source token in 10: 10 %, which the old 20 % threshold let through
@@ -81,9 +81,42 @@ def test_the_dry_run_warns_of_a_test_set_in_nfd(tmp_path):
         env=examples_env(OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore"),
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    (warning,) = [line for line in proc.stdout.splitlines() if line.startswith("warning: ")]
+    (warning,) = [line for line in proc.stdout.splitlines() if line.startswith("warning: ") and "tokens" in line]
     assert "test source tokens never occur in training" in warning and "differ in normalisation" in warning
     assert not work.exists()  # still a dry run: nothing written
+
+
+def test_evaluation_pairs_repeated_from_training_are_counted_and_warned_of(tmp_path):
+    """Issue 80, point 10: examples/custom said nothing when its test pairs also occurred in training (10 of 10 in
+    one trial) or its validation pairs repeated training pairs. Each such split gets one warning with the count, in a
+    real run and under --dry-run."""
+    from recipes.vocabulary import overlap_notes
+
+    train = make_toy_pairs(40, 1)
+    test = [p for p in make_toy_pairs(10, 2) if p not in train]
+    valid, test_with = train[:3] + test[:2], train[5:7] + test
+    notes = overlap_notes(train, valid, test_with)
+    assert notes == [
+        f"warning: 3 of the 5 validation pairs also occur in the training pairs (e.g. {train[0][0]!r} -> "
+        f"{train[0][1]!r}): the validation score over them measures recall of the training data",
+        f"warning: 2 of the {len(test_with)} test pairs also occur in the training pairs (e.g. {train[5][0]!r} -> "
+        f"{train[5][1]!r}): the test score over them measures recall of the training data",
+    ]
+    assert overlap_notes(train, None, test) == []
+    data = tmp_path / "d"
+    data.mkdir()
+    for name, pairs in (("train", train), ("test", train[:4])):
+        (data / f"{name}.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in pairs))
+    proc = subprocess.run(
+        [sys.executable, os.path.join(EXAMPLES, "custom", "run.py"), "--train", str(data / "train.tsv")]
+        + ["--test", str(data / "test.tsv"), "--work", str(tmp_path / "w"), "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=examples_env(OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore"),
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "warning: 4 of the 4 test pairs also occur in the training pairs" in proc.stdout
 
 
 # -- item 10: the dictionary given to build_lexicon -----------------------------------------------------------------

@@ -1261,7 +1261,7 @@ def test_a_test_set_of_unseen_tokens_is_reported_and_nfd_is_named():
     in preprocess.log."""
     import unicodedata
 
-    from recipes.runner import out_of_vocabulary_notes
+    from recipes.vocabulary import out_of_vocabulary_notes
 
     words = ["café", "élan", "naïve", "déjà", "vu"]
     train = [(w, w.upper()) for w in words]

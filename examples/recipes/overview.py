@@ -8,7 +8,7 @@ from recipes.catalogue import JOINED_DICT_MODELS, MODELS
 from recipes.console import RecipeError, say, show
 from recipes.settings import cpu_sized
 from recipes.tasks import Prepared
-from recipes.vocabulary import out_of_vocabulary_notes
+from recipes.vocabulary import data_warnings
 
 
 def say_settings(recipe) -> None:
@@ -63,7 +63,7 @@ def say_dry_run(recipe) -> None:
     """What --dry-run prints: the data's warnings, then every command the invocation would run."""
     # the tasks' prepare only reads (prepare() writes): the data's warnings, as a real run gives them
     prep = recipe.task.prepare(recipe.files)
-    for note in out_of_vocabulary_notes(prep.train, prep.test):
+    for note in data_warnings(prep):
         say(note)
     say(
         "== dry run: data files found ("

@@ -50,7 +50,7 @@ from recipes.settings import (
 from recipes.steps import Step
 from recipes.tasks import TASKS, Prepared, Task
 from recipes.textio import sha1_files, sha1_lexicon_entries, write_json
-from recipes.vocabulary import out_of_vocabulary_notes
+from recipes.vocabulary import data_warnings
 
 THREADS_RULE = "as set, else the cores idle at the start"
 
@@ -165,7 +165,7 @@ class Recipe(LexiconSteps, LlaSteps):
             + (f"{len(prep.valid)} validation, " if prep.valid is not None else "")
             + f"{len(prep.test)} test pairs from {', '.join(sorted(set(self.files.values())))}"
         )
-        for note in prep.notes + out_of_vocabulary_notes(prep.train, prep.test):
+        for note in prep.notes + data_warnings(prep):
             say(f"   {note}")
         self.preprocess(self.layout.bin, self.preprocess_command(joined=False), "preprocess.log")
         if any(m in JOINED_DICT_MODELS for m in self.models):
@@ -242,8 +242,9 @@ class Recipe(LexiconSteps, LlaSteps):
         step = Step(
             "fairseq-preprocess",
             destdir + "/prepared.json",
-            {"data_sha1": self.data_sha1, "command": show(cmd)},
+            {"data_sha1": self.data_sha1, "command": commands.stamp_command(cmd, self.work)},
             [f"{destdir}/dict.{side}.txt" for side in ("src", "tgt")],
+            equivalent={"command": show(cmd)},  # recorded before stamps were portable
         )
 
         def make():

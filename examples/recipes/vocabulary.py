@@ -49,3 +49,28 @@ def out_of_vocabulary_notes(train, test, threshold: float = 0.05) -> List[str]:
             )
         notes.append(note)
     return notes
+
+
+def overlap_notes(train, valid, test) -> List[str]:
+    """Warnings about evaluation pairs that are also training pairs (source and target as written): a test score
+    over them measures recall of the training data, a validation loss over them early-stops on it. One note per
+    split that has any, with the count; a split held out from the training file (valid is None) has none."""
+    seen = set(map(tuple, train))
+    notes = []
+    for name, pairs in (("validation", valid), ("test", test)):
+        if not pairs:
+            continue
+        repeated = [p for p in pairs if tuple(p) in seen]
+        if repeated:
+            source, target = repeated[0]
+            notes.append(
+                f"warning: {len(repeated)} of the {len(pairs)} {name} pairs also occur in the training pairs (e.g. "
+                f"{source!r} -> {target!r}): the {name} score over them measures recall of the training data"
+            )
+    return notes
+
+
+def data_warnings(prep) -> List[str]:
+    """Every warning about a task's prepared data (recipes.tasks.Prepared), printed before fairseq-preprocess and
+    under --dry-run: evaluation pairs repeated from training, test tokens training never saw."""
+    return overlap_notes(prep.train, prep.valid, prep.test) + out_of_vocabulary_notes(prep.train, prep.test)
