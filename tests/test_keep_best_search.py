@@ -142,6 +142,54 @@ def test_a_tie_goes_to_greedy_decodings_hypothesis():
         assert mine[0]["score"].item() == pytest.approx(mine[1]["score"].item())  # 'c b' ties with it
 
 
+LANE_LEAVES_THE_BEAM = {
+    (): {"a": 0.4, "b": 0.35, "c": 0.25},
+    ("a",): {"x": 0.3, "y": 0.25, "z": 0.25, "</s>": 0.2},
+    ("b",): {"p": 0.45, "q": 0.4, "</s>": 0.15},
+    ("a", "x"): {"w": 0.9, "</s>": 0.1},
+    ("b", "p"): {"</s>": 0.6, "r": 0.4},
+    ("b", "q"): {"</s>": 0.6, "r": 0.4},
+}  # every other prefix: {'</s>': 1.0}
+
+
+def test_the_search_waits_for_the_greedy_lane_after_it_left_the_beam():
+    """The stop rule's third condition: a sentence whose pool is full and whose beam rows cannot beat it still waits
+    while the greedy lane, no longer in the beam, can beat the pool's best. Without that wait the search would return
+    fairseq's answer here, below greedy decoding's.
+
+    Beam 2, unnormalised scores (the bound is the cumulative probability itself), probabilities of
+    LANE_LEAVES_THE_BEAM:
+
+    - step 0: beam 'a' .4, 'b' .35; the lane takes 'a'.
+    - step 1: the beam's best continuations are 'b p' .35 x .45 = .1575 and 'b q' .35 x .4 = .14; the lane's
+      argmax 'a x' .4 x .3 = .12 ranks below both (then 'a y', 'a z' .1), so the lane leaves the beam. Ended:
+      'a' .4 x .2 = .08, 'b' .35 x .15 = .0525: the pool (2 places) is full, but 'b p' .1575 > .08, so no stop.
+    - step 2: 'b p' and 'b q' end, .1575 x .6 = .0945 and .14 x .6 = .084: the pool is ['b p' .0945, 'b q' .084]. The
+      beam continues with 'b p r' .1575 x .4 = .063 and 'b q r' .056, both at most .0945: the beam cannot beat the
+      pool. The lane continues 'a x w' .12 x .9 = .108 > .0945: only the wait for the lane keeps the sentence on.
+      (fairseq's search stops here: its two finished slots are full; 'a x </s>' .012 does not count.)
+    - step 3: everything ends ('</s>' 1.0): 'a x w' .108 enters the pool first, then 'b p' .0945 (the beam's
+      'b p r' .063 and 'b q r' .056 do not). Nothing is left, the search stops.
+
+    So the search returns ['a x w' log .108, 'b p' log .0945]: greedy decoding's hypothesis (a 0.4, x 0.3, w 0.9,
+    </s> 1.0), not fairseq's 'b p' (log .0945 = -2.359 < log .108 = -2.226)."""
+    model, d = table_model(
+        ["a", "b", "c", "p", "q", "r", "w", "x", "y", "z"], lambda p: LANE_LEAVES_THE_BEAM.get(p, {"</s>": 1.0})
+    )
+    fairseq, ours, greedy = generators(model, d, beam=2, normalize_scores=False)
+    with torch.no_grad():
+        theirs, mine, first = (g.forward(source_sample(d))[0] for g in (fairseq, ours, greedy))
+    log = math.log
+    assert words_of(d, first[0]) == ["a", "x", "w"]
+    assert first[0]["score"].item() == pytest.approx(log(0.4 * 0.3 * 0.9), abs=1e-6)
+    # fairseq's beam at step 2 was 'b p', 'b q' (the same as ours: the lane's 'a x' out of it), and it stopped there
+    assert [words_of(d, h) for h in theirs] == [["b", "p"], ["b", "q"]]
+    assert theirs[0]["score"].item() == pytest.approx(log(0.35 * 0.45 * 0.6), abs=1e-6)
+    assert [words_of(d, h) for h in mine] == [["a", "x", "w"], ["b", "p"]]
+    assert [h["score"].item() for h in mine] == pytest.approx([log(0.4 * 0.3 * 0.9), log(0.35 * 0.45 * 0.6)], abs=1e-6)
+    torch.testing.assert_close(mine[0]["positional_scores"], torch.tensor([log(0.4), log(0.3), log(0.9), 0.0]))
+
+
 def test_keeps_fairseqs_beam_when_words_tie_for_its_last_place():
     """16 words tie at the first step; beam 3 keeps 3 of them, and only what follows tells them apart. The keep-best
     search chooses the beam as fairseq does (same tensor, same top-k), so it keeps the same 3 words: whichever word
