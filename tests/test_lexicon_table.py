@@ -80,45 +80,67 @@ def test_identity_table_is_the_copy_mechanism():
     assert table.report == {"rows_identity": 1, "rows_unk_fallback": 3, "rows_control_token": 0}
 
 
-# a joined dictionary of a multilingual model: its language tokens (M2M/NLLB and mBART styles) and mBART's <mask>
-JOINED = ["<s>", "<pad>", "</s>", "<unk>", "casa", "house", "__en__", "__eng_Latn__", "[ro_RO]", "<mask>"]
+# a joined dictionary of a multilingual model: its language tokens (M2M/NLLB and mBART styles) and mBART's <mask>,
+# which its task adds (the model passes them: fairseq_lexical.models.pretrained.task_control_tokens), and a corpus's
+# placeholders that look like language tokens but are words
 CONTROL = ["__en__", "__eng_Latn__", "[ro_RO]", "<mask>"]
+PLACEHOLDERS = ["__url__", "__num__", "__eq__", "__ent_Type__", "[foo_bar]"]
+JOINED = ["<s>", "<pad>", "</s>", "<unk>", "casa", "house", *CONTROL, *PLACEHOLDERS]
 
 
 def test_the_copy_never_copies_a_language_token_or_mask():
-    table = identity_lexicon_table(JOINED, JOINED, 4, unk=3)
+    table = identity_lexicon_table(JOINED, JOINED, 4, unk=3, control_tokens=CONTROL)
     L = table.dense()
     assert L[JOINED.index("casa"), JOINED.index("casa")] == 1.0
     for token in CONTROL:  # the <unk> sink, like a word the target lacks; generation masks <unk>
         assert L[JOINED.index(token), 3] == 1.0, token
     assert L[:, [JOINED.index(t) for t in CONTROL]].sum() == 0  # no row writes one
-    assert table.report["rows_control_token"] == 4 and table.report["rows_identity"] == 2
+    assert table.report["rows_control_token"] == 4 and table.report["rows_identity"] == 2 + len(PLACEHOLDERS)
 
 
 def test_lexicon_entries_on_language_tokens_are_counted_and_not_used():
     entries = [("casa", "house", 1.0), ("__en__", "__en__", 1.0), ("casa", "[ro_RO]", 5.0), ("<mask>", "house", 1)]
-    table = build_lexicon_table(entries, JOINED, JOINED, 4, unk=3)
+    table = build_lexicon_table(entries, JOINED, JOINED, 4, unk=3, control_tokens=CONTROL)
     assert table.report["control_token"] == 3 and table.report["entries_used"] == 1
     assert "casa -> [ro_RO]" in table.control_examples
     L = table.dense()
     assert L[JOINED.index("casa"), JOINED.index("house")] == 1.0
     assert L[JOINED.index("__en__"), 3] == 1.0
     with pytest.raises(ValueError, match="1 with a language token or <mask>"):
-        build_lexicon_table([("__en__", "house", 1.0)], JOINED, JOINED, 4, unk=3)
+        build_lexicon_table([("__en__", "house", 1.0)], JOINED, JOINED, 4, unk=3, control_tokens=CONTROL)
 
 
 def test_uniform_rows_leave_out_language_tokens():
-    support = uniform_lexicon_table(JOINED, JOINED, 4).uniform_support
-    assert [s for s, kept in zip(JOINED, support) if kept] == ["casa", "house"]
+    support = uniform_lexicon_table(JOINED, JOINED, 4, control_tokens=CONTROL).uniform_support
+    assert [s for s, kept in zip(JOINED, support) if kept] == ["casa", "house", *PLACEHOLDERS]
+
+
+@pytest.mark.parametrize("control", [(), CONTROL], ids=["no_task_tokens", "multilingual_task"])
+def test_placeholders_that_look_like_language_tokens_are_words(control):
+    """Only the tokens the task adds are control tokens: __url__ and the like keep their entries, copy to themselves,
+    and get uniform mass; with no task tokens given, neither does anything that looks like a language token."""
+    entries = [(p, p, 1.0) for p in PLACEHOLDERS] + [("casa", "__url__", 1.0)]
+    table = build_lexicon_table(entries, JOINED, JOINED, 4, unk=3, control_tokens=control)
+    assert table.report["control_token"] == 0 and table.report["entries_used"] == len(entries)
+    copy = identity_lexicon_table(JOINED, JOINED, 4, unk=3, control_tokens=control)
+    support = uniform_lexicon_table(JOINED, JOINED, 4, control_tokens=control).uniform_support
+    for p in PLACEHOLDERS:
+        i = JOINED.index(p)
+        assert table.dense()[i, i] == 1.0 and copy.dense()[i, i] == 1.0 and support[i], p
+    assert table.dense()[JOINED.index("casa"), JOINED.index("__url__")] == 1.0
+    language_tokens_copied = copy.dense()[JOINED.index("__en__"), JOINED.index("__en__")] == 1.0
+    assert language_tokens_copied == (not control)
 
 
 def test_symbol_kinds():
     from lexical_offline.lexicon.symbols import is_control_token, non_word
 
-    for token in ("__en__", "__zh_Hant__", "__eng_Latn__", "[en_XX]", "[eng_Latn]", "<mask>"):
-        assert is_control_token(token), token
-    for word in ("__init__", "en_XX", "[note]", "mask", "__", "madeupword0003"):
-        assert not is_control_token(word), word
+    for token in CONTROL:
+        assert is_control_token(token, CONTROL) and non_word(token, CONTROL), token
+        assert not is_control_token(token, ()) and non_word(token) == "", token
+    for word in PLACEHOLDERS:
+        assert not is_control_token(word, CONTROL) and non_word(word, CONTROL) == "", word
+    assert non_word("[ro_RO]", CONTROL) == "a language token" and non_word("<mask>", CONTROL) == "mBART's mask token"
     assert non_word("madeupword0003").startswith("a filler") and non_word("casa") == ""
 
 

@@ -15,6 +15,7 @@ import torch
 from conftest import USER_DIR, binarise, build_model, run_cli, tiny_generate_args, tiny_train_args
 
 UPDATES = 12
+PRETRAINED_LOG = "fairseq_lexical.models.pretrained"  # the logger of the module under test
 
 
 @pytest.fixture(scope="module")
@@ -82,17 +83,24 @@ def test_fine_tuning_starts_from_the_pretrained_distribution(stock, toy_data, ar
 
 
 def test_training_from_a_stock_checkpoint_moves_the_gate(stock, tmp_path):
-    """...and the fine-tuned checkpoint decodes without the pretrained file (it holds the sizes taken from it)."""
+    """...and the fine-tuned run resumes and decodes without the pretrained file (its own checkpoint holds the sizes
+    taken from it; stock fairseq ignores --finetune-from-model once the save dir has a checkpoint_last.pt)."""
     data, checkpoint = stock
     pretrained = tmp_path / "pretrained.pt"
     shutil.copy(checkpoint, pretrained)
-    argv = tiny_train_args(data, tmp_path, "--arch", "pgn_transformer", updates=10, validation=False)
+    argv = tiny_train_args(data, tmp_path, "--arch", "pgn_transformer", updates=6, validation=False)
     run_cli("fairseq-train", *argv, "--finetune-from-model", pretrained)
     pretrained.unlink()
+    argv = tiny_train_args(data, tmp_path, "--arch", "pgn_transformer", updates=10, validation=False)
+    log = run_cli("fairseq-train", *argv, "--finetune-from-model", pretrained).stdout
+    assert f"resuming {tmp_path / 'checkpoint_last.pt'} (fine-tuned from {pretrained})" in log
+    assert "6 updates" in log  # fairseq's "loaded checkpoint ... (epoch 1 @ 6 updates)"
     search = ("--beam", "2", "--batch-size", "8", "--task", "lexical_translation")
     out = run_cli("fairseq-generate", *tiny_generate_args(data, tmp_path / "checkpoint_last.pt", *search)).stdout
     assert sum(line.startswith("H-") for line in out.splitlines()) == 20
-    state = torch.load(tmp_path / "checkpoint_last.pt", map_location="cpu", weights_only=False)["model"]
+    state = torch.load(tmp_path / "checkpoint_last.pt", map_location="cpu", weights_only=False)
+    assert state["optimizer_history"][-1]["num_updates"] == 10
+    state = state["model"]
     gate = state["decoder.lexical_head.gate.weight"]
     assert gate.abs().max() > 0  # the gate started at weight 0 (and bias 6.9) and learned
     stock_state = torch.load(checkpoint, map_location="cpu", weights_only=False)["model"]
@@ -120,6 +128,96 @@ def test_mistakes_end_fairseq_train_with_one_line(stock, toy_data, tmp_path):
     for path, message in ((tmp_path / "notes.pt", "not a checkpoint torch can read"), (tmp_path, "a directory")):
         proc = run_cli("fairseq-train", *argv, "--finetune-from-model", path, check=False)
         assert proc.returncode == 2 and f"{path}: {message}" in proc.stderr.splitlines()[-1]
+
+
+def test_a_dictionary_of_the_same_size_in_another_order_is_refused(stock, toy_data, tmp_path):
+    """The symbols are compared with the pretrained model's dictionary (next to it or in its training data), not only
+    their number."""
+    data, checkpoint = stock
+    words = (data / "dict.src.txt").read_text().splitlines()
+    words[0], words[1] = words[1], words[0]  # the same words, two of them swapped
+    (tmp_path / "dict.txt").write_text("".join(w + "\n" for w in words))
+    dictionary = ("--srcdict", tmp_path / "dict.txt", "--tgtdict", tmp_path / "dict.txt")
+    binarise(toy_data, tmp_path / "bin", *dictionary)
+    argv = tiny_train_args(tmp_path / "bin", tmp_path / "a", "--arch", "pgn_transformer", updates=2)
+    proc = run_cli("fairseq-train", *argv, "--finetune-from-model", checkpoint, check=False)
+    first, second = (w.split()[0] for w in words[:2])
+    expected = f"encoder symbol 4 is {first!r} here, {second!r} in {data / 'dict.src.txt'} (the same size"
+    assert proc.returncode == 2 and expected in proc.stderr.splitlines()[-1] and "Traceback" not in proc.stderr
+
+
+def test_without_its_dictionaries_only_the_sizes_are_checked(stock, tmp_path, caplog):
+    data, checkpoint = stock
+    state = torch.load(checkpoint, map_location="cpu", weights_only=False)
+    state["cfg"]["task"]["data"] = str(tmp_path / "gone")  # (a dataclass task's options: a dict)
+    alone = tmp_path / "alone" / "model.pt"
+    alone.parent.mkdir()
+    torch.save(state, alone)
+    with caplog.at_level("WARNING"):
+        fine_tuned(data, alone, "--arch", "pgn_transformer")
+    assert [r.getMessage() for r in caplog.records if r.name == PRETRAINED_LOG and r.levelname == "WARNING"] == [
+        f"{alone}: no dictionary of its encoder and decoder found (dict.LANG.txt, dict.txt or dictionary.txt next "
+        "to it or in its training data directory): only the dictionaries' sizes are checked against its embeddings, "
+        "not their words"
+    ]
+
+
+def test_weights_that_do_not_fit_the_model_are_refused_in_one_line(stock, tmp_path):
+    data, checkpoint = stock
+    state = torch.load(checkpoint, map_location="cpu", weights_only=False)
+    state["model"]["decoder.layers.0.fc1.weight"] = state["model"]["decoder.layers.0.fc1.weight"][:32]
+    torch.save(state, tmp_path / "bad.pt")
+    argv = tiny_train_args(data, tmp_path / "run", "--arch", "pgn_transformer", updates=2, validation=False)
+    proc = run_cli("fairseq-train", *argv, "--finetune-from-model", tmp_path / "bad.pt", check=False)
+    expected = (
+        "fairseq-train: error: the pretrained weights do not fit the model: decoder.layers.0.fc1.weight: (32, 64) in "
+        "the checkpoint, (64, 64) here"
+    )
+    assert proc.returncode == 2 and proc.stderr.splitlines()[-1] == expected and "Traceback" not in proc.stderr
+
+
+def test_a_gate_bias_that_is_no_number_is_refused(stock, tmp_path):
+    from fairseq_lexical.models.pretrained import PretrainedCheckpointError
+
+    data, checkpoint = stock
+    argv = tiny_train_args(data, tmp_path, "--arch", "pgn_transformer", updates=2, validation=False)
+    proc = run_cli("fairseq-train", *argv, "--finetune-from-model", checkpoint, "--pretrained-gate-bias", "nan",
+                   check=False)  # fmt: skip
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "error: --pretrained-gate-bias nan: expected a finite number" in proc.stderr.splitlines()[-1]
+    for bias in ("inf", "-inf"):
+        with pytest.raises(PretrainedCheckpointError, match=f"--pretrained-gate-bias {bias}: expected a finite"):
+            fine_tuned(data, checkpoint, "--arch", "pgn_transformer", f"--pretrained-gate-bias={bias}")
+
+
+def test_a_gate_bias_where_fp32_cannot_train_the_gate_is_warned(stock, caplog):
+    """Beyond GATE_BIAS_SATURATION (16.6) sigmoid is 1 in fp32 and the gate gets no gradient (from 18 on exactly 0);
+    beyond its negative the pretrained distribution is dropped. One warning each; none within the range."""
+    from fairseq_lexical.models.pretrained import GATE_BIAS_SATURATION
+
+    data, checkpoint = stock
+    sample = batch(data)
+
+    def gate_gradient(bias):
+        caplog.clear()
+        model, _ = fine_tuned(data, checkpoint, "--arch", "pgn_transformer", f"--pretrained-gate-bias={bias}")
+        out = model(**sample["net_input"])
+        lprobs = model.get_normalized_probs(out, log_probs=True)
+        lprobs.gather(-1, sample["target"].unsqueeze(-1)).sum().backward()
+        gate = model.decoder.lexical_head.gate
+        warnings = [r.getMessage() for r in caplog.records if r.name == PRETRAINED_LOG and r.levelname == "WARNING"]
+        return gate.weight.grad.abs().max().item() + gate.bias.grad.abs().max().item(), warnings
+
+    assert 16 < GATE_BIAS_SATURATION < 17
+    with caplog.at_level("WARNING"):
+        for bias in ("6.9", "16", "-16"):
+            gradient, warnings = gate_gradient(bias)
+            assert gradient > 0 and warnings == [], bias
+        gradient, warnings = gate_gradient("30")
+        assert gradient == 0 and len(warnings) == 1
+        assert warnings[0].startswith("--pretrained-gate-bias 30: p_gate = sigmoid(30) is 1 in fp32")
+        _, warnings = gate_gradient("-30")
+        assert len(warnings) == 1 and warnings[0].startswith("--pretrained-gate-bias -30: p_gate = sigmoid(-30) <")
 
 
 # ------------------------------------------------------------------------------------- the multilingual families
@@ -252,6 +350,24 @@ def test_a_dictionary_without_the_language_tokens_is_named(tmp_path_factory, tmp
     last = proc.stderr.splitlines()[-1]
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "the 2 more are most likely its language tokens" in last and "--lang-pairs en-xx" in last
+
+
+def test_each_family_refuses_its_languages_in_another_order(family):
+    """The same dictionaries and as many language tokens, but in another order: other token ids."""
+    from fairseq_lexical.models.pretrained import PretrainedCheckpointError
+
+    spec, data, checkpoint = family
+    languages = ",".join(reversed(spec["languages"]))
+    options = ("--task", spec["plugin_task"], *spec["task"], "--langs", languages, "--arch", "pgn_transformer")
+    with pytest.raises(PretrainedCheckpointError) as refused:
+        fine_tuned(data, checkpoint, *options)
+    message = str(refused.value)
+    # its first language token where the data's dictionary has the other language's
+    assert (
+        f"is {spec['control'][0]!r}, added by its task (--task {spec['stock_task']}), {spec['control'][1]!r} here"
+        in message
+    )
+    assert message.endswith("give the task the same languages in the same order (docs/pretrained.md)")
 
 
 @pytest.mark.parametrize("task", ["lexical_translation_from_pretrained_bart", "lexical_translation_multi_simple_epoch"])

@@ -20,6 +20,7 @@ from lexical_offline.lexicon import (
 )
 from lexical_offline.lexicon.table import NORMALIZATIONS, LexiconTable, validate_temperature
 from ..modules import LexicalTranslationHead
+from .pretrained import task_control_tokens
 
 logger = logging.getLogger(__name__)
 
@@ -143,11 +144,12 @@ def lexicon_arch_defaults(args, lexicon: Optional[str] = None):
             setattr(args, name, value)
 
 
-def _load_table(opts: LexiconOptions, src_dict, tgt_dict) -> LexiconTable:
+def _load_table(opts: LexiconOptions, src_dict, tgt_dict, control) -> LexiconTable:
+    """The table ``opts`` ask for; ``control``: the control tokens (task_control_tokens)."""
     spec = opts.lexicon
     src_symbols, tgt_symbols, nspecial = src_dict.symbols, tgt_dict.symbols, tgt_dict.nspecial
     if spec == "identity":
-        table = identity_lexicon_table(src_symbols, tgt_symbols, nspecial, tgt_dict.unk())
+        table = identity_lexicon_table(src_symbols, tgt_symbols, nspecial, tgt_dict.unk(), control_tokens=control)
         if table.report["rows_identity"] == 0:
             logger.warning(
                 "--lexicon identity: no source word is also in the target dictionary, so every row maps to <unk> "
@@ -155,7 +157,7 @@ def _load_table(opts: LexiconOptions, src_dict, tgt_dict) -> LexiconTable:
             )
         return table
     if spec == "uniform":
-        return uniform_lexicon_table(src_symbols, tgt_symbols, nspecial)
+        return uniform_lexicon_table(src_symbols, tgt_symbols, nspecial, control_tokens=control)
     entries, provenance = read_lexicon(spec)
     top_k = opts.lexicon_top_k
     if top_k is None and opts.lexicon_temperature > 0:
@@ -170,6 +172,7 @@ def _load_table(opts: LexiconOptions, src_dict, tgt_dict) -> LexiconTable:
             top_k,
             unk=tgt_dict.unk(),
             normalization=opts.lexicon_normalization,
+            control_tokens=control,
         )
     except ValueError as e:
         raise LexiconFormatError(spec, str(e)) from None
@@ -218,7 +221,8 @@ def build_lexical_head(args, src_dict, tgt_dict, gate_input_dim: int):
         gate_input_dim: the size of the gate's input features.
 
     Returns:
-        The head, or None for `--lexicon none`.
+        The head, or None for `--lexicon none`. Its ``control_tokens``: the symbols the task adds (language tokens,
+        <mask>), which it never copies or translates and --lexicon-override refuses.
     """
     opts = LexiconOptions.from_args(args)
     spec = opts.lexicon
@@ -236,18 +240,20 @@ def build_lexical_head(args, src_dict, tgt_dict, gate_input_dim: int):
     dense = opts.lexicon_dense or (opts.lexicon_trainable and (spec == "uniform" or full_row))
     if copy_scatter_softmax and (dense or spec == "uniform"):
         raise ValueError("--copy-scatter-softmax needs a sparse lexicon file or --lexicon identity")
+    # what the task adds, not what looks like a language token: a corpus's __url__ is a word to copy
+    control = frozenset(task_control_tokens(args))
     if opts.lexicon_stored_in_checkpoint:
         # Placeholders of the right kind; the checkpoint's state fills them (and their width k).
-        table = uniform_lexicon_table(src_dict.symbols, tgt_dict.symbols, tgt_dict.nspecial)
+        table = uniform_lexicon_table(src_dict.symbols, tgt_dict.symbols, tgt_dict.nspecial, control_tokens=control)
         source = None
     else:
         if spec not in LEXICON_KEYWORDS and not os.path.isfile(spec):
             raise LexiconFormatError(spec, "lexicon file not found (--lexicon)")
-        table = _load_table(opts, src_dict, tgt_dict)
+        table = _load_table(opts, src_dict, tgt_dict, control)
         logger.info("lexicon %s: %s; %d targets per row at most", spec, table.summary(), table.top_k)
         args.lexicon_stored_in_checkpoint = True
         source = spec  # a checkpoint loaded into this model must hold this lexicon (or --reset-lexicon)
-    return LexicalTranslationHead(
+    head = LexicalTranslationHead(
         table,
         gate_input_dim,
         trainable=opts.lexicon_trainable,
@@ -259,3 +265,5 @@ def build_lexical_head(args, src_dict, tgt_dict, gate_input_dim: int):
         source=source,
         reset_lexicon=opts.reset_lexicon,
     )
+    head.control_tokens = control  # (not state: rebuilt from the arguments with the model)
+    return head

@@ -6,7 +6,8 @@
 dimensions, heads, normalisation, shared embeddings: STRUCTURE) whatever `--arch` says, loads every pretrained
 weight unchanged, and starts its head from the pretrained model's own distribution: the gate's weights at 0 and its
 bias at PRETRAINED_GATE_BIAS, so p_gate = sigmoid(bias) = 0.999 and p(y) = 0.999 p_write(y) + 0.001 copy(y) differs
-from the pretrained p_write(y) by at most 0.001 (docs/pretrained.md). Training then moves the gate.
+from the pretrained p_write(y) by at most 0.001 (docs/pretrained.md). Training then moves the gate. A relaunch
+resumes the run's own checkpoint_last.pt as stock fairseq does, its sizes read from it (resumed_checkpoint).
 
 A checkpoint written by the plugin (its head included) loads as it always did: nothing here applies to it.
 """
@@ -14,10 +15,14 @@ A checkpoint written by the plugin (its head included) loads as it always did: n
 from __future__ import annotations
 
 import logging
+import math
+import numbers
 import os
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 import torch
+
+from lexical_offline.lexicon.symbols import MASK
 
 from ..errors import in_fairseq_program, usage_error
 
@@ -26,6 +31,10 @@ logger = logging.getLogger(__name__)
 HEAD_PREFIX = "decoder.lexical_head."
 # logit of p_gate at the start of fine-tuning: sigmoid(6.9) = 0.999
 PRETRAINED_GATE_BIAS = 6.9
+# Beyond this |bias|, p_gate or 1 - p_gate is below 2^-24, fp32's resolution at 1 (the gate and the mixture are
+# computed in fp32): above it sigmoid rounds to 1 and the gate's gradient is rounding noise, then exactly 0 (the gate
+# never opens); below its negative the pretrained distribution is lost wherever the lexicon has mass.
+GATE_BIAS_SATURATION = 24 * math.log(2)  # 16.6
 # the model options that decide a Transformer's parameters and what it computes: taken from the checkpoint
 STRUCTURE = (
     "encoder_embed_dim",
@@ -70,12 +79,53 @@ def refused(error: PretrainedCheckpointError):
 
 def pretrained_path(args) -> Optional[str]:
     """The pretrained checkpoint of a fine-tuning run: --restore-file PATH with --reset-optimizer, else
-    --finetune-from-model (also when the run resumes its own checkpoint_last.pt: that one has the same sizes and
-    its own head); None otherwise."""
+    --finetune-from-model (also when the run resumes its own checkpoint: resumed_checkpoint); None otherwise."""
     restore = getattr(args, "restore_file", "checkpoint_last.pt")
     if restore != "checkpoint_last.pt" and getattr(args, "reset_optimizer", False):
         return restore
     return getattr(args, "finetune_from_model", None) or None
+
+
+def resumed_checkpoint(args) -> Optional[str]:
+    """The checkpoint fairseq-train loads instead of --finetune-from-model, as its checkpoint_utils.load_checkpoint
+    decides: the save dir's checkpoint_last.pt once the run has written one (a relaunch resumes it), else
+    --continue-once's on the first launch; None when it loads the pretrained file."""
+    if (
+        not getattr(args, "finetune_from_model", None)
+        or getattr(args, "restore_file", "checkpoint_last.pt") != "checkpoint_last.pt"
+    ):
+        return None
+    suffix = getattr(args, "checkpoint_suffix", None) or ""
+    last = os.path.join(getattr(args, "save_dir", None) or "checkpoints", f"checkpoint_last{suffix}.pt")
+    if os.path.exists(last):
+        return last
+    return getattr(args, "continue_once", None) or None
+
+
+def check_pretrained_gate_bias(bias) -> float:
+    """--pretrained-gate-bias as a float; a non-finite one is refused (p_gate would be NaN, 0 or 1 exactly)."""
+    if isinstance(bias, bool) or not isinstance(bias, numbers.Real) or not math.isfinite(bias):
+        raise PretrainedCheckpointError(
+            f"--pretrained-gate-bias {bias}: expected a finite number (p_gate = sigmoid(B) at the start of "
+            f"fine-tuning; the default {PRETRAINED_GATE_BIAS} gives 0.999)"
+        )
+    return float(bias)
+
+
+def warn_if_saturated(bias: float) -> None:
+    """One warning where the gate starts where fp32 cannot train it (GATE_BIAS_SATURATION)."""
+    if bias > GATE_BIAS_SATURATION:
+        logger.warning(
+            f"--pretrained-gate-bias {bias:g}: p_gate = sigmoid({bias:g}) is 1 in fp32, so the gate gets no gradient "
+            f"(0 or rounding noise) and the head cannot learn; use at most {GATE_BIAS_SATURATION:.1f} (the default "
+            f"{PRETRAINED_GATE_BIAS} gives 0.999)"
+        )
+    elif bias < -GATE_BIAS_SATURATION:
+        logger.warning(
+            f"--pretrained-gate-bias {bias:g}: p_gate = sigmoid({bias:g}) < 2^-24 starts from the lexicon alone, not "
+            f"the pretrained model: a target the lexicon cannot produce costs at least {-bias:g} nats, and under Adam "
+            f"the bias moves by about the learning rate per update; use at least {-GATE_BIAS_SATURATION:.1f}"
+        )
 
 
 def _option(model_cfg, name):
@@ -123,25 +173,159 @@ def language_tokens_hint(task_cfg, missing: int) -> str:
     )
 
 
+def _listed(value) -> List[str]:
+    """A comma-separated option as a list (argparse's csv_str_list; a checkpoint may hold either form)."""
+    if not value:
+        return []
+    return value.split(",") if isinstance(value, str) else list(value)
+
+
+def _languages(options) -> List[str]:
+    """translation_multi_simple_epoch's language list, as its MultilingualDatasetManager.load_langs makes it."""
+    lang_dict = _option(options, "lang_dict")
+    if lang_dict:
+        with open(lang_dict, encoding="utf-8") as f:
+            return [line.strip() for line in f if line.strip()]
+    langs = _listed(_option(options, "langs"))
+    return langs or sorted({lang for pair in _listed(_option(options, "lang_pairs")) for lang in pair.split("-")})
+
+
+def task_control_tokens(options) -> List[str]:
+    """The symbols the task of ``options`` (a model's arguments, or a checkpoint's task options) adds to each
+    dictionary as it loads it, in its order: translation_from_pretrained_bart one [LANG] for each of --langs and
+    <mask>; translation_multi_simple_epoch a language token for each language and --langtoks-specs (<mask> too under
+    --lang-tok-style mbart or mono_dae data); the plugin's copies of them the same; mBART's and BART's pretraining
+    tasks (multilingual_denoising, denoising) [LANG] with --add-lang-token and <mask>; any other task none. These,
+    and nothing that merely looks like them (a corpus's __url__), are the control tokens the lexical head never
+    copies or translates (lexical_offline/lexicon/symbols.py)."""
+    from fairseq.data import Dictionary
+    from fairseq.data.multilingual.multilingual_utils import augment_dictionary
+    from fairseq.tasks import TASK_REGISTRY
+    from fairseq.tasks.denoising import DenoisingTask
+    from fairseq.tasks.multilingual_denoising import MultilingualDenoisingTask
+    from fairseq.tasks.translation_from_pretrained_bart import TranslationFromPretrainedBARTTask
+    from fairseq.tasks.translation_multi_simple_epoch import TranslationMultiSimpleEpochTask
+
+    task = TASK_REGISTRY.get(_option(options, "task") or _option(options, "_name"))
+    if task is None:
+        return []
+    if issubclass(task, TranslationFromPretrainedBARTTask):
+        return [f"[{lang}]" for lang in _listed(_option(options, "langs"))] + [MASK]
+    if issubclass(task, MultilingualDenoisingTask) and _option(options, "add_lang_token"):
+        # (without --langs it takes the data directory's subdirectories, not known here: <mask> alone then)
+        return [f"[{lang}]" for lang in _listed(_option(options, "langs"))] + [MASK]
+    if issubclass(task, DenoisingTask):
+        return [MASK]
+    if not issubclass(task, TranslationMultiSimpleEpochTask):
+        return []
+    try:
+        languages = _languages(options)
+    except OSError as e:  # --lang-dict's file is not here (a checkpoint decoded on another machine)
+        logger.warning(f"--lang-dict: {e}; its language tokens are not known here and count as words")
+        return []
+    added = Dictionary()
+    before = len(added)
+    augment_dictionary(
+        added,
+        languages,
+        _option(options, "lang_tok_style") or "multilingual",
+        _listed(_option(options, "langtoks_specs")) or ["main"],
+        _option(options, "extra_data"),
+    )
+    return added.symbols[before:]
+
+
+def _dictionary_files(path: str, task_cfg, args, side: str) -> List[str]:
+    """Where the dictionary of one side of ``path``'s model may be: the files its task names, then dict.LANG.txt,
+    dict.txt and dictionary.txt next to it (the released models' layout) and in its training data directory, LANG
+    its language or the run's, as the task options say or fairseq infers them from the data's file names."""
+    from fairseq.data.data_utils import infer_language_pair
+
+    lang_option, dict_option = ("source_lang", "source_dict") if side == "encoder" else ("target_lang", "target_dict")
+    named = [_option(task_cfg, "fixed_dictionary"), _option(task_cfg, dict_option)]
+    folders = [os.path.dirname(os.path.abspath(path))] + _folders(_option(task_cfg, "data"))
+    languages = [_option(task_cfg, lang_option), getattr(args, lang_option, None)]
+    languages += [
+        infer_language_pair(folder)[side == "decoder"] for folder in folders + _folders(getattr(args, "data", None))[:1]
+    ]
+    names = [f"dict.{lang}.txt" for lang in dict.fromkeys(x for x in languages if x)] + ["dict.txt", "dictionary.txt"]
+    return [f for f in named if f] + [os.path.join(folder, name) for folder in folders for name in names]
+
+
+def _folders(data) -> List[str]:
+    """The existing directories of a --data option (fairseq's colon-separated list)."""
+    return [folder for folder in data.split(os.pathsep) if os.path.isdir(folder)] if isinstance(data, str) else []
+
+
+def check_dictionary_symbols(path: str, task_cfg, weights, args, dictionaries: dict) -> None:
+    """Refuse data binarised with other dictionaries than ``path``'s of the same size (another order, other words):
+    each side's symbols are compared with the checkpoint's dictionary file (_dictionary_files) followed by the
+    tokens its task added (task_control_tokens). A file that does not fit its embeddings is not its dictionary; a
+    side without one is checked by its size only, which is logged."""
+    from fairseq.data import Dictionary
+
+    added = task_control_tokens(task_cfg)
+    unchecked = []
+    for side, ours in dictionaries.items():
+        rows = weights[f"{side}.embed_tokens.weight"].shape[0]
+        for file in _dictionary_files(path, task_cfg, args, side):
+            if not os.path.isfile(file):
+                continue
+            theirs = Dictionary.load(file)
+            for token in added:  # as its task added them
+                theirs.add_symbol(token)
+            if len(theirs) == rows:
+                break
+        else:
+            unchecked.append(side)
+            continue
+        differ = next((i for i, (a, b) in enumerate(zip(ours.symbols, theirs.symbols)) if a != b), None)
+        if differ is None:
+            continue
+        here, there = ours.symbols[differ], theirs.symbols[differ]
+        if differ >= len(theirs) - len(added):
+            raise PretrainedCheckpointError(
+                f"the data's dictionaries are not {path}'s: its {side} symbol {differ} is {there!r}, added by its task "
+                f"(--task {_option(task_cfg, 'task') or _option(task_cfg, '_name')}), {here!r} here: give the task "
+                "the same languages in the same order (docs/pretrained.md)"
+            )
+        raise PretrainedCheckpointError(
+            f"the data's dictionaries are not {path}'s: {side} symbol {differ} is {here!r} here, {there!r} in {file} "
+            "(the same size, other words or another order): binarise the data with the pretrained model's "
+            "dictionaries (fairseq-preprocess --srcdict DICT --tgtdict DICT; docs/pretrained.md)"
+        )
+    if unchecked:
+        logger.warning(
+            f"{path}: no dictionary of its {' and '.join(unchecked)} found (dict.LANG.txt, dict.txt or dictionary.txt "
+            "next to it or in its training data directory): only the dictionaries' sizes are checked against its "
+            "embeddings, not their words"
+        )
+
+
 def take_pretrained_structure(args, src_dict, tgt_dict) -> Optional[str]:
-    """Set the model options of STRUCTURE from the pretrained checkpoint (pretrained_path), logging what changed;
-    a checkpoint of another kind of model, or of other dictionaries than the data's, is refused. Returns the
-    checkpoint's path, or None."""
+    """Set the model options of STRUCTURE from the pretrained checkpoint (pretrained_path), or from the run's own
+    checkpoint where fairseq-train resumes that one (resumed_checkpoint), logging what changed; a checkpoint of
+    another kind of model, or of other dictionaries than the data's (check_dictionary_symbols), is refused. Returns
+    the pretrained checkpoint's path, or None."""
+    check_pretrained_gate_bias(getattr(args, "pretrained_gate_bias", PRETRAINED_GATE_BIAS))
     path = pretrained_path(args)
     if path is None or getattr(args, "pretrained_structure_from", None) == path:
         return path  # (a fine-tuned model's own checkpoint holds the sizes taken: decoding needs no pretrained file)
-    cfg, task_cfg, weights = read_checkpoint(path)
+    resumed = resumed_checkpoint(args)
+    source = resumed or path  # a relaunch reads its own checkpoint, not the pretrained file (which may be gone)
+    cfg, task_cfg, weights = read_checkpoint(source)
     arch = _option(cfg, "arch") or _option(cfg, "_name") or "?"
     if not any(arch == family or arch.startswith(family + "_") for family in TRANSFORMER_FAMILIES):
         raise PretrainedCheckpointError(
-            f"{path}: a {arch} model; {args.arch} fine-tunes fairseq Transformers (transformer, transformer_*, bart_*, "
-            "mbart_*)"
+            f"{source}: a {arch} model; {args.arch} fine-tunes fairseq Transformers (transformer, transformer_*, "
+            "bart_*, mbart_*)"
         )
-    sizes = {
-        side: (len(d), weights[f"{side}.embed_tokens.weight"].shape[0])
+    dictionaries = {
+        side: d
         for side, d in (("encoder", src_dict), ("decoder", tgt_dict))
         if f"{side}.embed_tokens.weight" in weights
     }
+    sizes = {side: (len(d), weights[f"{side}.embed_tokens.weight"].shape[0]) for side, d in dictionaries.items()}
     if any(here != there for here, there in sizes.values()) or (
         _option(cfg, "share_all_embeddings") and src_dict != tgt_dict
     ):
@@ -149,13 +333,14 @@ def take_pretrained_structure(args, src_dict, tgt_dict) -> Optional[str]:
         missing = max((there - here for here, there in sizes.values()), default=0)
         hint = language_tokens_hint(task_cfg, missing)
         if hint:
-            raise PretrainedCheckpointError(f"the data's dictionaries are not {path}'s ({counts}){hint}")
+            raise PretrainedCheckpointError(f"the data's dictionaries are not {source}'s ({counts}){hint}")
         raise PretrainedCheckpointError(
-            f"the data's dictionaries are not {path}'s ({counts}"
+            f"the data's dictionaries are not {source}'s ({counts}"
             + ("; it shares one dictionary between source and target" if _option(cfg, "share_all_embeddings") else "")
             + "): binarise the data with the pretrained model's dictionaries (fairseq-preprocess --srcdict DICT "
             "--tgtdict DICT, --joined-dictionary where it has one; docs/pretrained.md)"
         )
+    check_dictionary_symbols(source, task_cfg, weights, args, dictionaries)
     changed = []
     for name in STRUCTURE:
         value = _option(cfg, name)
@@ -163,8 +348,9 @@ def take_pretrained_structure(args, src_dict, tgt_dict) -> Optional[str]:
             changed.append(f"{name} {getattr(args, name, None)} -> {value}")
             setattr(args, name, value)
     args.pretrained_structure_from = path
+    what = f"resuming {resumed} (fine-tuned from {path})" if resumed else f"fine-tuning {path} ({arch})"
     logger.info(
-        f"fine-tuning {path} ({arch}): its sizes"
+        f"{what}: its sizes"
         + (f" replace --arch {args.arch}'s: {', '.join(changed)}" if changed else f" are --arch {args.arch}'s")
     )
     return path
@@ -177,6 +363,7 @@ def complete_pretrained_state(model, state_dict: Dict[str, torch.Tensor], gate_b
     head = model.decoder.lexical_head
     if head is None or any(k.startswith(HEAD_PREFIX) for k in state_dict):
         return state_dict
+    gate_bias = check_pretrained_gate_bias(gate_bias)
     if head.gate_form != "sigmoid":
         raise PretrainedCheckpointError(
             "--gate-form copy-token cannot start from the pretrained distribution (its gate compares with the "
@@ -195,8 +382,9 @@ def complete_pretrained_state(model, state_dict: Dict[str, torch.Tensor], gate_b
             if embed
             else ""
         )
+        more = f"; and {len(problems) - 3} more" if len(problems) > 3 else ""
         raise PretrainedCheckpointError(
-            "the pretrained weights do not fit the model" + why + ":\n  " + "\n  ".join(problems)
+            "the pretrained weights do not fit the model" + why + ": " + "; ".join(problems[:3]) + more
         )
     completed = dict(state_dict)
     for name, value in own.items():
@@ -204,6 +392,7 @@ def complete_pretrained_state(model, state_dict: Dict[str, torch.Tensor], gate_b
             completed[name] = value.clone()
     completed[HEAD_PREFIX + "gate.weight"] = torch.zeros_like(own[HEAD_PREFIX + "gate.weight"])
     completed[HEAD_PREFIX + "gate.bias"] = torch.full_like(own[HEAD_PREFIX + "gate.bias"], gate_bias)
+    warn_if_saturated(gate_bias)
     logger.info(
         f"lexical head added to the pretrained weights: p_gate starts at {torch.sigmoid(torch.tensor(gate_bias)):.4f}"
     )

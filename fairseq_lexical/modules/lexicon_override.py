@@ -6,8 +6,10 @@ those words: p_gate's logit (the weight of p_write, eq. 6) goes down by B times 
 The file has the lexicon file format (``source<TAB>target<TAB>weight``); a row's weights are normalised. Entries
 whose source or target word is not in the model's dictionaries cannot be used: they are counted and named in a
 warning, and a file with no usable entry is an error. So is an entry with a special symbol (``</s>``, ``<unk>``,
-fairseq's ``madeupword`` fillers, language tokens, ...) on either side: a term is a word, and such an entry would
-only damage the output. Every error is a ``LexiconOverrideError``, one line naming the option (and the file and line).
+fairseq's ``madeupword`` fillers, the language tokens and ``<mask>`` the model's task adds, ...) on either side: a
+term is a word, and such an entry would only damage the output. (A corpus's own ``__url__`` or ``[foo_bar]`` is a
+word: lexical_offline/lexicon/symbols.py.) Every error is a ``LexiconOverrideError``, one line naming the option
+(and the file and line).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import logging
 import math
 import numbers
 import os
-from typing import Dict, List, Optional, Tuple
+from typing import Collection, Dict, List, Optional, Tuple
 
 from torch import nn
 
@@ -46,12 +48,12 @@ def check_gate_bias(gate_bias, path: Optional[str]) -> float:
     return float(gate_bias)
 
 
-def special_symbol(word: str, dictionary) -> Optional[str]:
-    """What ``word`` is if it is no word a term can be: one of the dictionary's special symbols, a filler or a
-    control token (a language token, <mask>: lexical_offline/lexicon/symbols.py)."""
+def special_symbol(word: str, dictionary, control: Collection[str] = ()) -> Optional[str]:
+    """What ``word`` is if it is no word a term can be: one of the dictionary's special symbols, a filler or one of
+    the ``control`` tokens (the language tokens and <mask> the task adds: lexical_offline/lexicon/symbols.py)."""
     if word in dictionary.symbols[: dictionary.nspecial]:
         return "a special symbol of fairseq's dictionaries"
-    return non_word(word) or None
+    return non_word(word, control) or None
 
 
 def entry_line(path: str, index: int) -> int:
@@ -71,8 +73,11 @@ def entry_line(path: str, index: int) -> int:
     raise IndexError(f"{path} has no entry {index}")
 
 
-def override_rows(path: str, src_dict, tgt_dict) -> Tuple[Dict[int, Dict[int, float]], Dict[str, object]]:
-    """{source id: {target id: weight}} from an override file, and what could not be used."""
+def override_rows(
+    path: str, src_dict, tgt_dict, control_tokens: Collection[str] = ()
+) -> Tuple[Dict[int, Dict[int, float]], Dict[str, object]]:
+    """{source id: {target id: weight}} from an override file, and what could not be used; ``control_tokens``: the
+    model's (its heads' ``control_tokens``), refused like the special symbols."""
     if os.path.isdir(path):  # read_lexicon would call it "not found"
         raise LexiconOverrideError(f"--lexicon-override {path}: is a directory, not a lexicon file")
     try:
@@ -87,7 +92,7 @@ def override_rows(path: str, src_dict, tgt_dict) -> Tuple[Dict[int, Dict[int, fl
     }
     for i, (src, tgt, weight) in enumerate(entries):
         for side, word, dictionary in (("source", src, src_dict), ("target", tgt, tgt_dict)):
-            what = special_symbol(word, dictionary)
+            what = special_symbol(word, dictionary, control_tokens)
             if what is not None:
                 raise LexiconOverrideError(
                     f"--lexicon-override {path}:{entry_line(path, i)}: {side} {word!r} is {what}, not a word"
@@ -136,7 +141,8 @@ def apply_override(models, path, src_dict, tgt_dict, gate_bias: float = 0.0) -> 
         raise LexiconOverrideError(
             "--lexicon-override needs a model with a lexical head (lex_lstm, lex_transformer, ...)"
         )
-    rows, report = override_rows(path, src_dict, tgt_dict)
+    control = frozenset().union(*(getattr(head, "control_tokens", ()) for head in heads))
+    rows, report = override_rows(path, src_dict, tgt_dict, control)
     for head in heads:
         head.override_rows(rows, gate_bias)
     logger.info(

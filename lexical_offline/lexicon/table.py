@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Collection, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -73,10 +73,13 @@ class LexiconTable:
         return ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in self.report.items())
 
 
-def uniform_target_support(tgt_symbols: Sequence[str], nspecial: int) -> np.ndarray:
+def uniform_target_support(
+    tgt_symbols: Sequence[str], nspecial: int, control_tokens: Collection[str] = ()
+) -> np.ndarray:
     """bool (V_y,): the target words (no special symbol, filler or control token: symbols.py)."""
+    control = frozenset(control_tokens)
     support = np.array(
-        [i >= nspecial and not is_filler(s) and not is_control_token(s) for i, s in enumerate(tgt_symbols)],
+        [i >= nspecial and not is_filler(s) and not is_control_token(s, control) for i, s in enumerate(tgt_symbols)],
         dtype=bool,
     )
     if not support.any():
@@ -182,10 +185,12 @@ def _pack(
     )
 
 
-def _fallback_row(sym: str, tgt_index: Dict[str, int], unk: int) -> Tuple[List[Tuple[int, float]], bool]:
+def _fallback_row(
+    sym: str, tgt_index: Dict[str, int], unk: int, control: Collection[str]
+) -> Tuple[List[Tuple[int, float]], bool]:
     """An input with no entry maps to itself where the target vocabulary has it, else to <unk> (the bool). A
-    control token (a language token, <mask>) maps to <unk>: it is never copied."""
-    t = None if is_control_token(sym) else tgt_index.get(sym)
+    control token (one of ``control``: a language token, <mask>) maps to <unk>: it is never copied."""
+    t = None if is_control_token(sym, control) else tgt_index.get(sym)
     return ([(unk, 1.0)], True) if t is None else ([(t, 1.0)], False)
 
 
@@ -198,20 +203,23 @@ def build_lexicon_table(
     top_k: Optional[int] = None,
     unk: int = 3,
     normalization: str = "listed",
+    control_tokens: Collection[str] = (),
 ) -> LexiconTable:
     """Map string entries to a sparse table over the given dictionaries.
 
     Rows with no usable entry fall back to the identity (same string in the target dictionary) or, failing that,
     to ``<unk>`` (see the module docstring); ``normalization`` applies to the rows from the file only. Special
     symbols (ids < nspecial) always map to themselves. Entries that cannot be used (a source or target not in the
-    dictionaries, a special source such as ``</s>``) are counted in ``report`` with a few examples, never dropped
-    silently.
+    dictionaries, a special source such as ``</s>``, a control token) are counted in ``report`` with a few
+    examples, never dropped silently. ``control_tokens``: the symbols the task adds (language tokens, <mask>:
+    symbols.py); none by default, so a corpus's ``__url__`` is a word like any other.
     """
     validate_temperature(temperature)
     if top_k is not None and top_k < 1:
         raise ValueError(f"--lexicon-top-k must be >= 1, got {top_k}")
     if normalization not in NORMALIZATIONS:
         raise ValueError(f"--lexicon-normalization must be one of {', '.join(NORMALIZATIONS)}, got {normalization!r}")
+    control = frozenset(control_tokens)
     src_index = {s: i for i, s in enumerate(src_symbols)}
     tgt_index = {s: i for i, s in enumerate(tgt_symbols)}
     by_src: Dict[int, Dict[int, float]] = defaultdict(dict)
@@ -221,7 +229,7 @@ def build_lexicon_table(
     control_examples: List[str] = []
     for src, tgt, score in entries:
         report["entries"] += 1
-        if is_control_token(src) or is_control_token(tgt):  # never copied or translated (symbols.py)
+        if is_control_token(src, control) or is_control_token(tgt, control):  # never copied or translated
             report["control_token"] += 1
             if len(control_examples) < 5:
                 control_examples.append(f"{src} -> {tgt}")
@@ -259,7 +267,7 @@ def build_lexicon_table(
             "tokenised like the data given to fairseq-preprocess (same BPE, casing, source and target sides)?"
         )
 
-    support = uniform_target_support(tgt_symbols, nspecial)
+    support = uniform_target_support(tgt_symbols, nspecial, control)
     rows: List[List[Tuple[int, float]]] = []
     uniform_mass = np.zeros(len(src_symbols), dtype=np.float64)
     report.update(
@@ -279,37 +287,44 @@ def build_lexicon_table(
             report["rows_from_file"] += 1
             report["rows_cut_by_top_k"] += int(not keep.all())
             continue
-        row, to_unk = _fallback_row(sym, tgt_index, unk)
+        row, to_unk = _fallback_row(sym, tgt_index, unk, control)
         rows.append(row)
         if v >= nspecial and not is_filler(sym):
-            kind = "rows_control_token" if is_control_token(sym) else "rows_unk_fallback" if to_unk else None
+            kind = "rows_control_token" if is_control_token(sym, control) else "rows_unk_fallback" if to_unk else None
             report[kind or "rows_identity_fallback"] += 1
     return _pack(rows, uniform_mass, support, report, examples, special_examples, control_examples)
 
 
 def identity_lexicon_table(
-    src_symbols: Sequence[str], tgt_symbols: Sequence[str], nspecial: int, unk: int = 3
+    src_symbols: Sequence[str],
+    tgt_symbols: Sequence[str],
+    nspecial: int,
+    unk: int = 3,
+    control_tokens: Collection[str] = (),
 ) -> LexiconTable:
-    """L = I on the shared strings: the copy mechanism (eqs. 7-8). Source tokens the target lacks, and control
-    tokens (symbols.py), map to <unk>."""
+    """L = I on the shared strings: the copy mechanism (eqs. 7-8). Source tokens the target lacks, and the
+    ``control_tokens`` (symbols.py), map to <unk>."""
+    control = frozenset(control_tokens)
     tgt_index = {s: i for i, s in enumerate(tgt_symbols)}
     rows, report = [], dict(rows_identity=0, rows_unk_fallback=0, rows_control_token=0)
     for v, sym in enumerate(src_symbols):
-        row, to_unk = _fallback_row(sym, tgt_index, unk)
+        row, to_unk = _fallback_row(sym, tgt_index, unk, control)
         rows.append(row)
         if v >= nspecial and not is_filler(sym):
-            kind = "rows_control_token" if is_control_token(sym) else "rows_unk_fallback" if to_unk else None
+            kind = "rows_control_token" if is_control_token(sym, control) else "rows_unk_fallback" if to_unk else None
             report[kind or "rows_identity"] += 1
     no_uniform_mass = np.zeros(len(src_symbols))
-    return _pack(rows, no_uniform_mass, uniform_target_support(tgt_symbols, nspecial), report)
+    return _pack(rows, no_uniform_mass, uniform_target_support(tgt_symbols, nspecial, control), report)
 
 
-def uniform_lexicon_table(src_symbols: Sequence[str], tgt_symbols: Sequence[str], nspecial: int) -> LexiconTable:
-    """Every row uniform over the ordinary target symbols (Table 5's "Uniform" initialisation)."""
+def uniform_lexicon_table(
+    src_symbols: Sequence[str], tgt_symbols: Sequence[str], nspecial: int, control_tokens: Collection[str] = ()
+) -> LexiconTable:
+    """Every row uniform over the ordinary target symbols (Table 5's "Uniform" initialisation; no control token)."""
     uniform = np.ones(len(src_symbols), dtype=bool)
     return _pack(
         [[] for _ in src_symbols],
         uniform,
-        uniform_target_support(tgt_symbols, nspecial),
+        uniform_target_support(tgt_symbols, nspecial, control_tokens),
         dict(rows_uniform=len(src_symbols)),
     )
