@@ -93,3 +93,31 @@ def test_the_recipe_makes_a_data_bin_again_when_its_dictionary_is_gone(tmp_path)
     (work / "bin" / "dict.tgt.txt").unlink()
     again = ok(run_recipe("scan", *args, "--prepare-only"))
     assert "fairseq-preprocess: up to date" not in again and (work / "bin" / "dict.tgt.txt").is_file()
+
+
+def test_a_stamped_command_is_the_same_wherever_the_work_and_the_programs_are(tmp_path):
+    """A GPU campaign prepares the groups' data-bins and lexicons here and carries them: the device's recipe must
+    find them up to date, though its WORK, its environment and its checkout lie elsewhere."""
+    from recipes import ROOT
+    from recipes.commands import stamp_command
+
+    def preprocess(env, work):
+        return [f"{env}/bin/fairseq-preprocess", "--trainpref", f"{work}/data/train", "--destdir", f"{work}/bin"]
+
+    here = stamp_command(preprocess("/home/u/.venv", "/tmp/a/w"), "/tmp/a/w")
+    there = stamp_command(preprocess("/tmp/state/site", "/tmp/state/work/g"), "/tmp/state/work/g")
+    assert here == there == "fairseq-preprocess --trainpref WORK/data/train --destdir WORK/bin"
+    script = [f"{ROOT}/tools/build_lexicon.py", "--src", "/data/x.src", "-o", "/tmp/a/w/lexicons/s.tsv"]
+    assert stamp_command(["python"] + script, "/tmp/a/w") == (
+        "python tools/build_lexicon.py --src /data/x.src -o WORK/lexicons/s.tsv"
+    )  # a path outside WORK and the checkout (the user's) stays as it is
+
+
+def test_a_stamp_recorded_before_it_was_portable_counts_as_the_same(tmp_path):
+    out = tmp_path / "out.txt"
+    out.write_text("x")
+    old = {"data_sha1": "d", "command": "/abs/bin/fairseq-preprocess --destdir /tmp/a/w/bin"}
+    (tmp_path / "stamp.json").write_text(json.dumps({**old, "seconds": 1.0}))
+    key = {"data_sha1": "d", "command": "fairseq-preprocess --destdir WORK/bin"}
+    assert Step("p", str(tmp_path / "stamp.json"), key, [str(out)], equivalent={"command": old["command"]}).up_to_date()
+    assert not Step("p", str(tmp_path / "stamp.json"), key, [str(out)]).up_to_date()

@@ -84,6 +84,25 @@ def preprocess(
     ]
 
 
+def stamp_command(cmd: Sequence[str], work: str) -> str:
+    """A step's command as its stamp records it, the same wherever the checkout, the environment and WORK are: paths
+    under ``work`` as WORK/..., the checkout's scripts relative to it, the program by its name. So a work directory
+    prepared on one machine is up to date on another (a GPU campaign carries its data-bins and lexicons: docs/gpu.md);
+    the data's content is in the stamp's data_sha1."""
+    work, root = os.path.abspath(work), ROOT
+
+    def portable(k: int, arg: str) -> str:
+        if k == 0:
+            return os.path.basename(arg)
+        if os.path.isabs(arg):
+            for base, name in ((work, "WORK"), (root, "")):
+                if arg == base or arg.startswith(base + os.sep):
+                    return os.path.join(name, os.path.relpath(arg, base)) if name else os.path.relpath(arg, base)
+        return arg
+
+    return " ".join(shlex.quote(portable(k, str(a))) for k, a in enumerate(cmd))
+
+
 def build_lexicon(method_options: Sequence[str], source: str, target: str, output: str) -> List[str]:
     """tools/build_lexicon.py with ``method_options`` (--method ... and its options) on a parallel corpus."""
     return [

@@ -38,9 +38,12 @@ class LexiconSteps:
 
     def lexicon_step(self, method: str) -> Step:
         cmd = self.lexicon_command(method)
-        key = {"data_sha1": self.data_sha1, "command": show(cmd[1:])}
+        key = {"data_sha1": self.data_sha1, "command": commands.stamp_command(cmd[1:], self.work)}
         log = f"{self.layout.lexicons}/{method}.log"
-        return Step(f"build_lexicon.py --method {method}", f"{self.layout.lexicons}/{method}.json", key, [cmd[-2]], log)
+        old = {"command": show(cmd[1:])}  # recorded before stamps were portable
+        return Step(
+            f"build_lexicon.py --method {method}", f"{self.layout.lexicons}/{method}.json", key, [cmd[-2]], log, old
+        )
 
     def lexicon_to_be_built(self, method: str, prep: Prepared) -> Optional[str]:
         """The SHA-1 (sha1_lexicon_entries) of the lexicon this invocation would build, where it would replace the

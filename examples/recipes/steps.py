@@ -45,6 +45,9 @@ class Step:
     key: Mapping[str, object]  # what the outputs are made from
     outputs: Sequence[str] = field(default_factory=tuple)
     log: Optional[str] = None  # where to look when it fails
+    # a key's older recorded value that counts as the same (differences' equivalent), e.g. a command recorded with
+    # absolute paths before stamps were made portable
+    equivalent: Optional[Mapping[str, object]] = None
 
     def recorded(self) -> Dict[str, object]:
         """The stamp's content ({} where there is none)."""
@@ -53,7 +56,9 @@ class Step:
     def up_to_date(self) -> bool:
         return (
             os.path.isfile(self.stamp)
-            and not differences({k: v for k, v in self.recorded().items() if k != SECONDS}, self.key, exact=True)
+            and not differences(
+                {k: v for k, v in self.recorded().items() if k != SECONDS}, self.key, self.equivalent, exact=True
+            )
             and all(os.path.exists(o) for o in self.outputs)
         )
 
