@@ -83,7 +83,7 @@ def test_a_fresh_lease_completes_the_scan_plans_first_ten_runs_at_the_rates_meas
     assert table[best] == [r.id for r in plan.plan_runs("scan")[:10]]  # LSTM + Simple, seeds 1-5, both splits
     assert all(plan.max_update_of(r) == 8000 for r in plan.plan_runs("scan")[:10])
     # a run of 8,000 updates at 11.7 updates/s (jump, ten at once) with its start-up and decoding takes 749 s of the
-    # 770 the lease leaves: an eleventh cannot follow, and a shorter lease completes none
+    # 780 the lease leaves: an eleventh cannot follow, and a shorter lease completes none
     assert len(table[10]) == 10 and plan.lease_estimate("scan", 600.0)[10] == []
     # the authors' loop (random batches, 8.0 updates/s) never fits a lease; the width plan's other eight do
     width = plan.lease_estimate("width", 900.0)
@@ -712,6 +712,7 @@ def test_a_miniature_campaign_on_a_simulated_device(tmp_path):
     assert "carry folder .gpu/" in prep.stdout and 'carry=[".gpu"]' in prep.stdout
     manifest = json.loads((host / ".gpu" / "manifest.json").read_text())
     assert manifest["plan"] == "mini" and any(w.startswith("fairseq_lexical-") for w in manifest["wheels"])
+    assert manifest["work"]["groups"] == ["scan_jump"] and "prepare: scan_jump's data" in prep.stdout
 
     # there: the travelled tree (tracked and untracked-not-ignored files, and the carried .gpu), a Python with
     # the device's packages, HOME empty, no PYTHONPATH, neither the checkout nor ../shared nor the caches readable
@@ -817,6 +818,9 @@ def test_a_miniature_campaign_on_a_simulated_device(tmp_path):
     )
     os.killpg(hung["pgid"], signal.SIGSTOP)
     wait_for(lambda: sum(r["status"] in device.FINAL for r in runs().values()) == 5, 240, "the other runs to end")
+    # the group's data-bin and lexicons came prepared from here: the device's preparation found them up to date
+    prepared = (state / "logs" / "prepare_scan_jump.log").read_text()
+    assert "fairseq-preprocess: up to date" in prepared and "(up to date)" in prepared, prepared[-2000:]
     beside = next(r for r in runs().values() if r["priority"] == 3)  # ran beside the stopped one: not harmed
     assert beside["status"] == "finished" and beside["started"] < runs()[asked["id"]]["ended"], beside
 

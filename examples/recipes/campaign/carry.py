@@ -100,6 +100,46 @@ def write_data_archive(files: Dict[str, str], path: str) -> None:
                 tar.addfile(info, f)
 
 
+# -- the groups' work folders, prepared here ------------------------------------------------------------------------
+WORK_ARCHIVE = "work.tar.gz"
+MTIMES = "mtimes.json"  # in the archive: each file's modification time in ns (tar keeps microseconds at best)
+
+
+def prepare_work(plan: str, data: str, folder: str) -> List[str]:
+    """Each group's data, data-bin and lexicons, prepared here by its recipe (`--prepare-only`, as the device would)
+    and written to ``folder``/WORK_ARCHIVE as work/<group>/...: the device then finds them up to date (the stamps
+    are portable: commands.stamp_command) instead of spending its lease on them. The files' modification times go
+    with them to the nanosecond, since the work folders' ownership records compare them. Returns the groups."""
+    tmp = tempfile.mkdtemp(prefix="fairseq_lexical_work.")
+    try:
+        groups = planning.plan_groups(plan)
+        for k, group in enumerate(groups, 1):
+            print(f"prepare: {group.name}'s data, data-bin and lexicons ({k}/{len(groups)}) ...", flush=True)
+            work = os.path.join(tmp, "work", group.name)
+            command = planning.prepare_command(group, os.path.join(os.path.abspath(data), group.task), work)
+            log = os.path.join(tmp, f"prepare_{group.name}.log")
+            with open(log, "w") as out:
+                code = subprocess.call(command, stdout=out, stderr=subprocess.STDOUT)
+            if code != 0:
+                with open(log, errors="replace") as f:
+                    raise PrepareError(f"preparing {group.name} failed (exit {code}):\n{''.join(f.readlines()[-20:])}")
+        names, mtimes = [], {}
+        for directory, _, files in os.walk(os.path.join(tmp, "work")):
+            for name in files:
+                path = os.path.join(directory, name)
+                rel = os.path.relpath(path, tmp)
+                if name != ".lock":  # the recipe's lock of WORK: the device's recipe takes its own
+                    names.append(rel)
+                    mtimes[rel] = os.stat(path).st_mtime_ns
+        write_json(os.path.join(tmp, MTIMES), mtimes)
+        with tarfile.open(os.path.join(folder, WORK_ARCHIVE), "w:gz", compresslevel=6) as tar:
+            for rel in sorted(names) + [MTIMES]:
+                tar.add(os.path.join(tmp, rel), arcname=rel, recursive=False)
+        return [g.name for g in groups]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 # -- wheels -----------------------------------------------------------------------------------------------------------
 def install_helpers():
     """tools/install_helpers.py (tools/ is not a package): what the install scripts know about requirements."""
@@ -371,6 +411,7 @@ def build(
     files = plan_data_files(plan, data)
     wheels = collect_wheels(os.path.join(folder, "wheels"), python_version, platform, fairseq_wheel, left_out)
     write_data_archive(files, os.path.join(folder, "data.tar.gz"))
+    groups = prepare_work(plan, data, folder)
     try:
         commit = git("rev-parse", "HEAD").strip() + ("-dirty" if git("status", "--porcelain", "-uno").strip() else "")
     except (OSError, subprocess.CalledProcessError):
@@ -389,6 +430,7 @@ def build(
             "from": os.path.abspath(data),
             "files": {n: os.path.getsize(p) for n, p in sorted(files.items())},
         },
+        "work": {"archive": WORK_ARCHIVE, "groups": groups},
     }
     manifest["bytes"] = folder_bytes(folder)
     write_json(os.path.join(folder, "manifest.json"), manifest)

@@ -531,6 +531,8 @@ def start(args) -> int:
             ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "results", "img"),
         )
     extract_data(f"{carry_dir}/{manifest['data']['archive']}", f"{state}/data")
+    if "work" in manifest:  # the groups prepared there: the scheduler's preparation finds them up to date
+        extract_work(f"{carry_dir}/{manifest['work']['archive']}", state)
 
     found = run_check(state, ENVIRONMENT_CHECK, "the installed environment does not import", packages)
     # one training step of a tiny lex_lstm on the device, before any run depends on it
@@ -594,6 +596,19 @@ def start(args) -> int:
     log(f"start: {graphs_text(found['cuda_graphs'])}")
     log("next: poll (bash tools/gpu_campaign.sh poll), back to back, until it says the campaign is over")
     return 0
+
+
+def extract_work(archive: str, state: str) -> None:
+    """The prepared work folders (carry.prepare_work) into state/work, each file with its modification time to the
+    nanosecond (the work folders' ownership records compare them)."""
+    extract_data(archive, state)
+    mtimes = read_json(f"{state}/{carry.MTIMES}")
+    for rel, ns in mtimes.items():
+        path = os.path.join(state, rel)
+        if not rel.startswith("work" + os.sep) or not os.path.isfile(path):
+            raise CampaignError(f"{archive}: {carry.MTIMES} names {rel!r}, which is no file of the archive's work/")
+        os.utime(path, ns=(ns, ns))
+    os.remove(f"{state}/{carry.MTIMES}")
 
 
 def extract_data(archive: str, dest: str) -> None:
