@@ -423,3 +423,24 @@ def test_a_damaged_record_stops_the_pipeline_before_it_writes(fake_fairseq, tmp_
     assert proc.returncode == 2 and "Traceback" not in err, out + err
     assert f"{run}/{ownership.OWNED}: not a record of the pipeline's files (move it away)" in err
     assert tree_state(work) == before
+
+
+def test_force_writes_into_no_linked_folder_inside_work(fake_fairseq, tmp_path):
+    """A folder of WORK moved out and linked back (WORK/lexicons -> elsewhere): the files in it are still
+    recorded as the pipeline's, but writing there writes outside WORK. The checks name the link and nothing is
+    written; a WORK that is itself a link (the user's choice of place) is followed as before."""
+    write_tiny_layouts(tmp_path)
+    work, outside = tmp_path / "w", tmp_path / "outside"
+    assert start_recipe(fake_fairseq, tmp_path / "scan", work).wait(timeout=300) == 0
+    outside.mkdir()
+    os.replace(work / "lexicons", outside / "lexicons")
+    (work / "lexicons").symlink_to(outside / "lexicons")
+    kept = tree_state(outside)
+    proc = start_recipe(fake_fairseq, tmp_path / "scan", work, "--force")
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 2 and "nothing was written" in err and f"{work}/lexicons:" in err, out + err
+    assert tree_state(outside) == kept
+    os.remove(work / "lexicons")
+    os.replace(outside / "lexicons", work / "lexicons")
+    (tmp_path / "linked_work").symlink_to(work)
+    assert start_recipe(fake_fairseq, tmp_path / "scan", tmp_path / "linked_work").wait(timeout=300) == 0

@@ -185,13 +185,35 @@ def owns(path: str) -> bool:
     return Record(os.path.dirname(os.path.abspath(path))).owns(os.path.basename(path))
 
 
+def linked_folder(directory: str) -> Optional[str]:
+    """The folder on the way to ``directory`` (itself included) that is a symbolic link placed inside a folder the
+    pipeline writes (one holding a record), or None: writing there would write outside WORK. A link above WORK (WORK
+    itself given as a link, a linked home folder) is the user's choice of place and is followed."""
+    path = os.path.abspath(directory)
+    while path != os.path.dirname(path):
+        if os.path.islink(path) and os.path.isfile(os.path.join(os.path.dirname(path), OWNED)):
+            return path
+        path = os.path.dirname(path)
+    return None
+
+
 def foreign(paths: Iterable[str]) -> List[str]:
-    """Those of ``paths`` that exist and are not the pipeline's. The records of their directories are read whether
-    the paths exist or not: these are the checks before writing, where a damaged one stops the pipeline."""
+    """Those of ``paths`` that exist and are not the pipeline's, or whose folder is a linked one inside WORK
+    (linked_folder: that folder is named). The records of their directories are read whether the paths exist or
+    not: these are the checks before writing, where a damaged one stops the pipeline."""
     paths = list(paths)
+    linked = []
     for directory in dict.fromkeys(os.path.dirname(os.path.abspath(p)) for p in paths):
+        link = linked_folder(directory)
+        if link is not None:
+            linked.append(link)
+            continue
         Record(directory)
-    return [p for p in paths if os.path.lexists(p) and not owns(p)]
+    linked = list(dict.fromkeys(linked))
+    through = tuple(link + os.sep for link in linked)
+    return linked + [
+        p for p in paths if not os.path.abspath(p).startswith(through) and os.path.lexists(p) and not owns(p)
+    ]
 
 
 def foreign_in(directory: str, names: "re.Pattern[str]") -> List[str]:
@@ -252,6 +274,11 @@ def writing(directory: str) -> Iterator[None]:
             with _guard:
                 _active[directory] -= 1
         return
+    link = linked_folder(directory)
+    if link is not None:  # (the checks before writing name it first; this is the last guard)
+        raise RecipeError(
+            f"{link}: a symbolic link to a folder, inside WORK: nothing is written through one; move it away"
+        )
     os.makedirs(directory, exist_ok=True)
     record = Record(directory)
     record.settle()
