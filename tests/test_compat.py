@@ -126,6 +126,8 @@ def test_fp16_that_cannot_train_is_one_line(toy_data, tmp_path, extra, message):
     proc = run_cli("fairseq-train", *argv, check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert f"fairseq-train: error: {message}" in proc.stderr
+    if extra:
+        return
     argv = tiny_train_args(
         toy_data / "bin", tmp_path / "m", "--arch", "lex_lstm_small", "--lexicon", toy_data / "lexicon.tsv",
         "--memory-efficient-fp16", updates=2, validation=False,

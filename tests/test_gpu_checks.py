@@ -73,19 +73,19 @@ def test_without_a_gpu_it_stops_with_the_reason(tmp_path):
 @pytest.mark.parametrize("check", ["stop", "concurrency"])
 def test_the_lease_checks_rehearse_on_a_cpu(tmp_path, check):
     """tools/lease_check.py at tiny sizes (on a CPU the graphs fall back to eager): `stop` asks the first of three
-    runs to stop once each has made 20 updates, and it leaves at a step boundary while the two others finish;
+    runs to stop once each has made 10 updates, and it leaves at a step boundary while the two others finish;
     `concurrency` times two runs at once eagerly, then with graphs."""
     out = tmp_path / "lease.json"
     argv = [sys.executable, os.path.join(REPO, "tools", "lease_check.py"), check, str(out), "--sizes", "tiny"]
-    argv += ["--warm", "20", "--updates", "120"] + (["--runs", "2"] if check == "concurrency" else [])
+    argv += ["--warm", "10", "--updates", "60"] + (["--runs", "2"] if check == "concurrency" else [])
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=examples_env(OMP_NUM_THREADS="1"))
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     result = json.loads(out.read_text())
     assert result["passed"] and result["mps"] is False
     if check == "stop":
         first, *others = result["runs"]
-        assert result["stopped_at_a_step_boundary"] and 20 <= first["updates"] < 120 and first["exit"] == 75
-        assert [(r["exit"], r["updates"]) for r in others] == [(0, 120), (0, 120)]
+        assert result["stopped_at_a_step_boundary"] and 10 <= first["updates"] < 60 and first["exit"] == 75
+        assert [(r["exit"], r["updates"]) for r in others] == [(0, 60), (0, 60)]
     else:  # the graphs fell back on the CPU: eager is the faster, whatever the two rates
         assert result["graphs"]["fallback"] and result["faster"] == "eager"
         assert result["eager"]["finished"] == 2 and result["eager"]["updates_per_s_in_all"] > 0

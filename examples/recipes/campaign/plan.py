@@ -115,7 +115,7 @@ MINI_OPTIONS = (
     ("batch_size", 16),
     ("patience", 0),
 )
-MINI_TIERS = (Tier((Group("scan", ("lstm", "simple"), "jump", MINI_OPTIONS),), (1, 2, 3)),)
+MINI_TIERS = (Tier((Group("scan", ("lstm", "simple"), "jump", MINI_OPTIONS),), (1, 2)),)
 PLANS: Dict[str, Tuple[Tier, ...]] = {
     "paper": PAPER_TIERS,
     "scan": SCAN_TIERS,
