@@ -315,6 +315,7 @@ def tiny_train_args(
     validation=True,
     epoch_checkpoints=False,
     criterion="lexical_cross_entropy",
+    optimizer="adam",
     user_dir=USER_DIR,
 ):
     """fairseq-train's arguments (after the program's name) for a tiny run of the tests: every test that trains
@@ -323,7 +324,7 @@ def tiny_train_args(
     --max-update; ``seed`` 1 is fairseq's default; ``log_interval`` alone logs in the simple format; ``user_dir``
     None: stock fairseq, without the plugin)."""
     argv = [data, *(["--user-dir", user_dir] if user_dir else []), *options, "--criterion", criterion]
-    argv += ["--optimizer", "adam"]
+    argv += ["--optimizer", optimizer]
     argv += ["--lr", lr, "--batch-size", batch_size, "--seed", seed, "--num-workers", 0, "--save-dir", save_dir]
     if updates is not None:
         argv += ["--max-update", updates]
@@ -354,6 +355,7 @@ class TinySpec:
 
     options: tuple
     settings: tuple = ()
+    float64: bool = False  # trained with torch's default dtype float64 (a float64 model), to compare runs exactly
 
     def train_args(self, data, save_dir, lexicon, **changes):
         """tiny_train_args of this run, with ``lexicon`` for TOY_LEXICON and ``changes`` to its keywords."""
@@ -361,8 +363,8 @@ class TinySpec:
         return tiny_train_args(data, save_dir, *options, **{**dict(self.settings), **changes})
 
 
-def tiny_spec(*options, **settings):
-    return TinySpec(tuple(str(o) for o in options), tuple(sorted(settings.items())))
+def tiny_spec(*options, float64=False, **settings):
+    return TinySpec(tuple(str(o) for o in options), tuple(sorted(settings.items())), float64)
 
 
 # The configuration matrix of the tiny runs (the habit of yoyodyne's tests): each family's small architecture with
@@ -403,11 +405,17 @@ TINY_SEARCHES = {
 # ends, and a job whose `after` file is missing (its training failed) is skipped.
 _TINY_RUNNER = r"""
 import json, os, sys, traceback
+import torch
 import fairseq_lexical
 from fairseq_cli import generate, train
 for job in json.loads(sys.argv[1]):
     if job["after"] and not os.path.exists(job["after"]):
         continue
+    torch.set_default_dtype(torch.float64 if job.get("float64") else torch.float32)
+    # fairseq keeps a run's best validation score on these functions: a fresh start for each job
+    from fairseq import checkpoint_utils
+    for keeper in (train.should_stop_early, checkpoint_utils.save_checkpoint):
+        keeper.__dict__.pop("best", None)
     with open(job["log"], "w") as log:
         sys.stdout.flush(), sys.stderr.flush()
         saved = os.dup(1), os.dup(2)
@@ -484,7 +492,7 @@ class TinyRuns:
         argv = ["fairseq-train", *spec.train_args(self.data / "bin", folder / "ckpt", lexicon)]
         # from the end of training on, nothing may need the lexicon file
         job = dict(log=folder / "train.log", done=folder / "trained", after="", remove=lexicon)
-        return dict(spec=spec, argv=argv, **{k: str(v) for k, v in job.items()})
+        return dict(spec=spec, argv=argv, float64=spec.float64, **{k: str(v) for k, v in job.items()})
 
     def _generate_job(self, spec, search):
         folder = self.folders[spec]

@@ -96,16 +96,18 @@ class LexicalCrossEntropyCriterion(FairseqCriterion):
         unk = self.unk_idx if self.unk_idx in never_output else None
         unk_targets = target.eq(unk) if unk is not None else None
         scored = target.masked_fill(unk_targets, self.padding_idx) if unk_targets is not None else target
+        replicas = sample.get("replicas")  # --replica-seeds: R models' rows, replica-major (tasks/replica_training.py)
+        summed = reduce and replicas is None
         if self.eps > 0:
             loss, nll_loss = smoothed_nll_loss(
-                lprobs.view(-1, lprobs.size(-1)), scored.view(-1), self.eps, self.padding_idx, never_output, reduce
+                lprobs.view(-1, lprobs.size(-1)), scored.view(-1), self.eps, self.padding_idx, never_output, summed
             )
         else:  # plain NLL: no V-sized smoothing sum in the forward, a one-hot (not dense) gradient in the backward
             nll_loss = F.nll_loss(
                 lprobs.view(-1, lprobs.size(-1)),
                 scored.view(-1),
                 ignore_index=self.padding_idx,
-                reduction="sum" if reduce else "none",
+                reduction="sum" if summed else "none",
             )
             loss = nll_loss
         extra = net_output[1] if isinstance(net_output[1], dict) else {}
@@ -116,6 +118,9 @@ class LexicalCrossEntropyCriterion(FairseqCriterion):
             "nsentences": sample["target"].size(0),
             "sample_size": sample_size,
         }
+        if replicas is not None:
+            loss, nll_loss = self.replica_losses(loss, nll_loss, replicas, logging_output)
+            sample_size = 1  # each replica's loss is divided by its own sample size already
         # Logged values stay on the device, as in fairseq's own criterions: fairseq sums them and reads them once
         # per log interval. An .item() (or masked_select) here would make the host wait for the GPU every step.
         for name, aux in (extra.get("aux_losses") or {}).items():
@@ -135,9 +140,32 @@ class LexicalCrossEntropyCriterion(FairseqCriterion):
             best[:, 0, self.eos_idx] = -math.inf
             hit = best.argmax(dim=-1).eq(target) | ~mask
             logging_output["exact_sum"] = hit.all(dim=-1).sum().data
-        logging_output["loss"] = loss.data
+            if replicas is not None:  # (a replica's padding rows have no target: not sentences)
+                exact = hit.all(dim=-1) & mask.any(dim=-1)
+                logging_output["replica_exact"] = exact.view(len(replicas["ntokens"]), -1).sum(1).data
+                logging_output["exact_sum"] = logging_output["replica_exact"].sum()
+        logging_output["loss"] = loss.data if replicas is None else logging_output["replica_loss"].sum()
         logging_output["nll_loss"] = nll_loss.data
         return loss, sample_size, logging_output
+
+    def replica_losses(self, loss, nll_loss, replicas: dict, logging_output: dict):
+        """--replica-seeds: (the loss to minimise, sum over replicas of each one's loss divided by its own sample
+        size; the NLL summed) from per-position losses, and each replica's sums in ``logging_output`` (R each)."""
+        count = len(replicas["ntokens"])
+        per_replica = loss.reshape(count, -1).sum(1)
+        nll_per_replica = nll_loss.reshape(count, -1).sum(1)
+        sizes = replicas["nsentences"] if self.sentence_avg else replicas["ntokens"]
+        sizes = sizes.to(per_replica.device)
+        logging_output.update(
+            sample_size=sizes.sum().data,
+            nsentences=replicas["nsentences"].sum().data,
+            replica_loss=per_replica.data,
+            replica_nll_loss=nll_per_replica.data,
+            replica_sample_size=sizes.data,
+            replica_ntokens=replicas["ntokens"].data,
+            replica_nsentences=replicas["nsentences"].data,
+        )
+        return (per_replica / sizes.clamp(min=1)).sum(), nll_per_replica.sum()
 
     @classmethod
     def reduce_metrics(cls, logging_outputs) -> None:

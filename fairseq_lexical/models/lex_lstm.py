@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from fairseq import utils
@@ -34,6 +33,7 @@ from fairseq.models.lstm import (
 from fairseq.models.lstm import base_architecture as lstm_base_architecture
 from fairseq.modules import FairseqDropout
 
+from ..modules import replicas
 from ..modules.cuda_graph_step import CudaGraphStep
 from ..modules.masked_lstm import lstm_cell_pointwise, masked_lstm
 from ..modules.precision import autocast_off, autocast_on, fp32_linear, fp32_or_wider
@@ -206,6 +206,18 @@ def _batched_rule(x: Tensor, grad: Tensor) -> Tensor:  # x: T x B x 1 x C_1, gra
     return torch.bmm(x.squeeze(2).permute(1, 2, 0), grad.squeeze(2).transpose(0, 1))
 
 
+def _replica_rule(num_replicas: int):
+    """The rule of stacked replicas' operands: x T x RB x C_1, grad T x RB x C_2 -> R x C_1 x C_2."""
+
+    def rule(x: Tensor, grad: Tensor) -> Tensor:
+        steps = x.size(0)
+        x = x.reshape(steps, num_replicas, -1, x.size(-1)).permute(1, 3, 0, 2).flatten(2)
+        grad = grad.reshape(steps, num_replicas, -1, grad.size(-1)).transpose(0, 1).flatten(1, 2)
+        return torch.bmm(x, grad)
+
+    return rule
+
+
 class StepProduct:
     """y_t = base_t + x_t @ M for the steps t of a loop in which x_t is known only at step t. With ``defer`` M's
     gradient is computed once, over all steps, in the backward pass (``_DeferredGradient``): each step's backward then
@@ -213,15 +225,20 @@ class StepProduct:
 
     Args:
         base: T x B x C_2 (per row: T x B x 1 x C_2), base_t for every step.
-        operand: M, C_1 x C_2 (per row: B x C_1 x C_2).
+        operand: M, C_1 x C_2 (stacked replicas: R x C_1 x C_2; per row: B x C_1 x C_2).
         defer: compute M's gradient once, in the backward pass.
+        per_row: M is one matrix per row of the batch.
     """
 
-    def __init__(self, base: Tensor, operand: Tensor, defer: bool):
-        self.batched = operand.dim() == 3
+    def __init__(self, base: Tensor, operand: Tensor, defer: bool, per_row: bool = False):
+        self.batched = per_row
         self.inputs = [] if defer else None
         if defer:
-            base = _DeferredGradient.apply(base, operand, self.inputs, _batched_rule if self.batched else _matrix_rule)
+            if per_row:
+                rule = _batched_rule
+            else:
+                rule = _replica_rule(operand.size(0)) if operand.dim() == 3 else _matrix_rule
+            base = _DeferredGradient.apply(base, operand, self.inputs, rule)
             operand = operand.detach()
         self.operand = operand
         self.bases = base.unbind(0)
@@ -232,7 +249,7 @@ class StepProduct:
             self.inputs.append(x.detach())
         if self.batched:
             return torch.baddbmm(self.bases[t], x, self.operand)
-        return torch.addmm(self.bases[t], x, self.operand)
+        return replicas.addmm(self.bases[t], x, self.operand)
 
 
 class LoopAttention:
@@ -265,8 +282,10 @@ class LoopAttention:
             score_base = self.keys.new_zeros((), dtype=wide).expand(steps, bsz, 1, src_len)
             if self.mask_bias is not None:
                 score_base = score_base + self.mask_bias.unsqueeze(1)
-            self.scores = StepProduct(score_base, self.keys, True)
-            self.attended = StepProduct(values.new_zeros(()).expand(steps, bsz, 1, values.size(2)), values, True)
+            self.scores = StepProduct(score_base, self.keys, True, per_row=True)
+            self.attended = StepProduct(
+                values.new_zeros(()).expand(steps, bsz, 1, values.size(2)), values, True, per_row=True
+            )
 
     def __call__(self, t: int, query: Tensor):
         """(alpha_t B x S in fp32, W_c c_t B x C) at step t from the query q_t (B x C_x)."""
@@ -303,6 +322,8 @@ def attentional_output(
 
 class Float32Linear(nn.Linear):
     """nn.Linear computed in fp32 whatever its parameters' dtype and autocast (the parameters keep their dtype)."""
+
+    compute_in_fp32 = True  # (kept by its replica form, replicas.ReplicaLinear)
 
     def forward(self, input: Tensor) -> Tensor:
         """... x C_1 -> ... x C_2, fp32 (or wider)."""
@@ -455,7 +476,9 @@ class LexLSTMDecoder(LexicalDecoder, FairseqIncrementalDecoder):
         # directly).
         defer = torch.is_grad_enabled() and enc.dtype == wide and not autocast_on(enc.device.type)
         cell0 = self.layers[0]
-        w_embed, w_feed = cell0.weight_ih[:, :E], cell0.weight_ih[:, E:]
+        # (weights may be stacked replicas', R x C_2 x C_1: the products are replicas' and the weights' slices,
+        # concatenations and transposes are along their last two dimensions)
+        w_embed, w_feed = cell0.weight_ih[..., :E], cell0.weight_ih[..., E:]
         bias0 = cell0.bias_ih + cell0.bias_hh
         att = self.attention
         w_out = att.output_proj.weight
@@ -465,35 +488,45 @@ class LexLSTMDecoder(LexicalDecoder, FairseqIncrementalDecoder):
         with fp32_only:
             if combined:
                 # o_t = W_e e_t + W_f o_t-1 + W_h h_t + W_c c_t + b in fp32; the first cell too, since it reads o_t-1
-                w_oe, w_of, w_oh, w_oc = w_out.split([E, C, C, C_x], dim=1)
+                w_oe, w_of, w_oh, w_oc = w_out.split([E, C, C, C_x], dim=-1)
                 # e_t and o_t-1 each feed the first cell's gates and o_t: one product each
                 pre = fp32_linear(
-                    embedded.transpose(0, 1), torch.cat([w_embed, w_oe]), torch.cat([bias0, att.output_proj.bias])
+                    embedded.transpose(0, 1),
+                    torch.cat([w_embed, w_oe], dim=-2),
+                    torch.cat([bias0, att.output_proj.bias], dim=-1),
+                    row_dim=1,
                 )  # T x B x 5C
-                w_shared = fp32_or_wider(torch.cat([w_feed, w_of])).t()
-                w_hh0 = fp32_or_wider(cell0.weight_hh).t()
+                w_shared = fp32_or_wider(torch.cat([w_feed, w_of], dim=-2)).transpose(-1, -2)
+                w_hh0 = fp32_or_wider(cell0.weight_hh).transpose(-1, -2)
                 enc_out = fp32_linear(enc, w_oc)  # B x S x C: W_c s_j, so that W_c c_t = sum_j alpha_j W_c s_j
                 # h_t feeds the query and o_t: one product, [W_q; W_h] h_t + [b_q; 0]
-                w_query = fp32_or_wider(torch.cat([att.input_proj.weight, w_oh])).t()
-                b_query = fp32_or_wider(torch.cat([att.input_proj.bias, att.output_proj.bias.new_zeros(C)]))
+                w_query = fp32_or_wider(torch.cat([att.input_proj.weight, w_oh], dim=-2)).transpose(-1, -2)
+                zeros = att.output_proj.bias.new_zeros(*att.output_proj.bias.shape[:-1], C)
+                b_query = fp32_or_wider(torch.cat([att.input_proj.bias, zeros], dim=-1))
             else:
-                w_oc, w_oh = w_out.split([C_x, C], dim=1)
-                pre = F.linear(embedded.transpose(0, 1), w_embed, bias0)  # T x B x 4C
-                w_shared, w_hh0 = w_feed.t(), cell0.weight_hh.t()
-                enc_out = F.linear(enc, w_oc)  # B x S x C: W_c s_j
-                w_query, b_query = torch.cat([att.input_proj.weight, w_oh]).t(), None
+                w_oc, w_oh = w_out.split([C_x, C], dim=-1)
+                pre = replicas.linear(embedded.transpose(0, 1), w_embed, bias0, row_dim=1)  # T x B x 4C
+                w_shared, w_hh0 = w_feed.transpose(-1, -2), cell0.weight_hh.transpose(-1, -2)
+                enc_out = replicas.linear(enc, w_oc)  # B x S x C: W_c s_j
+                w_query, b_query = torch.cat([att.input_proj.weight, w_oh], dim=-2).transpose(-1, -2), None
             state_dtype = hiddens[0].dtype
             first_input = StepProduct(pre, w_shared, defer)
             gates_shape = (steps, bsz, 4 * C)
             first_hidden = StepProduct(pre.new_zeros(()).expand(gates_shape), w_hh0, defer)
             upper = [
                 (
-                    StepProduct((layer.bias_ih + layer.bias_hh).expand(gates_shape), layer.weight_ih.t(), defer),
-                    StepProduct(layer.bias_hh.new_zeros(()).expand(gates_shape), layer.weight_hh.t(), defer),
+                    StepProduct(
+                        replicas.per_row(layer.bias_ih + layer.bias_hh, bsz).expand(gates_shape),
+                        layer.weight_ih.transpose(-1, -2),
+                        defer,
+                    ),
+                    StepProduct(
+                        layer.bias_hh.new_zeros(()).expand(gates_shape), layer.weight_hh.transpose(-1, -2), defer
+                    ),
                 )
                 for layer in self.layers[1:]
             ]
-            query_base = b_query if b_query is not None else w_query.new_zeros(())
+            query_base = replicas.per_row(b_query, bsz) if b_query is not None else w_query.new_zeros(())
             query = StepProduct(query_base.expand(steps, bsz, C_x + C), w_query, defer)
             attention = LoopAttention(enc, enc_out, encoder_out[3], steps, defer)
         between = [self.step_masks(self.dropout_out_module, steps, hiddens[i]) for i in range(1, self.num_layers)]
@@ -670,7 +703,7 @@ class LexLSTMDecoder(LexicalDecoder, FairseqIncrementalDecoder):
         )
         if self.combined_output:  # o_t is fp32, and so is p_write's projection of it
             return fp32_linear(x, weight, bias)
-        return F.linear(x, weight, bias)
+        return replicas.linear(x, weight, bias)
 
 
 @register_model("lex_lstm")
@@ -732,14 +765,22 @@ class LexLSTMModel(KeepBestHub, LSTMModel):
 
     # `--cuda-graphs`: the owner of the graphs and of the decision whether they are safe (None: eager training)
     cuda_graph_step: Optional[CudaGraphStep] = None
+    # `--replica-seeds` (tasks/replica_training.py): every weight a product of the loop reads goes through
+    # modules/replicas.py, so the stacked model runs this code; the seeds of a stacked model, else None
+    supports_replicas = True
+    replica_seeds: Optional[List[int]] = None
 
     def forward(self, src_tokens, src_lengths, prev_output_tokens, **kwargs):
         """fairseq's encoder-decoder forward; in training with `--cuda-graphs`, through the graphs where they are
-        safe (``CudaGraphStep``), with the same results."""
+        safe (``CudaGraphStep``), with the same results; stacked replicas' (R x B rows) without packing."""
         if self.cuda_graph_step is not None and self.training and torch.is_grad_enabled() and not kwargs:
             out = self.cuda_graph_step(self, src_tokens, src_lengths, prev_output_tokens)
             if out is not None:
                 return out
+        if self.replica_seeds is not None:
+            if kwargs:
+                raise ValueError(f"stacked replicas are trained and validated only (got {', '.join(kwargs)})")
+            return self.static_training_forward(src_tokens, src_lengths, prev_output_tokens)
         return super().forward(src_tokens, src_lengths, prev_output_tokens, **kwargs)
 
     def static_training_forward(self, src_tokens: Tensor, src_lengths: Tensor, prev_output_tokens: Tensor):
@@ -768,6 +809,9 @@ class LexLSTMModel(KeepBestHub, LSTMModel):
             A LexLSTMModel.
         """
         lex_lstm_base(args)
+        replicas.refuse_stacked_replicas(
+            args
+        )  # (the task stacks replicas from single models: tasks/replica_training.py)
         if args.tf32:
             torch.backends.cuda.matmul.allow_tf32 = True
             torch.backends.cudnn.allow_tf32 = True

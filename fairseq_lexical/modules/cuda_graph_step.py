@@ -45,6 +45,11 @@ def bucket_size(n: int) -> int:
     return -(-n // step) * step
 
 
+def replica_count(model: nn.Module) -> int:
+    """R of a model holding stacked replicas (`--replica-seeds`), 1 for a single model."""
+    return len(getattr(model, "replica_seeds", None) or (None,))
+
+
 class _TrainingForward(nn.Module):
     """The module a graph captures: ``model.static_training_forward`` (its parameters are the model's). One per
     bucket, and never a submodule of the model (make_graphed_callables replaces its ``forward``)."""
@@ -143,52 +148,62 @@ class CudaGraphStep:
         return [t.data_ptr() for t in itertools.chain(model.parameters(), model.buffers())]
 
     # -- padding to a bucket ------------------------------------------------------------------------------------
-    def pad_batch(self, src_tokens: Tensor, src_lengths: Tensor, prev_output_tokens: Tensor):
+    def pad_batch(self, src_tokens: Tensor, src_lengths: Tensor, prev_output_tokens: Tensor, replicas: int = 1):
         """The batch padded to its bucket (``bucket_size`` of each dimension), with no host read: the extra rows
         hold one end-of-sentence token on each side (the loss never sees them), the extra positions padding.
+        Stacked replicas' rows (``replicas.py``: R x B, replica-major) are padded replica by replica.
 
         Args:
-            src_tokens: B x S, padded on the model's side.
-            src_lengths: B.
-            prev_output_tokens: B x T, right-padded.
+            src_tokens: RB x S, padded on the model's side.
+            src_lengths: RB.
+            prev_output_tokens: RB x T, right-padded.
+            replicas: R (1: a single model).
 
         Returns:
-            (src_tokens B' x S', src_lengths B', prev_output_tokens B' x T') of the bucket.
+            (src_tokens RB' x S', src_lengths RB', prev_output_tokens RB' x T') of the bucket.
         """
-        (bsz, src_len), tgt_len = src_tokens.shape, prev_output_tokens.size(1)
+        (total, src_len), tgt_len = src_tokens.shape, prev_output_tokens.size(1)
+        bsz = total // replicas
         rows, width, steps = bucket_size(bsz), bucket_size(src_len), bucket_size(tgt_len)
         (src_pad, src_eos), (tgt_pad, tgt_eos) = self.source, self.target
-        src = src_tokens.new_full((rows, width), src_pad)
+        src = src_tokens.new_full((replicas, rows, width), src_pad)
         if self.left_pad_source:
-            src[:bsz, width - src_len :] = src_tokens
-            src[bsz:, -1] = src_eos
+            src[:, :bsz, width - src_len :] = src_tokens.reshape(replicas, bsz, src_len)
+            src[:, bsz:, -1] = src_eos
         else:
-            src[:bsz, :src_len] = src_tokens
-            src[bsz:, 0] = src_eos
-        lengths = src_lengths.new_ones(rows)
-        lengths[:bsz] = src_lengths
-        prev = prev_output_tokens.new_full((rows, steps), tgt_pad)
-        prev[:bsz, :tgt_len] = prev_output_tokens
-        prev[bsz:, 0] = tgt_eos
-        return src, lengths, prev
+            src[:, :bsz, :src_len] = src_tokens.reshape(replicas, bsz, src_len)
+            src[:, bsz:, 0] = src_eos
+        lengths = src_lengths.new_ones(replicas, rows)
+        lengths[:, :bsz] = src_lengths.reshape(replicas, bsz)
+        prev = prev_output_tokens.new_full((replicas, rows, steps), tgt_pad)
+        prev[:, :bsz, :tgt_len] = prev_output_tokens.reshape(replicas, bsz, tgt_len)
+        prev[:, bsz:, 0] = tgt_eos
+        return src.view(replicas * rows, width), lengths.view(-1), prev.view(replicas * rows, steps)
 
     @staticmethod
-    def unpad(net_output, bsz: int, src_len: int, tgt_len: int):
-        """A padded batch's (log_probs, extra) cut back to the batch's own B x T (and the attention's S), contiguous
-        as the eager outputs are (criterions view them)."""
+    def unpad(net_output, total: int, src_len: int, tgt_len: int, replicas: int = 1):
+        """A padded batch's (log_probs, extra) cut back to the batch's own RB x T (and the attention's S),
+        contiguous as the eager outputs are (criterions view them)."""
         log_probs, extra = net_output
+        bsz = total // replicas
+
+        def cut(x, *rest):  # RB' x T' x ... -> RB x T x ..., replica by replica
+            x = x.reshape(replicas, -1, *x.shape[1:])[:, :bsz, :tgt_len]
+            if rest:
+                x = x[..., : rest[0]]
+            return x.reshape(total, *x.shape[2:]).contiguous()
+
         out = {}
         for key, value in extra.items():
-            if key == "attn":
-                out[key] = [a[:bsz, :tgt_len, :src_len].contiguous() for a in value]
-            else:
-                out[key] = value[:bsz, :tgt_len].contiguous()
-        return log_probs[:bsz, :tgt_len].contiguous(), out
+            out[key] = [cut(a, src_len) for a in value] if key == "attn" else cut(value)
+        return cut(log_probs), out
 
     def padded_forward(self, model: nn.Module, src_tokens: Tensor, src_lengths: Tensor, prev_output_tokens: Tensor):
         """What a graph replays, run eagerly: the static-shape forward of the padded batch, cut back."""
-        padded = self.pad_batch(src_tokens, src_lengths, prev_output_tokens)
-        return self.unpad(model.static_training_forward(*padded), *src_tokens.shape, prev_output_tokens.size(1))
+        replicas = replica_count(model)
+        padded = self.pad_batch(src_tokens, src_lengths, prev_output_tokens, replicas)
+        output = model.static_training_forward(*padded)
+        return self.unpad(output, *src_tokens.shape, prev_output_tokens.size(1), replicas)
 
     # -- the training forward -------------------------------------------------------------------------------------
     def __call__(self, model: nn.Module, src_tokens: Tensor, src_lengths: Tensor, prev_output_tokens: Tensor):
@@ -213,7 +228,8 @@ class CudaGraphStep:
             return None
         if not self.capture:
             return self.padded_forward(model, src_tokens, src_lengths, prev_output_tokens)
-        padded = self.pad_batch(src_tokens, src_lengths, prev_output_tokens)
+        replicas = replica_count(model)
+        padded = self.pad_batch(src_tokens, src_lengths, prev_output_tokens, replicas)
         key = (padded[0].size(0), padded[0].size(1), padded[2].size(1))
         graphed = self.graphs.get(key)
         if graphed is None and len(self.graphs) >= MAX_GRAPHS:
@@ -223,7 +239,7 @@ class CudaGraphStep:
             graphed = self._capture(model, padded, key)
             if graphed is None:
                 return None
-        return self.unpad(graphed(*padded), *src_tokens.shape, prev_output_tokens.size(1))
+        return self.unpad(graphed(*padded), *src_tokens.shape, prev_output_tokens.size(1), replicas)
 
     def _capture(self, model: nn.Module, padded: Tuple[Tensor, Tensor, Tensor], key: Tuple[int, int, int]):
         """The graphed forward of one bucket, captured on this (padded) batch; None (and eager training from now on)

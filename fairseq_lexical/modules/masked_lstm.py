@@ -14,6 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from . import replicas
+
 # (input gates B x 4C with both biases, hidden gates B x 4C, cell B x C) -> (h, c), B x C each
 CellFunction = Callable[[Tensor, Tensor, Tensor], Tuple[Tensor, Tensor]]
 
@@ -35,7 +37,8 @@ def masked_lstm(
     module's (``lstm.dropout`` in training mode), drawn over the padded shape.
 
     Args:
-        lstm: the module whose weights are used (any number of layers, one or two directions, no projections).
+        lstm: the module whose weights are used (any number of layers, one or two directions, no projections), or
+            stacked replicas' (``replicas.ReplicaLSTM``: x's B rows are then R x B, replica-major).
         x: S x B x E, right-padded.
         lengths: B, each row's length (>= 1), on x's device.
         cell: the cell's pointwise step (e.g. a fused kernel).
@@ -61,13 +64,14 @@ def masked_lstm(
             w_ih, w_hh = getattr(lstm, f"weight_ih_{suffix}"), getattr(lstm, f"weight_hh_{suffix}")
             b_ih, b_hh = getattr(lstm, f"bias_ih_{suffix}", None), getattr(lstm, f"bias_hh_{suffix}", None)
             bias = None if b_ih is None else b_ih + b_hh
-            input_gates = F.linear(layer_input, w_ih, bias).unbind(0)  # the input's share of every step at once
-            w_hh_t = w_hh.t()
+            # the input's share of every step at once
+            input_gates = replicas.linear(layer_input, w_ih, bias, row_dim=1).unbind(0)
+            w_hh_t = w_hh.transpose(-1, -2)
             h = x.new_zeros(bsz, lstm.hidden_size)
             c = x.new_zeros(bsz, lstm.hidden_size)
             states = [h] * steps
             for t in reversed(range(steps)) if direction else range(steps):
-                h_new, c_new = cell(input_gates[t], torch.mm(h, w_hh_t), c)
+                h_new, c_new = cell(input_gates[t], replicas.matmul(h, w_hh_t), c)
                 h = torch.where(valid[t], h_new, h)
                 c = torch.where(valid[t], c_new, c)
                 states[t] = h

@@ -9,8 +9,9 @@ import contextlib
 from typing import Optional
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
+
+from .replicas import linear
 
 # The smallest normal fp32 number: where a probability is clamped before its log, so that a token with no mass
 # still gets a finite log-probability.
@@ -36,18 +37,19 @@ def autocast_off(device_type: str):
     return torch.autocast(device_type, enabled=False) if autocast_on(device_type) else contextlib.nullcontext()
 
 
-def fp32_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
+def fp32_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, row_dim: int = 0) -> Tensor:
     """x W^T + b in fp32 (or wider) whatever the tensors' dtypes and autocast (for quantities with an unbounded
     range).
 
     Args:
         x: ... x C_1.
-        weight: C_2 x C_1.
-        bias: C_2, or None.
+        weight: C_2 x C_1, or stacked replicas' R x C_2 x C_1 (``replicas.linear``).
+        bias: C_2 (R x C_2), or None.
+        row_dim: the dimension of x that holds the rows, for stacked replicas.
 
     Returns:
         ... x C_2, fp32 (or wider).
     """
     w = fp32_or_wider
     with autocast_off(x.device.type):
-        return F.linear(w(x), w(weight), None if bias is None else w(bias))
+        return linear(w(x), w(weight), None if bias is None else w(bias), row_dim)

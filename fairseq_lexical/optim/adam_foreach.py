@@ -17,6 +17,8 @@ import torch
 from fairseq.optim import register_optimizer
 from fairseq.optim.adam import Adam, FairseqAdam, FairseqAdamConfig
 
+from .replica_adam import norm_dtype
+
 _HALF = (torch.float16, torch.bfloat16)
 
 
@@ -76,17 +78,19 @@ class ForeachAdam(Adam):
 
 
 def foreach_clip_grad_norm_(params, max_norm: float, aggregate_norm_fn=None) -> torch.Tensor:
-    """fairseq.utils.clip_grad_norm_ with the per-tensor norms taken by one multi-tensor operation."""
+    """fairseq.utils.clip_grad_norm_ with the per-tensor norms taken by one multi-tensor operation (in fp64 where the
+    gradients are fp64: ``replica_adam.norm_dtype``)."""
     params = [params] if isinstance(params, torch.Tensor) else list(params)
     with_grad = [p for p in params if p is not None and getattr(p, "grad", None) is not None]
     grads = [p.grad.detach() for p in with_grad if not hasattr(p, "expert")]
     expert_grads = [p.grad.detach() for p in with_grad if hasattr(p, "expert")]
     if not grads:
         return params[0].new_tensor(0.0) if params else torch.tensor(0.0)
+    dtype = norm_dtype(grads)  # fp32 as fairseq's, fp64 for fp64 gradients
     if len(grads) == 1:
-        total_norm = torch.norm(grads[0], p=2, dtype=torch.float32)
+        total_norm = torch.norm(grads[0], p=2, dtype=dtype)
     else:
-        total_norm = torch.norm(torch.stack(torch._foreach_norm(grads, 2, dtype=torch.float32)))
+        total_norm = torch.norm(torch.stack(torch._foreach_norm(grads, 2, dtype=dtype)))
     if aggregate_norm_fn is not None:
         total_norm = aggregate_norm_fn(total_norm)
     if max_norm > 0:

@@ -28,6 +28,7 @@ from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
 from ..errors import usage_error
 from ..modules.lexicon_override import apply_override
+from .replica_training import ReplicaTraining
 from ..sequence_generator import (
     BEAM_SEARCHES,
     DEFAULT_BEAM_SEARCH,
@@ -60,6 +61,16 @@ class LexicalTranslationConfig(TranslationConfig):
             "batches shuffled); 'random': each epoch the training sentences in a new random order, cut into "
             "batches (--batch-size / --max-tokens) in that order, as the authors' released code batches "
             "(docs/authors_code.md). Validation and generation batch by length either way"
+        },
+    )
+    replica_seeds: Optional[str] = field(
+        default=None,
+        metadata={
+            "help": "train one model per seed (comma-separated, e.g. 1,2,3) in one process, each the run --seed s "
+            "makes alone (its initial weights, batches, clipping, Adam), stacked so that a GPU runs them at about "
+            "one run's cost; each replica's checkpoints in SAVE_DIR/seed{s}/, its validation as loss_s{s}; "
+            "--patience per replica; --best-checkpoint-metric's value is the mean of the replicas' bests "
+            "(fairseq_lexical/tasks/replica_training.py). lex_lstm and lstm_plain architectures, fp32, one process"
         },
     )
     lexicon_override: Optional[str] = field(
@@ -129,8 +140,43 @@ class KeepBestGeneration:
 
 
 @register_task(TASK_NAME, dataclass=LexicalTranslationConfig)
-class LexicalTranslationTask(KeepBestGeneration, TranslationTask):
-    """fairseq's translation task with the keep-best beam search (module docstring)."""
+class LexicalTranslationTask(KeepBestGeneration, ReplicaTraining, TranslationTask):
+    """fairseq's translation task with the keep-best beam search (module docstring) and `--replica-seeds`
+    (``ReplicaTraining``)."""
+
+    def __init__(self, cfg, src_dict, tgt_dict):
+        super().__init__(cfg, src_dict, tgt_dict)
+        self.setup_replicas(getattr(cfg, "replica_seeds", None))
+
+    def build_model(self, cfg, from_checkpoint=False):
+        build_one = super().build_model
+        if not self.replica_seeds:
+            return build_one(cfg, from_checkpoint)
+        return self.build_replicated_model(cfg, lambda args: build_one(args, from_checkpoint), from_checkpoint)
+
+    def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
+        if self.replica_seeds:
+            self.replica_train_step(optimizer)
+        return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
+
+    def optimizer_step(self, optimizer, model, update_num):
+        if not self.replica_seeds:
+            return super().optimizer_step(optimizer, model, update_num)
+        self.replica_optimizer_step(optimizer)
+
+    def valid_step(self, sample, model, criterion):
+        if self.replica_seeds:  # every replica on the same batch
+            sample = self.merge_samples([sample] * len(self.replica_seeds))
+        return super().valid_step(sample, model, criterion)
+
+    def reduce_metrics(self, logging_outputs, criterion):
+        super().reduce_metrics(logging_outputs, criterion)
+        if self.replica_seeds:
+            self.log_replica_metrics(logging_outputs)
+
+    def post_validate(self, model, stats, agg):
+        if self.replica_seeds:
+            self.replica_post_validate(stats)
 
     @classmethod
     def from_translation_task(cls, task: TranslationTask) -> "LexicalTranslationTask":
@@ -147,7 +193,17 @@ class LexicalTranslationTask(KeepBestGeneration, TranslationTask):
 
     def get_batch_iterator(self, dataset, *args, **kwargs):
         training = dataset is self.datasets.get(self.cfg.train_subset)
-        if self.cfg.batch_order != "random" or not training:
+        if training and self.replica_seeds:
+            if args:
+                raise TypeError("get_batch_iterator: with --replica-seeds, pass the training set's options by name")
+            return self.replica_batch_iterator(dataset, self._training_batches, **kwargs)
+        if training:
+            return self._training_batches(dataset, *args, **kwargs)
+        return super().get_batch_iterator(dataset, *args, **kwargs)
+
+    def _training_batches(self, dataset, *args, **kwargs):
+        """One run's training batches: fairseq's, or the authors' random batches (--batch-order random)."""
+        if self.cfg.batch_order != "random":
             return super().get_batch_iterator(dataset, *args, **kwargs)
         return random_order_batches(self, dataset, *args, **kwargs)
 
