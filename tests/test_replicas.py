@@ -29,7 +29,8 @@ VARIANTS = {
     "lexicon": ("--arch", "lex_lstm_small", "--lexicon", TOY_LEXICON),
     # the copy mechanism, on the authors' random batches cut by tokens (epochs of different lengths per seed)
     "identity": ("--arch", "lex_lstm_small", "--lexicon", "identity", "--batch-order", "random", "--max-tokens", 40),
-    "plain": ("--arch", "lstm_plain_small"),
+    # two batches an update: each replica's gradient is divided by its own sample size over both
+    "plain": ("--arch", "lstm_plain_small", "--update-freq", 2),
 }
 # dropout off, clipping on (a norm of 0.5 clips most updates), float64: the runs can be compared weight for weight
 EXACT = ("--task", "lexical_translation", "--dropout", 0, "--clip-norm", 0.5, *SIZES)
@@ -119,7 +120,8 @@ def test_with_dropout_each_replica_stays_within_the_spread_of_the_runs_alone(tin
 def test_patience_stops_each_replica_and_then_the_process(tiny_runs):
     # a learning rate too small to change the validation loss: no replica improves after the first validation
     spec = tiny_spec(
-        *VARIANTS["plain"], *SIZES, "--task", "lexical_translation", "--replica-seeds", "1,2", "--patience", 1,
+        "--arch", "lstm_plain_small", *SIZES, "--task", "lexical_translation", "--replica-seeds", "1,2",
+        "--patience", 1,
         updates=200, lr=1e-9,
     )  # fmt: skip
     run = tiny_runs(spec)
@@ -226,18 +228,19 @@ def test_each_replica_is_clipped_by_its_own_norm_and_a_nonfinite_one_is_zeroed()
 def test_replica_adam_is_fairseqs_adam_per_replica_and_a_skipped_replica_keeps_everything():
     from fairseq.optim.adam import Adam
 
-    from fairseq_lexical.optim.replica_adam import replica_adam_step, replica_optimizer_state
+    from fairseq_lexical.optim.replica_adam import ReplicaAdam, replica_optimizer_state
 
     torch.manual_seed(0)
     start = torch.randn(2, 3, 4, dtype=torch.float64)
     grads = [torch.randn(2, 3, 4, dtype=torch.float64) for _ in range(3)]
     stacked = torch.nn.Parameter(start.clone())
-    optimizer = Adam([stacked], lr=0.01, betas=(0.9, 0.98), eps=1e-8, weight_decay=0.01)
+    optimizer = ReplicaAdam.replacing(Adam([stacked], lr=0.01, betas=(0.9, 0.98), eps=1e-8, weight_decay=0.01), 2)
     alone = torch.nn.Parameter(start[0].clone())
     reference = Adam([alone], lr=0.01, betas=(0.9, 0.98), eps=1e-8, weight_decay=0.01)
     for step, grad in enumerate(grads):
         stacked.grad, alone.grad = grad.clone(), grad[0].clone()
-        replica_adam_step(optimizer, [True, step == 1])  # replica 1 takes the second step only
+        optimizer.active = [True, step == 1]  # replica 1 takes the second step only
+        optimizer.step()
         reference.step()
         assert torch.allclose(stacked[0], alone, rtol=1e-15, atol=0)
     state = optimizer.state[stacked]
@@ -261,7 +264,7 @@ def test_what_replicas_cannot_do_is_refused_naming_the_option(toy_data):
             parse_replica_seeds(bad)
     for option, message in (
         (dict(fp16=True), "does not support --fp16"),
-        (dict(update_freq=[2]), "does not support --update-freq > 1"),
+        (dict(amp=True), "does not support --amp"),
         (dict(optimizer="sgd"), "needs --optimizer adam or adam_foreach"),
         (dict(best_checkpoint_metric="bleu"), "--best-checkpoint-metric bleu is not kept per replica"),
     ):

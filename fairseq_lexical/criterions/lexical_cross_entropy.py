@@ -120,7 +120,7 @@ class LexicalCrossEntropyCriterion(FairseqCriterion):
         }
         if replicas is not None:
             loss, nll_loss = self.replica_losses(loss, nll_loss, replicas, logging_output)
-            sample_size = 1  # each replica's loss is divided by its own sample size already
+            sample_size = 1  # each replica's gradient is divided by its own sample size later (replica_training.py)
         # Logged values stay on the device, as in fairseq's own criterions: fairseq sums them and reads them once
         # per log interval. An .item() (or masked_select) here would make the host wait for the GPU every step.
         for name, aux in (extra.get("aux_losses") or {}).items():
@@ -149,8 +149,9 @@ class LexicalCrossEntropyCriterion(FairseqCriterion):
         return loss, sample_size, logging_output
 
     def replica_losses(self, loss, nll_loss, replicas: dict, logging_output: dict):
-        """--replica-seeds: (the loss to minimise, sum over replicas of each one's loss divided by its own sample
-        size; the NLL summed) from per-position losses, and each replica's sums in ``logging_output`` (R each)."""
+        """--replica-seeds: (the loss and the NLL summed over replicas) from per-position losses, and each
+        replica's sums and sample size in ``logging_output`` (R each): the task divides each replica's gradient by
+        its own sample size once the update's batches are summed (tasks/replica_training.py)."""
         count = len(replicas["ntokens"])
         per_replica = loss.reshape(count, -1).sum(1)
         nll_per_replica = nll_loss.reshape(count, -1).sum(1)
@@ -165,7 +166,7 @@ class LexicalCrossEntropyCriterion(FairseqCriterion):
             replica_ntokens=replicas["ntokens"].data,
             replica_nsentences=replicas["nsentences"].data,
         )
-        return (per_replica / sizes.clamp(min=1)).sum(), nll_per_replica.sum()
+        return per_replica.sum(), nll_per_replica.sum()
 
     @classmethod
     def reduce_metrics(cls, logging_outputs) -> None:

@@ -62,51 +62,68 @@ def _step_sizes(group: dict, steps: List[int], like: Tensor, cache: Dict[tuple, 
     return cache[key].view((len(steps),) + (1,) * (like.dim() - 1))
 
 
-@torch.no_grad()
-def replica_adam_step(optimizer: torch.optim.Optimizer, active: Sequence[bool]) -> None:
-    """One step of fairseq's Adam (its AdamW-style weight decay, its state keys; ``step`` is a list of R counts) on
-    stacked parameters, for the replicas ``active`` marks; the others' weights and moments are left as they were.
+class ReplicaAdam(torch.optim.Optimizer):
+    """fairseq's Adam (its AdamW-style weight decay, its state keys; ``step`` is a list of R counts) on stacked
+    parameters, for the replicas ``active`` marks (set before each step; all by default): the others' weights and
+    moments are left as they were. A torch optimizer, so that what watches optimizer steps (stop_request.py) sees
+    its steps.
 
     Args:
-        optimizer: the torch optimizer of fairseq's ``adam`` or ``adam_foreach`` (param_groups: lr, betas, eps,
-            weight_decay).
-        active: R bools.
+        params: the param_groups of fairseq's ``adam`` / ``adam_foreach`` (lr, betas, eps, weight_decay).
+        num_replicas: R.
     """
-    num_replicas = len(active)
-    skipped = [r for r, on in enumerate(active) if not on]
-    if len(skipped) == num_replicas:
-        return
-    sizes: Dict[tuple, Tensor] = {}
-    for group in optimizer.param_groups:
-        beta1, beta2 = group["betas"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            if p.size(0) != num_replicas:
-                raise ValueError(
-                    f"replica_adam_step: a parameter of shape {tuple(p.shape)} is not stacked by {num_replicas}"
-                )
-            state = optimizer.state[p]
-            if len(state) == 0:
-                state["step"] = [0] * num_replicas
-                state["exp_avg"] = torch.zeros_like(p)
-                state["exp_avg_sq"] = torch.zeros_like(p)
-            exp_avg, exp_avg_sq, grad = state["exp_avg"], state["exp_avg_sq"], p.grad
-            state["step"] = [s + 1 if on else s for s, on in zip(state["step"], active)]
-            kept = None
-            if skipped:
-                index = torch.tensor(skipped, device=p.device)
-                kept = [t.index_select(0, index) for t in (p, exp_avg, exp_avg_sq)]
-            exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
-            exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-            denom = exp_avg_sq.sqrt().add_(group["eps"])
-            if group["weight_decay"] != 0:
-                p.add_(p, alpha=-group["weight_decay"] * group["lr"])
-            # (value * exp_avg) / denom: addcdiv's order of operations, with a value per replica
-            p.add_(exp_avg.mul(_step_sizes(group, state["step"], p, sizes)).div_(denom))
-            if kept is not None:
-                for t, before in zip((p, exp_avg, exp_avg_sq), kept):
-                    t.index_copy_(0, index, before)
+
+    def __init__(self, params, num_replicas: int):
+        super().__init__(params, dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0))
+        self.num_replicas = num_replicas
+        self.active: List[bool] = [True] * num_replicas
+
+    @classmethod
+    def replacing(cls, optimizer: torch.optim.Optimizer, num_replicas: int) -> "ReplicaAdam":
+        """A ReplicaAdam over ``optimizer``'s groups, with its state (a resumed run's moments and counts)."""
+        replica = cls(optimizer.param_groups, num_replicas)
+        replica.state = optimizer.state
+        return replica
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = closure() if closure is not None else None
+        active, num_replicas = self.active, self.num_replicas
+        skipped = [r for r, on in enumerate(active) if not on]
+        if len(skipped) == num_replicas:
+            return loss
+        sizes: Dict[tuple, Tensor] = {}
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if p.size(0) != num_replicas:
+                    raise ValueError(
+                        f"ReplicaAdam: a parameter of shape {tuple(p.shape)} is not stacked by {num_replicas}"
+                    )
+                state = self.state[p]
+                if len(state) == 0:
+                    state["step"] = [0] * num_replicas
+                    state["exp_avg"] = torch.zeros_like(p)
+                    state["exp_avg_sq"] = torch.zeros_like(p)
+                exp_avg, exp_avg_sq, grad = state["exp_avg"], state["exp_avg_sq"], p.grad
+                state["step"] = [s + 1 if on else s for s, on in zip(state["step"], active)]
+                kept = None
+                if skipped:
+                    index = torch.tensor(skipped, device=p.device)
+                    kept = [t.index_select(0, index) for t in (p, exp_avg, exp_avg_sq)]
+                exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
+                exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+                denom = exp_avg_sq.sqrt().add_(group["eps"])
+                if group["weight_decay"] != 0:
+                    p.add_(p, alpha=-group["weight_decay"] * group["lr"])
+                # (value * exp_avg) / denom: addcdiv's order of operations, with a value per replica
+                p.add_(exp_avg.mul(_step_sizes(group, state["step"], p, sizes)).div_(denom))
+                if kept is not None:
+                    for t, before in zip((p, exp_avg, exp_avg_sq), kept):
+                        t.index_copy_(0, index, before)
+        return loss
 
 
 def replica_optimizer_state(state_dict: dict, replica: int) -> dict:

@@ -155,9 +155,15 @@ class LexicalTranslationTask(KeepBestGeneration, ReplicaTraining, TranslationTas
         return self.build_replicated_model(cfg, lambda args: build_one(args, from_checkpoint), from_checkpoint)
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
-        if self.replica_seeds:
-            self.replica_train_step(optimizer)
-        return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
+        if not self.replica_seeds:
+            return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
+        self.replica_train_step(optimizer)
+        loss, sample_size, logging_output = super().train_step(
+            sample, model, criterion, optimizer, update_num, ignore_grad
+        )
+        if not ignore_grad:
+            self.count_replica_batch(logging_output)
+        return loss, sample_size, logging_output
 
     def optimizer_step(self, optimizer, model, update_num):
         if not self.replica_seeds:

@@ -38,7 +38,7 @@ from fairseq import checkpoint_utils, metrics, utils
 from fairseq.data import iterators
 
 from ..modules.replicas import refuse_stacked_replicas, replica_state_dict, stack_replicas
-from ..optim.replica_adam import clip_replica_grad_norms_, replica_adam_step, replica_optimizer_state
+from ..optim.replica_adam import ReplicaAdam, clip_replica_grad_norms_, replica_optimizer_state
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +77,6 @@ def check_replica_options(args) -> None:
         (value("bf16") or value("memory_efficient_bf16"), "--bf16"),
         (value("amp"), "--amp"),
         ((value("distributed_world_size", 1) or 1) > 1, "--distributed-world-size > 1"),
-        (list(value("update_freq", [1]) or [1]) != [1], "--update-freq > 1"),
         (value("ema") or value("store_ema"), "--store-ema"),
     ]
     for asked, option in refused:
@@ -252,6 +251,7 @@ class ReplicaTraining:
         self._replica_args = None
         self._replica_iterators = {}
         self._clip_attached = False
+        self._sizes, self._batches = None, 0  # the update's per-replica sample sizes so far
         self._frozen = [False] * len(self.replica_seeds or ())
         self._finite = None
         self._best: List[Optional[float]] = [None] * len(self.replica_seeds or ())
@@ -320,12 +320,15 @@ class ReplicaTraining:
 
     # -- training --------------------------------------------------------------------------------------------------
     def replica_train_step(self, optimizer) -> None:
-        """Before a training step: the optimizer's clipping is each replica's (attached once)."""
+        """Before a training step (once): the optimizer's clipping is each replica's, its update ReplicaAdam's
+        (which takes over the state a resumed run loaded)."""
         if self._clip_attached:
             return
         task = self
+        optimizer.optimizer = ReplicaAdam.replacing(optimizer.optimizer, len(self.replica_seeds))
 
         def clip_grad_norm(max_norm, aggregate_norm_fn=None):
+            task.normalise_replica_gradients(optimizer.params)
             norms, finite = clip_replica_grad_norms_(optimizer.params, max_norm, len(task.replica_seeds))
             task._finite = finite.tolist()
             for seed, ok in zip(task.replica_seeds, task._finite):
@@ -338,10 +341,28 @@ class ReplicaTraining:
         optimizer.clip_grad_norm = clip_grad_norm
         self._clip_attached = True
 
+    def count_replica_batch(self, logging_output: dict) -> None:
+        """A training batch's per-replica sample sizes (the criterion's), summed over the update's batches."""
+        sizes = logging_output["replica_sample_size"].detach().double()
+        self._sizes = sizes if self._sizes is None else self._sizes + sizes
+        self._batches += 1
+
+    def normalise_replica_gradients(self, params) -> None:
+        """Each replica's summed gradient divided by its own sample size over the update (fairseq's trainer has
+        divided every gradient by the number of batches, the sample size the criterion returns being 1)."""
+        if self._sizes is None:
+            return
+        scale = self._batches / self._sizes.clamp(min=1)
+        for p in params:
+            if p.grad is not None:
+                p.grad.mul_(scale.to(p.grad).view((-1,) + (1,) * (p.grad.dim() - 1)))
+        self._sizes, self._batches = None, 0
+
     def replica_optimizer_step(self, optimizer) -> None:
+        """The replicas' update: those with a finite gradient that have not stopped."""
         finite = self._finite or [True] * len(self.replica_seeds)
-        active = [ok and not frozen for ok, frozen in zip(finite, self._frozen)]
-        replica_adam_step(optimizer.optimizer, active)
+        optimizer.optimizer.active = [ok and not frozen for ok, frozen in zip(finite, self._frozen)]
+        optimizer.step()
         self._finite = None
 
     # -- validation ------------------------------------------------------------------------------------------------
