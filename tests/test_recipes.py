@@ -1356,3 +1356,31 @@ def test_a_jobs_child_runs_its_pair_alone_with_the_parents_options(tmp_path):
     assert task.split == "around_right" and (options.models, options.seed_list, options.jobs) == ("simple", "2", 1)
     assert options.as_job and options.work == str(tmp_path / "w") and options.train_args == "--cpu"
     assert options.but(models="lstm,simple", seed_list=None, seeds=2, jobs=2, as_job=False) == parent.options
+
+
+@pytest.mark.slow
+def test_replicas_on_train_each_rows_seeds_together_and_keep_each_seeds_results(tmp_path, tiny_scan):
+    """--replicas on: an LSTM row's seeds trained by one fairseq-train --replica-seeds; each seed's run directory,
+    score.json, run.json and the summary as a run alone leaves them; a second invocation reuses them."""
+    import torch
+
+    work = tmp_path / "work"
+    args = ("--data", tiny_scan, "--work", work, "--cpu-small", "--max-update", "20", "--models", "lstm,simple")
+    out = ok(run_recipe("scan", *args, "--seeds", "2", "--replicas", "on"))
+    for model in ("lstm", "simple"):
+        assert f"{model} seeds 1,2: training together (--replica-seeds) (20 updates max)" in out
+        group = json.loads((work / model / "replicas-1-2" / "config.json").read_text())
+        assert "--replica-seeds 1,2" in group["command"] and f"{work}/{model}/seed{{seed}}" in group["command"]
+        assert not list((work / model / "replicas-1-2").glob("*.pt"))  # (the stacked ones: for a resume only)
+        for seed in (1, 2):
+            run = work / model / f"seed{seed}"
+            assert f"{model} seed {seed}: trained with seeds 1, 2 together, decoding {run}/checkpoint_last.pt" in out
+            assert json.loads((run / "score.json").read_text())["n"] == 10
+            training = json.loads((run / "run.json").read_text())["training"]
+            assert training["updates"] == 20 and training["replicas"]["seeds"] == [1, 2]
+            saved = torch.load(run / "checkpoint_last.pt", map_location="cpu", weights_only=False)
+            assert saved["cfg"]["common"]["seed"] == seed and saved["cfg"]["task"]["replica_seeds"] is None
+    summary = json.loads((work / "summary.json").read_text())
+    assert {m: summary["models"][m]["seeds"] for m in summary["models"]} == {"lstm": [1, 2], "simple": [1, 2]}
+    again = ok(run_recipe("scan", *args, "--seeds", "2", "--replicas", "on"))
+    assert again.count("(done before: skipped)") == 4 and "training together" not in again

@@ -55,6 +55,14 @@ def build_parser(task: Task) -> argparse.ArgumentParser:
     )
     g.add_argument("--seed-list", help="comma-separated seeds instead of 1..N (e.g. to split seeds across machines)")
     g.add_argument(
+        "--replicas",
+        choices=["auto", "on", "off"],
+        default=RecipeOptions.replicas,
+        help="train an LSTM row's seeds in one process, stacked (fairseq-train --replica-seeds; each seed's run "
+        "folder and results as before): on, off, or auto (default): on where a CUDA GPU is visible, off on CPUs "
+        "(slower there: docs/benchmarks.md, 'Replicas')",
+    )
+    g.add_argument(
         "--force",
         action="store_true",
         help="re-run (model, seed) pairs that have a score.json, and rebuild the lexicons",

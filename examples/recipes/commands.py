@@ -11,6 +11,7 @@ import sys
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence
 
+from lexical_offline.cli import KEEP_BEST_TASK_NAME
 from recipes import ROOT
 from recipes.process import search_options, tool
 from recipes.settings import HParams, TransformerSettings
@@ -167,6 +168,18 @@ def fairseq_train(
         *after,
         *shlex.split(extra),
     ]
+
+
+def replicated_train(command: Sequence[str], seeds: Sequence[int], save_dir: str, replica_dirs: str) -> List[str]:
+    """A row's fairseq-train ``command`` (fairseq_train's, for one seed) as the one process that trains ``seeds``
+    together (--replica-seeds): the stacked checkpoints in ``save_dir``, each seed's own in ``replica_dirs``
+    ({seed} for the seed: the seeds' run directories)."""
+    out = list(command)
+    at = out.index("--seed")
+    del out[at : at + 2]
+    out[out.index("--save-dir") + 1] = save_dir
+    seed_list = ",".join(map(str, seeds))
+    return out + ["--task", KEEP_BEST_TASK_NAME, "--replica-seeds", seed_list, "--replica-dirs", replica_dirs]
 
 
 def lstm_training(hp: HParams) -> Dict[str, List[str]]:

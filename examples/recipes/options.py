@@ -24,6 +24,7 @@ class RecipeOptions:
     models: Optional[str] = None  # None: the task's default_models
     seeds: int = 1
     seed_list: Optional[str] = None
+    replicas: str = "auto"  # a model's seeds trained as one process (--replica-seeds): auto, on, off
     force: bool = False
     dry_run: bool = False
     prepare_only: bool = False

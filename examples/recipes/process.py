@@ -55,6 +55,18 @@ def idle_cores() -> int:
 _IDLE_CORES = None
 
 
+_CUDA: List[bool] = []
+
+
+def cuda_visible() -> bool:
+    """Whether the programs' torch sees a CUDA device (asked once, in a process of its own: the recipes do not
+    import torch)."""
+    if not _CUDA:
+        probe = [sys.executable, "-c", "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"]
+        _CUDA.append(subprocess.run(probe, capture_output=True).returncode == 0)
+    return _CUDA[0]
+
+
 def child_env(jobs: int = 1) -> Dict[str, str]:
     """The environment of a started program; one of `jobs` running at once gets the idle cores / jobs threads
     unless OMP_NUM_THREADS is set: torch's default, a thread per core, oversubscribes a busy machine, and its OpenMP

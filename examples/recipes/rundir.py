@@ -33,7 +33,7 @@ from recipes.textio import read_json, write_json
 # nothing else: what may be deleted is what the pipeline recorded (recipes.ownership).
 RUN_WRITES = re.compile(
     r"checkpoint(_last|_best|_\d+_\d+|\d+|\.best_[\w.-]+)\.pt|(train|generate|score|damage)\.log(\.\d+)?|"
-    r"(config|run|score|selection|lla_selection|damage)\.json|train\.done|generate\.txt|"
+    r"(config|run|score|selection|lla_selection|damage|replicas)\.json|train\.done|generate\.txt|"
     r"(generate\.txt|generate\.log)\.shard\d+|(score|damage)\.json\.tmp"
 )
 
@@ -148,7 +148,9 @@ class RunDirectory:
             last = self.path("checkpoint_last.pt")
             if same and os.path.isfile(self.path("train.done")) and os.path.isfile(self.checkpoint):
                 state.trained = read_json(self.path("train.done"))
-                say(f"{self.who}: training finished before, decoding {self.checkpoint}")
+                together = (state.trained.get("training") or {}).get("replicas")
+                how = f"trained with seeds {', '.join(map(str, together['seeds']))} together" if together else None
+                say(f"{self.who}: {how or 'training finished before'}, decoding {self.checkpoint}")
             elif (
                 same
                 and ownership.owns(last)

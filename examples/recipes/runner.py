@@ -4,11 +4,13 @@ resumed)."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import hashlib
 import os
 import platform
 import shlex
+import shutil
 import sys
 import time
 from dataclasses import asdict
@@ -16,7 +18,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from lexical_offline.textio import holds, parallel_bytes, write_parallel
 
-from recipes import ROOT, commands, ownership, reports
+from recipes import ROOT, commands, fairseq_log, ownership, reports
 from recipes.catalogue import (
     AUTHORS_DECODER,
     AUTHORS_GATE,
@@ -35,8 +37,16 @@ from recipes.lexicons import LexiconSteps
 from recipes.lla import LLA_NOT_RESUMABLE, LlaSteps
 from recipes.options import RecipeOptions
 from recipes.overview import check_extra_options, say_dry_run, say_settings
-from recipes.process import child_env, run_logged
-from recipes.rundir import PREPROCESS_WRITES, RUN_WRITES, RunDirectory, lock_work_directory, remove_owned
+from recipes.fairseq_log import finished_training_seconds
+from recipes.process import child_env, cuda_visible, run_logged
+from recipes.rundir import (
+    PREPROCESS_WRITES,
+    RUN_WRITES,
+    RunDirectory,
+    lock_work_directory,
+    refuse_foreign_writes,
+    remove_owned,
+)
 from recipes.settings import (
     CPU_LSTM_ARCH_SIZES,
     PRESET_LABELS,
@@ -526,6 +536,10 @@ class Recipe(LexiconSteps, LlaSteps):
         if self.options.prepare_only:
             say(f"== prepared (--prepare-only): {self.work}; no model trained")
             return 0
+        if not self.options.as_job:
+            for model in self.models:
+                if self.replicated(model):
+                    self.train_replicas(model, prep)
         if self.jobs > 1 and len(self.pairs) > 1:  # one pair: in this process
             failed = run_jobs(self)
         else:
@@ -563,6 +577,82 @@ class Recipe(LexiconSteps, LlaSteps):
         prep = Prepared([], None, [], [], {}, score_args=self.task.prepare(self.files).score_args)
         pairs = self.pairs
         return {(m, s): self.spec(m, s, prep, f"[{k}/{len(pairs)}]") for k, (m, s) in enumerate(pairs, 1)}
+
+    # -- a row's seeds trained together (--replicas) ---------------------------------------------------------------
+    def replicated(self, model: str) -> bool:
+        """Whether ``model``'s seeds train as one process (fairseq-train --replica-seeds): --replicas on, or auto
+        where a CUDA GPU is visible; lex_lstm's rows only (not the Transformer or lla rows), two seeds or more."""
+        spec = MODELS[model]
+        if spec.transformer or spec.lla or len(self.seeds) < 2 or self.options.replicas == "off":
+            return False
+        return self.options.replicas == "on" or cuda_visible()
+
+    def replica_dir(self, model: str, seeds: Sequence[int]) -> str:
+        """WORK/<model>/replicas-1-2-3: the stacked checkpoints (for resuming), the group's config.json and log."""
+        return f"{self.work}/{model}/replicas-{'-'.join(map(str, seeds))}"
+
+    def replica_group(self, model: str) -> List[int]:
+        """The seeds of ``model`` to train together: those whose training has not ended, and which have no
+        checkpoint of their own unless an earlier group of exactly these seeds left its stacked one (a seed with a
+        checkpoint of a run alone resumes alone)."""
+        todo = []
+        for seed in self.seeds:
+            out = self.run_dir(model, seed)
+            ended = os.path.isfile(f"{out}/score.json") or os.path.isfile(f"{out}/train.done")
+            if not (ended or finished_training_seconds(f"{out}/train.log") is not None):
+                todo.append(seed)
+        if os.path.isfile(f"{self.replica_dir(model, todo)}/checkpoint_last.pt"):
+            return todo
+        return [s for s in todo if not os.path.isfile(f"{self.run_dir(model, s)}/checkpoint_last.pt")]
+
+    def train_replicas(self, model: str, prep: Prepared) -> None:
+        """Train the seeds of ``replica_group`` in one process; each seed's run directory then holds its checkpoints
+        and the log, as a training that ended (execute_run decodes it)."""
+        group = self.replica_group(model)
+        if len(group) < 2:
+            return
+        specs = {seed: self.spec(model, seed, prep) for seed in group}
+        folder = self.replica_dir(model, group)
+        for spec in specs.values():
+            spec.directory().check()
+        refuse_foreign_writes(folder, RUN_WRITES, f"the replicas of {model}")
+        os.makedirs(folder, exist_ok=True)
+        resuming = ownership.owns(f"{folder}/checkpoint_last.pt")
+        first = specs[group[0]]
+        command = commands.replicated_train(
+            first.commands["train"],
+            group,
+            folder,
+            self.run_dir(model, "{seed}"),  # type: ignore[arg-type]
+        )
+        record = {"model": model, "seeds": group, "folder": folder, "command": show(command)}
+        with contextlib.ExitStack() as stack:
+            for directory in [folder, *(spec.out for spec in specs.values())]:
+                stack.enter_context(ownership.writing(directory))
+            for spec in specs.values():
+                spec.directory().open(dict(spec.config))
+                write_json(f"{spec.out}/replicas.json", record)
+            write_json(f"{folder}/config.json", record)
+            seeds = ",".join(map(str, group))
+            say(f"{model} seeds {seeds}: training together (--replica-seeds){first.training} ...")
+            run_logged(
+                command,
+                f"{folder}/train.log",
+                what=f"fairseq-train ({model}, seeds {seeds} together)",
+                append=resuming,
+                progress=f"    {model} seeds {seeds}: ",
+            )
+            seconds = finished_training_seconds(f"{folder}/train.log") or 0.0
+            training = {**fairseq_log.training_summary(f"{folder}/train.log"), "replicas": record}
+            for spec in specs.values():  # each seed's run: its training ended (execute_run decodes it)
+                shutil.copyfile(f"{folder}/train.log", f"{spec.out}/train.log")
+                if not os.path.isfile(spec.checkpoint):
+                    raise RecipeError(f"{spec.checkpoint} was not written (see {folder}/train.log)")
+                write_json(f"{spec.out}/train.done", {"train_s": round(seconds, 1), "training": training})
+            if self.options.keep_checkpoints != "all":  # the stacked checkpoints serve a resume only
+                for name in sorted(os.listdir(folder)):
+                    if name.endswith(".pt"):
+                        ownership.remove(f"{folder}/{name}")
 
     def run_pairs(self, prep: Prepared) -> None:
         """Every pair in this process, one after the other."""

@@ -73,6 +73,13 @@ class LexicalTranslationConfig(TranslationConfig):
             "(fairseq_lexical/tasks/replica_training.py). lex_lstm and lstm_plain architectures, fp32, one process"
         },
     )
+    replica_dirs: Optional[str] = field(
+        default=None,
+        metadata={
+            "help": "with --replica-seeds: where each replica's checkpoints go, a path with {seed} in it (default "
+            "SAVE_DIR/seed{seed})"
+        },
+    )
     lexicon_override: Optional[str] = field(
         default=None,
         metadata={
@@ -146,7 +153,7 @@ class LexicalTranslationTask(KeepBestGeneration, ReplicaTraining, TranslationTas
 
     def __init__(self, cfg, src_dict, tgt_dict):
         super().__init__(cfg, src_dict, tgt_dict)
-        self.setup_replicas(getattr(cfg, "replica_seeds", None))
+        self.setup_replicas(getattr(cfg, "replica_seeds", None), getattr(cfg, "replica_dirs", None))
 
     def build_model(self, cfg, from_checkpoint=False):
         build_one = super().build_model

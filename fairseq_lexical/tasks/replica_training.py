@@ -61,9 +61,9 @@ def parse_replica_seeds(spec: Optional[str]) -> Optional[List[int]]:
     return seeds
 
 
-def replica_folder(save_dir: str, seed: int) -> str:
-    """Where replica ``seed``'s checkpoints go."""
-    return os.path.join(save_dir, f"seed{seed}")
+def replica_folder(save_dir: str, seed: int, pattern: Optional[str] = None) -> str:
+    """Where replica ``seed``'s checkpoints go: ``pattern`` (`--replica-dirs`, with {seed}), else SAVE_DIR/seed{s}."""
+    return pattern.format(seed=seed) if pattern else os.path.join(save_dir, f"seed{seed}")
 
 
 def check_replica_options(args) -> None:
@@ -246,8 +246,11 @@ class ReplicaTraining:
 
     replica_seeds: Optional[List[int]] = None
 
-    def setup_replicas(self, spec: Optional[str]) -> None:
+    def setup_replicas(self, spec: Optional[str], dirs: Optional[str] = None) -> None:
         self.replica_seeds = parse_replica_seeds(spec)
+        if dirs and "{seed}" not in dirs:
+            raise ValueError(f"--replica-dirs {dirs!r}: put {{seed}} where each replica's seed goes")
+        self.replica_dirs = dirs
         self._replica_args = None
         self._replica_iterators = {}
         self._clip_attached = False
@@ -430,7 +433,7 @@ class ReplicaTraining:
         optimizer_state = trainer.optimizer.state_dict()
         iterator_states = (extra_state.get("train_iterator") or {}).get("replicas")
         for r, seed in enumerate(self.replica_seeds):
-            folder = replica_folder(save_dir, seed)
+            folder = replica_folder(save_dir, seed, self.replica_dirs)
             os.makedirs(folder, exist_ok=True)
             state = {
                 "args": None,
@@ -485,13 +488,15 @@ def _single_cfg(cfg: dict, seed: int, folder: str) -> dict:
     cfg = copy.deepcopy(cfg)
     cfg["common"]["seed"] = seed
     cfg["checkpoint"]["save_dir"] = folder
-    if cfg.get("task") is not None and "replica_seeds" in cfg["task"]:
-        cfg["task"]["replica_seeds"] = None
+    for key in ("replica_seeds", "replica_dirs"):
+        if cfg.get("task") is not None and key in cfg["task"]:
+            cfg["task"][key] = None
     model = cfg.get("model")
     if isinstance(model, Namespace):
         model.seed, model.save_dir = seed, folder
-        if hasattr(model, "replica_seeds"):
-            model.replica_seeds = None
+        for key in ("replica_seeds", "replica_dirs"):
+            if hasattr(model, key):
+                setattr(model, key, None)
     elif isinstance(model, dict):
         model.update({k: v for k, v in (("seed", seed), ("replica_seeds", None)) if k in model})
     return cfg
