@@ -314,3 +314,33 @@ def test_cuda_graphs_pad_each_replica_to_its_bucket_and_cut_it_back(toy_data):
     torch.testing.assert_close(ours[0], eager[0], rtol=1e-12, atol=1e-12)
     for name, grad in eager[1].items():
         torch.testing.assert_close(ours[1][name], grad, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.slow
+def test_the_replica_benchmark_of_gpu_checks_runs_on_a_cpu(tmp_path):
+    """tools/replica_bench.py as `tools/gpu_checks.sh replicas` runs it (--scan, --sequential-once), at tiny sizes."""
+    import json
+    import random
+    import subprocess
+    import sys
+
+    from conftest import REPO, scan_line
+
+    rng = random.Random(0)
+    scan = tmp_path / "SCAN" / "add_prim_split"
+    scan.mkdir(parents=True)
+    for name, count in (("train", 40), ("test", 10)):
+        (scan / f"tasks_{name}_addprim_jump.txt").write_text("".join(scan_line(rng) + "\n" for _ in range(count)))
+    out = tmp_path / "rows.json"
+    command = [sys.executable, f"{REPO}/tools/replica_bench.py", tmp_path / "bin", "--scan", scan.parent]
+    command += ["--replicas", "1,2", "--modes", "sequential,together", "--sequential-once", "--updates", "8"]
+    command += ["--warmup", "2", "--output", out, "--", "--arch", "lstm_plain_small", *SIZES, "--batch-size", "8"]
+    command += ["--optimizer", "adam", "--lr", "0.001", "--criterion", "lexical_cross_entropy"]
+    proc = subprocess.run(list(map(str, command)), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["mode"], r["replicas"]) for r in rows] == [
+        ("sequential", 1), ("together", 1), ("sequential", 2), ("together", 2)
+    ]  # fmt: skip
+    assert rows[2]["updates_per_s"] == rows[0]["updates_per_s"]  # measured once
+    assert all(r["updates_per_s"] > 0 for r in rows) and "| together | 2 |" in proc.stdout

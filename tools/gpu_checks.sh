@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # The checks that need a CUDA GPU, in one go (docs/benchmarks.md, "On a CUDA GPU"; docs/gpu.md): that a run stopped
 # beside graph-captured runs under MPS harms none of them, the suite's cuda cases, the speed comparisons against
-# stock fairseq, eager training against --cuda-graphs, and the mixed-precision runs of every architecture. Each step
+# stock fairseq, eager training against --cuda-graphs, seeds stacked in one process (--replica-seeds) against a run
+# alone, and the mixed-precision runs of every architecture. Each step
 # runs whatever the one before did: a failing test or a failed run is reported in OUT/status.json (with the device)
 # and the exit status, and the next step still runs. OUT receives at most 8 files, none in subfolders (what a device
-# call returns): status.json, lease.json, suite.txt, bench.txt (the benchmarks' output, their log after it),
+# call returns): status.json, lease.json, suite.txt, bench.txt (the benchmarks' output and log, then the replicas'),
 # profiles.txt, graphs.json, precision.md, precision.json; the precision runs' work trees go to --scratch, and a
 # failed run's log tail to status.json.
 #
-#   bash tools/gpu_checks.sh OUT [lease] [suite] [bench] [graphs] [precision]   # default: all five, in that order
+#   bash tools/gpu_checks.sh OUT [lease] [suite] [bench] [graphs] [replicas] [precision]   # default: all six
 #        [--data DIR]      SCAN data for the precision runs (default ../shared/data/scan)
 #        [--jobs N]        precision runs at a time per precision (default 6; two precisions run at once)
 #        [--scratch DIR]   where the precision runs' work trees go (default: a new folder under $TMPDIR or /tmp)
@@ -19,22 +20,22 @@
 set -uo pipefail  # not -e: a failed step is recorded (status.json) and the next runs
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${PYTHON:-python3}"
-usage() { sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 [[ $# -ge 1 && "$1" != -* ]] || { usage >&2; exit 2; }
 OUT="$1"; shift
 STEPS=() DATA="$ROOT/../shared/data/scan" JOBS=6 DRY=0 SCRATCH=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
-    lease|suite|bench|graphs|precision) STEPS+=("$1"); shift ;;
+    lease|suite|bench|graphs|replicas|precision) STEPS+=("$1"); shift ;;
     --data) DATA="$2"; shift 2 ;;
     --jobs) JOBS="$2"; shift 2 ;;
     --scratch) SCRATCH="$2"; shift 2 ;;
     --dry-run) DRY=1; shift ;;
     -h|--help) usage; exit 0 ;;
-    *) echo "gpu_checks.sh: unknown argument $1 (steps: lease, suite, bench, graphs, precision)" >&2; exit 2 ;;
+    *) echo "gpu_checks.sh: unknown argument $1 (steps: lease, suite, bench, graphs, replicas, precision)" >&2; exit 2 ;;
   esac
 done
-[[ ${#STEPS[@]} -gt 0 ]] || STEPS=(lease suite bench graphs precision)
+[[ ${#STEPS[@]} -gt 0 ]] || STEPS=(lease suite bench graphs replicas precision)
 export PYTHONPATH="$ROOT/examples:$ROOT${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 exec 3>&1  # the commands are echoed there, whatever a step redirects
 run() { echo "+ $*" >&3; [[ $DRY == 1 ]] || "$@"; }
@@ -114,6 +115,26 @@ for step in "${STEPS[@]}"; do
     if [[ $code != 0 ]]; then fail "graphs: exit $code ($(tail -n 3 "$SCRATCH/graphs.log" 2>/dev/null | tr '\n' ' '))"
     elif [[ $DRY == 0 ]] && ! "$PY" -c "import json, sys; sys.exit(not json.load(open(sys.argv[1]))['passed'])" \
         "$OUT/graphs.json"; then fail "graphs: not passed (graphs.json)"; fi
+    ;;
+  replicas)
+    # SCAN's paper shapes (lex_lstm 2 x 512, the authors' combined output, batch 128 x 4 accumulated, TF32) with
+    # R = 1, 5, 10, 20 seeds stacked in one process (--replica-seeds) against one run alone, eager and with
+    # --cuda-graphs: updates/s in all and per replica, peak memory (tools/replica_bench.py; a few minutes). The goal
+    # of the next lease: 300 updates/s in all (the SCAN table's 20 runs of 8,000 updates inside one lease)
+    P=(--arch lex_lstm --decoder-output combined --embedding-init normal --lexicon identity --criterion
+       lexical_cross_entropy --sentence-avg --optimizer adam --adam-betas "(0.9, 0.998)" --lr 0.00049 --lr-scheduler
+       inverse_sqrt --warmup-updates 4000 --clip-norm 5 --batch-size 128 --update-freq 4 --tf32)
+    for mode in eager graphs; do
+      extra=(); [[ $mode == graphs ]] && extra=(--cuda-graphs)
+      [[ $DRY == 1 ]] || { echo; echo "== replicas, $mode (tools/replica_bench.py)"; } >> "$OUT/bench.txt"
+      run "$PY" tools/replica_bench.py "$(scratch replicas_bin)" --scan "$DATA" --replicas 1,5,10,20 \
+        --modes sequential,together --sequential-once --updates 60 --warmup 15 \
+        --output "$(scratch "replicas_$mode.json")" -- "${P[@]}" "${extra[@]}" 2>"$(scratch "replicas_$mode.log")" \
+        | tee -a "$(out bench.txt)"
+      code=${PIPESTATUS[0]}; [[ $code == 0 ]] || fail "replicas ($mode): exit $code ($(tail -n 3 \
+        "$SCRATCH/replicas_$mode.log" 2>/dev/null | tr '\n' ' '))"
+      [[ $DRY == 1 ]] || cat "$SCRATCH/replicas_$mode.json" >> "$OUT/bench.txt" 2>/dev/null
+    done
     ;;
   precision)
     # every architecture at --cpu-small sizes, 500 updates of SCAN jump, fp32 / fp16 / amp / bf16 from one seed

@@ -91,8 +91,11 @@ def prepare_scan(folder, dest):
     prefixes = []
     for split, name in (("train", "tasks_train_addprim_jump.txt"), ("valid", "tasks_test_addprim_jump.txt")):
         prefix = os.path.join(dest, f"raw_{split}")
+        path = os.path.join(folder, name)
+        if not os.path.isfile(path):  # brendenlake/SCAN's layout
+            path = os.path.join(folder, "add_prim_split", name)
         with (
-            open(os.path.join(folder, name)) as lines,
+            open(path) as lines,
             open(prefix + ".src", "w") as src,
             open(prefix + ".tgt", "w") as tgt,
         ):
