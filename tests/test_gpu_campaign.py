@@ -233,7 +233,7 @@ def test_the_probe_stops_running_runs_that_cannot_finish(monkeypatch):
     sched.runs = [plan.RunRecord(plan.Run(f"r{k}", g, g, None, "lstm", 1, (), k)) for k, g in enumerate(groups)]
     for r in sched.runs[:3]:
         r.status, r.updates = plan.RunStatus.RUNNING, 300
-    sched.procs, sched.measured, sched.state = {}, {"r1": 13.0}, "unused"
+    sched.procs, sched.measured, sched.state, sched.batches = {}, {"r1": 13.0}, "unused", {}
     costs = plan.Costs(
         {"scan": 8000, "eng_cmn": 3000}, {"scan": 11.0, "eng_cmn": 11.0}, {"scan": 37.0, "eng_cmn": 30.0}, 18.0
     )
@@ -665,7 +665,10 @@ def test_run_summary_reads_validation_and_the_first_wrong_outputs(tmp_path):
     assert device.score_text(r) == "exact_match 0.5000 (validation loss 0.4, exact match 0.750)"
 
 
-def test_a_miniature_campaign_on_a_simulated_device(tmp_path):
+def simulated_campaign(tmp_path, plan_name):
+    """A campaign of plan ``plan_name`` prepared here (a git checkout of this working tree, tiny SCAN data) and its
+    device simulated: (device_call(*args) -> (process, out folder), the state folder, the manifest, the forbidden
+    paths, the audit log, the device's python, its environment)."""
     fairseq_wheel = carry.cached_fairseq_wheel("%d.%d" % sys.version_info[:2])
     if fairseq_wheel is None:
         pytest.skip(f"no fairseq-fixed wheel for this Python in {carry.WHEEL_CACHE} (tools/setup_env.sh makes one)")
@@ -689,7 +692,7 @@ def test_a_miniature_campaign_on_a_simulated_device(tmp_path):
             str(host / "tools" / "gpu_campaign.sh"),
             "prepare",
             "--plan",
-            "mini",
+            plan_name,
             "--data",
             str(tmp_path / "data"),
             "--platform",
@@ -711,7 +714,7 @@ def test_a_miniature_campaign_on_a_simulated_device(tmp_path):
     assert prep.returncode == 0, prep.stderr[-3000:]
     assert "carry folder .gpu/" in prep.stdout and 'carry=[".gpu"]' in prep.stdout
     manifest = json.loads((host / ".gpu" / "manifest.json").read_text())
-    assert manifest["plan"] == "mini" and any(w.startswith("fairseq_lexical-") for w in manifest["wheels"])
+    assert manifest["plan"] == plan_name and any(w.startswith("fairseq_lexical-") for w in manifest["wheels"])
     assert manifest["work"]["groups"] == ["scan_jump"] and "prepare: scan_jump's data" in prep.stdout
 
     # there: the travelled tree (tracked and untracked-not-ignored files, and the carried .gpu), a Python with
@@ -752,6 +755,11 @@ def test_a_miniature_campaign_on_a_simulated_device(tmp_path):
         )
         return proc, out_dir
 
+    return device_call, state, manifest, forbidden, audit, py, denv
+
+
+def test_a_miniature_campaign_on_a_simulated_device(tmp_path):
+    device_call, state, manifest, forbidden, audit, py, denv = simulated_campaign(tmp_path, "mini")
     proc, _ = device_call(
         "start",
         "--budget-s",
@@ -886,3 +894,56 @@ def test_a_miniature_campaign_on_a_simulated_device(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert sorted(os.listdir(res)) == ["gpu_scan_jump_lstm.json", "gpu_scan_jump_simple.json"]
+
+
+def test_replica_batches_take_a_groups_queued_seeds_in_one_process():
+    runs = plan.plan_runs("scan")
+    first = runs[0]  # scan_jump-simple-s1
+    batch = plan.replica_batch(first, runs, replicas=True)
+    assert [r.id for r in batch] == [f"scan_jump-simple-s{s}" for s in (1, 2, 3, 4, 5)]  # seeds 4-5 from tier 2
+    assert plan.replica_batch(first, runs, replicas=False) == [first]
+    options = plan.run_options(first, "DATA", "WORK", seeds=[r.seed for r in batch])
+    assert options.seed_list == "1,2,3,4,5" and options.replicas == "on"
+    assert plan.run_options(first, "DATA", "WORK").replicas == "off"
+    assert all(g.replicas for name in ("paper", "scan", "width") for g in plan.plan_groups(name))
+
+
+@pytest.mark.slow
+def test_a_replicated_run_on_a_simulated_device(tmp_path):
+    """The device rehearses a replica batch: LSTM + Simple's seeds 1 and 2 in one process (fairseq-train
+    --replica-seeds), each seed finished, decoded and collected as a run of its own."""
+    device_call, state, manifest, _, audit, _, _ = simulated_campaign(tmp_path, "mini_replicas")
+    proc, _ = device_call(
+        *("start", "--budget-s", "900", "--reserve-s", "0", "--allow-cpu", "--no-mps", "--max-jobs", "2"),
+        *("--min-train-s", "1", "--tick-s", "0.3", "--probe-s", "0"),
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "plan 'mini_replicas': 2 runs" in proc.stdout
+    wait_for(
+        lambda: all(r["status"] in device.FINAL for r in json.loads((state / "runs.json").read_text())["runs"]),
+        400,
+        "both seeds to end",
+    )
+    log = (state / "scheduler.log").read_text()
+    assert "scan_jump-simple-s1: started with scan_jump-simple-s2 (one process: --replica-seeds)" in log
+    proc, out = device_call("poll", "--budget-s", "0", "--reserve-s", "0", "--wait-s", "60")
+    assert proc.returncode == 0, proc.stderr
+    results = {r["id"]: r for r in json.loads((out / "results.json").read_text())["runs"]}
+    for seed in (1, 2):
+        r = results[f"scan_jump-simple-s{seed}"]
+        assert r["status"] == "finished", r
+        assert r["score"]["n"] == 40 and r["training"]["updates"] == 30
+        assert r["training"]["replicas"]["seeds"] == [1, 2] and "--seed-list=1,2" in " ".join(r["command"])
+    assert results["scan_jump-simple-s1"]["started"] == results["scan_jump-simple-s2"]["started"]  # one launch
+    violations = audit.read_text() if audit.exists() else ""
+    assert violations == "", violations[:3000]
+    res = tmp_path / "results"
+    proc = subprocess.run(
+        ["bash", SCRIPT, "collect", str(out), "--results", str(res)],
+        capture_output=True,
+        text=True,
+        env=examples_env(PYTHON=sys.executable),
+    )
+    assert proc.returncode == 0, proc.stderr
+    collected = json.loads((res / "gpu_scan_jump_simple.json").read_text())
+    assert sorted(collected["per_seed"]) == ["1", "2"], collected

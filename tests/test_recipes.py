@@ -1365,9 +1365,13 @@ def test_replicas_on_train_each_rows_seeds_together_and_keep_each_seeds_results(
     import torch
 
     work = tmp_path / "work"
-    args = ("--data", tiny_scan, "--work", work, "--cpu-small", "--max-update", "20", "--models", "lstm,simple")
-    out = ok(run_recipe("scan", *args, "--seeds", "2", "--replicas", "on"))
-    for model in ("lstm", "simple"):
+    args = ("--data", tiny_scan, "--work", work, "--cpu-small", "--max-update", "20", "--models", "simple,pgn")
+    planned = ok(run_recipe("scan", *args, "--seeds", "2", "--replicas", "on", "--dry-run"))
+    assert "== simple seeds 1,2: trained together first (--replicas), then decoded one by one:" in planned
+    assert f"--replica-seeds 1,2 --replica-dirs '{work}/simple/seed{{seed}}'" in planned
+    assert "== pgn seeds" not in planned  # a Transformer row: each seed alone
+    out = ok(run_recipe("scan", *args[:-1], "simple", "--seeds", "2", "--replicas", "on"))
+    for model in ("simple",):
         assert f"{model} seeds 1,2: training together (--replica-seeds) (20 updates max)" in out
         group = json.loads((work / model / "replicas-1-2" / "config.json").read_text())
         assert "--replica-seeds 1,2" in group["command"] and f"{work}/{model}/seed{{seed}}" in group["command"]
@@ -1381,6 +1385,6 @@ def test_replicas_on_train_each_rows_seeds_together_and_keep_each_seeds_results(
             saved = torch.load(run / "checkpoint_last.pt", map_location="cpu", weights_only=False)
             assert saved["cfg"]["common"]["seed"] == seed and saved["cfg"]["task"]["replica_seeds"] is None
     summary = json.loads((work / "summary.json").read_text())
-    assert {m: summary["models"][m]["seeds"] for m in summary["models"]} == {"lstm": [1, 2], "simple": [1, 2]}
-    again = ok(run_recipe("scan", *args, "--seeds", "2", "--replicas", "on"))
-    assert again.count("(done before: skipped)") == 4 and "training together" not in again
+    assert {m: summary["models"][m]["seeds"] for m in summary["models"]} == {"simple": [1, 2]}
+    again = ok(run_recipe("scan", *args[:-1], "simple", "--seeds", "2", "--replicas", "on"))
+    assert again.count("(done before: skipped)") == 2 and "training together" not in again

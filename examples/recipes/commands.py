@@ -170,6 +170,12 @@ def fairseq_train(
     ]
 
 
+def replicas_dir(model_dir: str, seeds: Sequence[int]) -> str:
+    """Where a row's seeds trained together (--replicas) keep their log, config and stacked checkpoints:
+    MODEL_DIR/replicas-1-2-3 (the recipes and the campaign's scheduler read it there)."""
+    return f"{model_dir}/replicas-{'-'.join(map(str, seeds))}"
+
+
 def replicated_train(command: Sequence[str], seeds: Sequence[int], save_dir: str, replica_dirs: str) -> List[str]:
     """A row's fairseq-train ``command`` (fairseq_train's, for one seed) as the one process that trains ``seeds``
     together (--replica-seeds): the stacked checkpoints in ``save_dir``, each seed's own in ``replica_dirs``

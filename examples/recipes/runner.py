@@ -515,6 +515,7 @@ class Recipe(LexiconSteps, LlaSteps):
         check_extra_options(self)
         if self.options.dry_run:
             say_dry_run(self)
+            self.say_replica_groups()
             return 0
         prep = self.prepared_pairs()
         self.check_before_writing(prep)  # a refusal leaves WORK as it was
@@ -536,10 +537,9 @@ class Recipe(LexiconSteps, LlaSteps):
         if self.options.prepare_only:
             say(f"== prepared (--prepare-only): {self.work}; no model trained")
             return 0
-        if not self.options.as_job:
-            for model in self.models:
-                if self.replicated(model):
-                    self.train_replicas(model, prep)
+        for model in self.models:  # (a --jobs child has one seed: nothing to train together)
+            if self.replicated(model):
+                self.train_replicas(model, prep)
         if self.jobs > 1 and len(self.pairs) > 1:  # one pair: in this process
             failed = run_jobs(self)
         else:
@@ -589,7 +589,7 @@ class Recipe(LexiconSteps, LlaSteps):
 
     def replica_dir(self, model: str, seeds: Sequence[int]) -> str:
         """WORK/<model>/replicas-1-2-3: the stacked checkpoints (for resuming), the group's config.json and log."""
-        return f"{self.work}/{model}/replicas-{'-'.join(map(str, seeds))}"
+        return commands.replicas_dir(f"{self.work}/{model}", seeds)
 
     def replica_group(self, model: str) -> List[int]:
         """The seeds of ``model`` to train together: those whose training has not ended, and which have no
@@ -605,6 +605,22 @@ class Recipe(LexiconSteps, LlaSteps):
             return todo
         return [s for s in todo if not os.path.isfile(f"{self.run_dir(model, s)}/checkpoint_last.pt")]
 
+    def replica_command(self, model: str, group: Sequence[int], train: Sequence[str]) -> List[str]:
+        """The one fairseq-train of ``group`` (``train``: the first seed's own command)."""
+        return commands.replicated_train(train, group, self.replica_dir(model, group), self.run_dir(model, "{seed}"))
+
+    def say_replica_groups(self) -> None:
+        """--dry-run: the rows whose seeds would train together, with that command."""
+        planned = None
+        for model in self.models:
+            group = self.replica_group(model) if self.replicated(model) else []
+            if len(group) > 1:
+                planned = planned or self.planned_runs()
+                command = self.replica_command(model, group, planned[(model, group[0])].commands["train"])
+                seeds = ",".join(map(str, group))
+                say(f"== {model} seeds {seeds}: trained together first (--replicas), then decoded one by one:")
+                say(f"   {show(command)}")
+
     def train_replicas(self, model: str, prep: Prepared) -> None:
         """Train the seeds of ``replica_group`` in one process; each seed's run directory then holds its checkpoints
         and the log, as a training that ended (execute_run decodes it)."""
@@ -619,12 +635,7 @@ class Recipe(LexiconSteps, LlaSteps):
         os.makedirs(folder, exist_ok=True)
         resuming = ownership.owns(f"{folder}/checkpoint_last.pt")
         first = specs[group[0]]
-        command = commands.replicated_train(
-            first.commands["train"],
-            group,
-            folder,
-            self.run_dir(model, "{seed}"),  # type: ignore[arg-type]
-        )
+        command = self.replica_command(model, group, first.commands["train"])
         record = {"model": model, "seeds": group, "folder": folder, "command": show(command)}
         with contextlib.ExitStack() as stack:
             for directory in [folder, *(spec.out for spec in specs.values())]:

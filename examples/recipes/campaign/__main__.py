@@ -126,6 +126,14 @@ def build_parser() -> argparse.ArgumentParser:
         "a minute) and then --max-jobs at once (tools/lease_check.py concurrency, about a minute), and train the "
         "LSTM runs with it where both pass (default off: on the H200 nine runs at once were faster eager)",
     )
+    s.add_argument(
+        "--replicas",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="train each group's queued seeds of a model together, one process (fairseq-train --replica-seeds), "
+        "where the plan's group says so (default on; --no-replicas: each seed a process, as before; "
+        "docs/replicas.md)",
+    )
     s.add_argument("--restart", action="store_true", help="stop and replace an earlier campaign in --state")
     s.add_argument("--carry", default=os.path.join(ROOT, ".gpu"), help="the carry folder (default .gpu)")
     s.add_argument("--repo", default=ROOT, help=argparse.SUPPRESS)

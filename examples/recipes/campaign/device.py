@@ -558,6 +558,7 @@ def start(args) -> int:
         "hold_s": args.hold_s,
         "max_jobs": max_jobs,
         "probe_s": args.probe_s,
+        "replicas": args.replicas,
         "min_train_s": args.min_train_s,
         "tick_s": args.tick_s,
         "decode_s_per_sentence": args.decode_s_per_sentence,

@@ -31,6 +31,9 @@ class Group:
     options: Tuple[Tuple[str, object], ...] = ()
     train_args: Tuple[str, ...] = ()  # fairseq-train options of every run (the recipe's --train-args)
     variant: str = ""  # names runs that differ from the recipe's defaults (their own work folder, ids, results)
+    # a model's queued seeds trained together, one process (the recipe's --replicas on: fairseq-train
+    # --replica-seeds), each seed still a run of its own (record, results); the LSTM rows only
+    replicas: bool = False
 
     @property
     def name(self) -> str:
@@ -51,16 +54,18 @@ class Tier:
 # of gradients over 512 sentences; a quarter of the kernel launches, which bound one run's speed), and the LSTMs'
 # matrix products use TF32 (the runs at once are bound by the GPU's fp32 throughput: 12 SCAN runs of the last
 # campaign did 60 updates/s in all, about 0.5 TFLOP each). examples/RESULTS.md says so beside the rows.
+# Every group of the GPU plans trains a model's queued seeds together (Group.replicas: a launch-bound GPU runs R
+# stacked models in about one model's time, docs/replicas.md).
 GPU_OPTIONS = (("batch_size", 512), ("update_freq", 1))
 GPU_TRAIN_ARGS = ("--tf32",)
 SCAN_GROUPS = (
-    Group("scan", ("lstm", "simple"), "jump", GPU_OPTIONS, GPU_TRAIN_ARGS),
-    Group("scan", ("lstm", "simple"), "around_right", GPU_OPTIONS, GPU_TRAIN_ARGS),
+    Group("scan", ("lstm", "simple"), "jump", GPU_OPTIONS, GPU_TRAIN_ARGS, replicas=True),
+    Group("scan", ("lstm", "simple"), "around_right", GPU_OPTIONS, GPU_TRAIN_ARGS, replicas=True),
 )
 PAPER_TIERS = (
     Tier(SCAN_GROUPS, (1, 2, 3)),
-    Tier((Group("cogs", ("lstm", "copy", "simple"), None, GPU_OPTIONS, GPU_TRAIN_ARGS),), (1, 2, 3)),
-    Tier((Group("eng_cmn", ("lstm", "simple", "ibm1"), None, GPU_OPTIONS, GPU_TRAIN_ARGS),), (1, 2, 3)),
+    Tier((Group("cogs", ("lstm", "copy", "simple"), None, GPU_OPTIONS, GPU_TRAIN_ARGS, replicas=True),), (1, 2, 3)),
+    Tier((Group("eng_cmn", ("lstm", "simple", "ibm1"), None, GPU_OPTIONS, GPU_TRAIN_ARGS, replicas=True),), (1, 2, 3)),
     Tier(SCAN_GROUPS, (4, 5)),
 )
 # The width diagnosis (docs/authors_code.md, "At the paper's width"): LSTM + Simple with the recipes' defaults since
@@ -68,17 +73,23 @@ PAPER_TIERS = (
 # variant at the paper's whole schedule: the masking alone (fairseq's initialisation), the fix with the authors'
 # training loop (their dropout placement and random batches), the fix without TF32; then seeds 2 and 3.
 WIDTH_SIMPLE = tuple(
-    Group("scan", ("simple",), split, GPU_OPTIONS, GPU_TRAIN_ARGS) for split in ("jump", "around_right")
+    Group("scan", ("simple",), split, GPU_OPTIONS, GPU_TRAIN_ARGS, replicas=True) for split in ("jump", "around_right")
 )
 WIDTH_TIERS = (
     Tier(WIDTH_SIMPLE, (1,)),
     Tier(
         (
             Group(
-                "scan", ("simple",), "jump", GPU_OPTIONS, (*GPU_TRAIN_ARGS, "--weight-init", "fairseq"), "fairseq_init"
+                "scan",
+                ("simple",),
+                "jump",
+                GPU_OPTIONS,
+                (*GPU_TRAIN_ARGS, "--weight-init", "fairseq"),
+                "fairseq_init",
+                replicas=True,
             ),
-            Group("scan", ("simple",), "jump", GPU_OPTIONS, (*GPU_TRAIN_ARGS, *AUTHORS_LOOP), "authors_loop"),
-            Group("scan", ("simple",), "jump", GPU_OPTIONS, (), "no_tf32"),
+            Group("scan", ("simple",), "jump", GPU_OPTIONS, (*GPU_TRAIN_ARGS, *AUTHORS_LOOP), "authors_loop", True),
+            Group("scan", ("simple",), "jump", GPU_OPTIONS, (), "no_tf32", True),
         ),
         (1,),
     ),
@@ -88,12 +99,14 @@ WIDTH_TIERS = (
 # both splits, seeds 1-3, then seeds 4-5; the plain LSTM, seeds 1-5; on jump, the authors' training loop (their
 # dropout placement and random batches) and each of its two parts alone, seeds 1-3.
 SCAN_SIMPLE = tuple(
-    Group("scan", ("simple",), split, GPU_OPTIONS, GPU_TRAIN_ARGS) for split in ("jump", "around_right")
+    Group("scan", ("simple",), split, GPU_OPTIONS, GPU_TRAIN_ARGS, replicas=True) for split in ("jump", "around_right")
 )
-SCAN_LSTM = tuple(Group("scan", ("lstm",), split, GPU_OPTIONS, GPU_TRAIN_ARGS) for split in ("jump", "around_right"))
+SCAN_LSTM = tuple(
+    Group("scan", ("lstm",), split, GPU_OPTIONS, GPU_TRAIN_ARGS, replicas=True) for split in ("jump", "around_right")
+)
 AUTHORS_DROPOUT, AUTHORS_BATCHES = AUTHORS_LOOP[:2], AUTHORS_LOOP[2:]
 SCAN_LOOP_GROUPS = tuple(
-    Group("scan", ("simple",), "jump", GPU_OPTIONS, (*GPU_TRAIN_ARGS, *args), variant)
+    Group("scan", ("simple",), "jump", GPU_OPTIONS, (*GPU_TRAIN_ARGS, *args), variant, replicas=True)
     for args, variant in (
         (AUTHORS_LOOP, "authors_loop"),
         (AUTHORS_DROPOUT, "authors_dropout"),
@@ -116,12 +129,17 @@ MINI_OPTIONS = (
     ("patience", 0),
 )
 MINI_TIERS = (Tier((Group("scan", ("lstm", "simple"), "jump", MINI_OPTIONS),), (1, 2)),)
+# the simulated device's rehearsal of a replicated run: LSTM + Simple's two seeds in one process
+MINI_REPLICAS_TIERS = (Tier((Group("scan", ("simple",), "jump", MINI_OPTIONS, replicas=True),), (1, 2)),)
 PLANS: Dict[str, Tuple[Tier, ...]] = {
     "paper": PAPER_TIERS,
     "scan": SCAN_TIERS,
     "width": WIDTH_TIERS,
     "mini": MINI_TIERS,
+    "mini_replicas": MINI_REPLICAS_TIERS,
 }
+# The most seeds one process trains together (each replica holds its weights, gradients and Adam's moments)
+MAX_REPLICAS = 20
 
 
 @dataclass
@@ -264,17 +282,30 @@ def task_of(item) -> "Task":
     return TASKS[item.task](**({"split": item.split} if item.split else {}))
 
 
-def run_options(run: Run, data: str, work: str, extra_train_args: Sequence[str] = ()) -> "RecipeOptions":
+def replica_batch(first: Run, queued: Sequence[Run], replicas: bool) -> List[Run]:
+    """The runs one process trains: ``first``, and where its group trains replicas the queued runs of its group and
+    model after it (priority order), MAX_REPLICAS at most."""
+    if not replicas:
+        return [first]
+    same = [r for r in queued if (r.group, r.model) == (first.group, first.model) and r.id != first.id]
+    return [first, *same[: MAX_REPLICAS - 1]]
+
+
+def run_options(
+    run: Run, data: str, work: str, extra_train_args: Sequence[str] = (), seeds: Sequence[int] = ()
+) -> "RecipeOptions":
     """The recipe options of one run: its pair alone (as a --jobs child: the campaign prepared the work directory),
     no checkpoint kept after scoring, progress every 30 s, the group's options; extra_train_args go to
-    fairseq-train."""
+    fairseq-train. ``seeds``: the seeds of a replica batch (replica_batch), trained together."""
     from recipes.options import RecipeOptions
 
+    together = len(seeds) > 1
     return RecipeOptions(
         data=data,
         work=work,
         models=run.model,
-        seed_list=str(run.seed),
+        seed_list=",".join(map(str, seeds)) if together else str(run.seed),
+        replicas="on" if together else "off",
         jobs=1,
         as_job=True,
         keep_checkpoints="none",
@@ -284,11 +315,14 @@ def run_options(run: Run, data: str, work: str, extra_train_args: Sequence[str] 
     )
 
 
-def run_command(run: Run, data: str, work: str, extra_train_args: Sequence[str] = ()) -> List[str]:
-    """The recipe process of one run (run_options)."""
+def run_command(
+    run: Run, data: str, work: str, extra_train_args: Sequence[str] = (), seeds: Sequence[int] = ()
+) -> List[str]:
+    """The recipe process of one run, or of a replica batch's seeds (run_options)."""
     from recipes.commands import recipe_process
 
-    return recipe_process(run.task, run_options(run, data, work, extra_train_args).argv() + task_of(run).argv())
+    options = run_options(run, data, work, extra_train_args, seeds)
+    return recipe_process(run.task, options.argv() + task_of(run).argv())
 
 
 # The LSTM rows' fairseq models (lex_lstm's classes: with the `-small`/`-medium` sizes of the CPU presets too), which

@@ -15,6 +15,7 @@ import time
 from typing import Dict, List, Optional, Tuple
 
 from recipes import fairseq_log
+from recipes.commands import replicas_dir
 from recipes.campaign import plan as planning
 from recipes.campaign.device import (
     MARKER,
@@ -25,6 +26,7 @@ from recipes.campaign.device import (
     log,
     read_deadline,
     read_runs,
+    request_stop,
     run_env,
     score_text,
     stop_file,
@@ -68,6 +70,12 @@ class Scheduler:
         # --probe-s 0: no probe, so no run is ever stopped to change the concurrency; up to big_k at once from the
         # start (stopping a run under MPS midway harmed every other run: docs/gpu.md)
         probing = float(self.campaign["probe_s"]) > 0
+        # a process that trains several seeds (Group.replicas) is measured as one run: no probe then
+        self.batches: Dict[str, List[str]] = {}  # the run whose process it is -> the runs it trains
+        self.replicas = bool(self.campaign.get("replicas", True))  # start --no-replicas: each seed a process
+        if probing and self.replicas and any(g.replicas for g in self.groups.values()):
+            probing = False
+            log("scheduler: the plan trains seeds together (replicas): no probe; up to --max-jobs processes at once")
         self.phase = Phase.PROBE_ONE if probing else Phase.STEADY
         self.phase_start = time.time()
         self.slots = 1 if probing else self.big_k
@@ -85,6 +93,18 @@ class Scheduler:
 
     def run_dir(self, r: RunRecord) -> str:
         return f"{self.work(r.group)}/{r.run.model}/seed{r.run.seed}"
+
+    def leader(self, run_id: str) -> str:
+        """The run whose process trains ``run_id`` (itself, or the first of its replica batch)."""
+        return next((lead for lead, members in self.batches.items() if run_id in members), run_id)
+
+    def train_log(self, r: RunRecord) -> str:
+        """The fairseq-train log of a run's training: its own, or its replica batch's (the recipe's group folder)."""
+        members = self.batches.get(self.leader(r.id), [r.id])
+        if len(members) == 1:
+            return f"{self.run_dir(r)}/train.log"
+        seeds = [self.by_id[m].run.seed for m in members]
+        return f"{replicas_dir(f'{self.work(r.group)}/{r.run.model}', seeds)}/train.log"
 
     def with_status(self, status: RunStatus) -> List[RunRecord]:
         return [r for r in self.runs if r.status is status]
@@ -234,9 +254,10 @@ class Scheduler:
         dt = now - self.last_tick
         self.last_tick = now
         decode_s = self.costs().decode_s if running else {}  # once a tick, not once a run
+        self.forward_stop_requests()
         for r in running:
             r.gpu_share_s = (r.gpu_share_s or 0.0) + dt / max(1, len(running))
-            log_path = f"{self.run_dir(r)}/train.log"
+            log_path = self.train_log(r)
             if not os.path.isfile(log_path):
                 continue
             last: Dict[str, str] = {}
@@ -254,34 +275,47 @@ class Scheduler:
                     r.rate = round(rate, 3)
                     r.eta_s = round(max(0, r.max_update - u) / rate + decode_s[r.group])
 
+    def forward_stop_requests(self) -> None:
+        """A request to stop one run of a replica batch (poll --stop) stops its process, which trains them all."""
+        for lead, members in self.batches.items():
+            if stop_reason_of(self.state, lead) is None:
+                asked = next((a for m in members if (a := stop_reason_of(self.state, m)) is not None), None)
+                if asked is not None:
+                    request_stop(self.state, [lead], asked)
+
     def reap(self, now: float) -> None:
         for run_id, proc in list(self.procs.items()):
             if proc.poll() is None:
                 continue
             del self.procs[run_id]
-            r = self.by_id[run_id]
-            r.eta_s, r.ended, r.wall_s = None, now, round(now - r.started, 1)
-            left = run_summary(self.run_dir(r))
-            r.score, r.config, r.times, r.training, r.validation, r.errors = (
-                left.get(k) for k in ("score", "config", "times", "training", "validation", "errors")
-            )
-            asked = stop_reason_of(self.state, run_id)
-            if proc.returncode == 0 and r.score:  # complete, even where a stop came too late to matter
-                r.status = RunStatus.FINISHED
-                limited = (r.training or {}).get("updates")
-                r.time_limited = bool(
-                    limited is not None and limited < r.max_update and not r.training.get("early_stop")
-                )
-                self.learn_decode(r)
-                log(f"{run_id}: finished ({score_text(r)}; {r.wall_s:.0f} s)")
-            elif asked is not None:  # it left on request, at a step boundary (or was signalled at the deadline)
-                r.status, r.reason = RunStatus.STOPPED, asked
-                r.log_tail = tail(f"{self.state}/logs/{run_id}.log")
-                log(f"{run_id}: stopped ({asked}; exit {proc.returncode})")
-            else:
-                status = f"exit {proc.returncode}" if proc.returncode >= 0 else f"killed by signal {-proc.returncode}"
-                r.status, r.reason, r.log_tail = RunStatus.FAILED, status, tail(f"{self.state}/logs/{run_id}.log")
-                log(f"{run_id}: FAILED ({status})")
+            members = self.batches.pop(run_id, [run_id])
+            for member in members:
+                self.ended(self.by_id[member], proc, run_id, now, together=len(members) > 1)
+
+    def ended(self, r: RunRecord, proc: subprocess.Popen, leader: str, now: float, together: bool = False) -> None:
+        """Record how a run ended, from what it left (its process ``proc``, that of run ``leader``; ``together``:
+        a replica batch's, whose exit status may be another seed's failure)."""
+        run_id = r.id
+        r.eta_s, r.ended, r.wall_s = None, now, round(now - r.started, 1)
+        left = run_summary(self.run_dir(r))
+        r.score, r.config, r.times, r.training, r.validation, r.errors = (
+            left.get(k) for k in ("score", "config", "times", "training", "validation", "errors")
+        )
+        asked = stop_reason_of(self.state, run_id) or stop_reason_of(self.state, leader)
+        if r.score and (proc.returncode == 0 or together):  # complete, even where a stop came too late to matter
+            r.status = RunStatus.FINISHED
+            limited = (r.training or {}).get("updates")
+            r.time_limited = bool(limited is not None and limited < r.max_update and not r.training.get("early_stop"))
+            self.learn_decode(r)
+            log(f"{run_id}: finished ({score_text(r)}; {r.wall_s:.0f} s)")
+        elif asked is not None:  # it left on request, at a step boundary (or was signalled at the deadline)
+            r.status, r.reason = RunStatus.STOPPED, asked
+            r.log_tail = tail(f"{self.state}/logs/{leader}.log")
+            log(f"{run_id}: stopped ({asked}; exit {proc.returncode})")
+        else:
+            status = f"exit {proc.returncode}" if proc.returncode >= 0 else f"killed by signal {-proc.returncode}"
+            r.status, r.reason, r.log_tail = RunStatus.FAILED, status, tail(f"{self.state}/logs/{leader}.log")
+            log(f"{run_id}: FAILED ({status})")
 
     def learn_decode(self, r: RunRecord) -> None:
         n = self.prep[r.group].test_sentences
@@ -301,20 +335,29 @@ class Scheduler:
         if r.max_update is None:
             r.max_update = self.updates_of(r)
         group = self.groups[r.group]
+        queued = [q.run for q in self.ready_queued()]
+        batch = [self.by_id[m.id] for m in planning.replica_batch(r.run, queued, group.replicas and self.replicas)]
+        seeds = [m.run.seed for m in batch] if len(batch) > 1 else []
         cap = ["--stop-time-hours", f"{train_s / 3600:.5f}", "--log-interval", "10"]
         graphs = planning.cuda_graph_args(r.run, self.campaign.get("environment", {}).get("cuda_graphs"))
-        command = planning.run_command(r.run, self.data(group), self.work(r.group), [*cap, *graphs])
-        if os.path.exists(stop_file(self.state, r.id)):  # the request that stopped an earlier attempt
-            os.remove(stop_file(self.state, r.id))
+        command = planning.run_command(r.run, self.data(group), self.work(r.group), [*cap, *graphs], seeds)
+        for m in batch:
+            if os.path.exists(stop_file(self.state, m.id)):  # the request that stopped an earlier attempt
+                os.remove(stop_file(self.state, m.id))
         proc = self.start_logged(command, f"{self.state}/logs/{r.id}.log", run_env(self.state, run_id=r.id))
         self.procs[r.id] = proc
-        self.samples.pop(r.id, None)
-        self.offsets.pop(r.id, None)
-        r.status, r.started, r.pgid = RunStatus.RUNNING, now, proc.pid
-        r.command = ["python3", *command[1:]]
-        r.training_cap_s = round(train_s)
-        r.attempts = (r.attempts or 0) + 1
-        log(f"{r.id}: started (training capped at {train_s:.0f} s; {len(self.procs)} running)")
+        self.batches[r.id] = [m.id for m in batch]
+        for m in batch:
+            if m.max_update is None:
+                m.max_update = self.updates_of(m)
+            self.samples.pop(m.id, None)
+            self.offsets.pop(m.id, None)
+            m.status, m.started, m.pgid = RunStatus.RUNNING, now, proc.pid
+            m.command = ["python3", *command[1:]]
+            m.training_cap_s = round(train_s)
+            m.attempts = (m.attempts or 0) + 1
+        together = f" with {', '.join(m.id for m in batch[1:])} (one process: --replica-seeds)" if seeds else ""
+        log(f"{r.id}: started{together} (training capped at {train_s:.0f} s; {len(self.procs)} running)")
         return True
 
     def ready_queued(self) -> List[RunRecord]:
@@ -388,6 +431,8 @@ class Scheduler:
         for r in self.ready_queued():
             if free <= 0:
                 break
+            if r.status is not RunStatus.QUEUED:  # trained by a replica batch started in this loop
+                continue
             rate = costs.rate.get(r.group)  # among the probe's k_measured: scaled to the chosen concurrency
             need = costs.run_s(r.group, float(self.measured.get("rate_scale", 1.0))) if rate and rate == rate else None
             if need is not None and need > left:
@@ -444,21 +489,31 @@ class Scheduler:
 
     def stop_gracefully(self, runs: List[RunRecord], reason: str) -> List[str]:
         """Ask runs to stop at their next step boundary while the others go on (device.stop_runs, never a signal:
-        under MPS a killed run can take the others down). Returns the ids of those that had not left after the
-        grace: reap records them when they end."""
-        return stop_runs(self.state, [(r.id, r.pgid) for r in runs], reason, STOP_GRACE_S, kill=False)
+        under MPS a killed run can take the others down); a run of a replica batch stops its process, and so the
+        batch. Returns the ids of the processes' runs that had not left after the grace: reap records them when they
+        end."""
+        leaders = {}  # the runs whose processes they are, each once
+        for r in runs:
+            lead = self.leader(r.id)
+            leaders.setdefault(lead, r if lead == r.id else self.by_id[lead])
+        pairs = [(lead, record.pgid) for lead, record in leaders.items()]
+        return stop_runs(self.state, pairs, reason, STOP_GRACE_S, kill=False)
 
     def stop_run(self, r: RunRecord, reason: str) -> None:
-        """Stop a running run for good (stopped, with the reason): its partial training is not decoded."""
+        """Stop a running run for good (stopped, with the reason; with its replica batch): its partial training is
+        not decoded."""
+        lead = self.leader(r.id)
         if self.stop_gracefully([r], reason):
-            log(f"{r.id}: asked to stop ({reason}); it has not left yet")
+            log(f"{lead}: asked to stop ({reason}); it has not left yet")
             return
-        proc = self.procs.pop(r.id, None)
+        proc = self.procs.pop(lead, None)
         if proc:
             proc.wait()
-        r.status, r.reason, r.ended, r.eta_s = RunStatus.STOPPED, reason, time.time(), None
-        r.log_tail = tail(f"{self.state}/logs/{r.id}.log")
-        log(f"{r.id}: stopped, {reason}")
+        for member in self.batches.pop(lead, [lead]):
+            m = r if member == r.id else self.by_id[member]
+            m.status, m.reason, m.ended, m.eta_s = RunStatus.STOPPED, reason, time.time(), None
+            m.log_tail = tail(f"{self.state}/logs/{lead}.log")
+            log(f"{member}: stopped, {reason}")
 
     def skip_rest(self, reason: str) -> None:
         for r in self.with_status(RunStatus.QUEUED):
