@@ -22,6 +22,20 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 
+class ReplicaOptionError(ValueError):
+    """What `--replica-seeds` cannot do, named in one sentence."""
+
+
+def refuse(message: str):
+    """A fairseq program ends with ``message`` on one line (as argparse ends it); code calling the plugin gets a
+    ReplicaOptionError."""
+    from ..errors import in_fairseq_program, usage_error
+
+    if in_fairseq_program():
+        usage_error(message)
+    raise ReplicaOptionError(message)
+
+
 def replicas_of(weight: Tensor) -> int:
     """R of a stacked weight (R x C_2 x C_1), 1 for a plain one (C_2 x C_1)."""
     return weight.size(0) if weight.dim() == 3 else 1
@@ -154,15 +168,16 @@ def stack_replicas(models: List[nn.Module]) -> nn.Module:
     shared.
 
     Raises:
-        ValueError: a module with parameters of its own that the replica dimension does not cover (e.g. a trainable
-            lexicon, which the rows would look up without their replica), or buffers that differ.
+        ReplicaOptionError (one line in a fairseq program): a module with parameters of its own that the replica
+            dimension does not cover (e.g. a trainable lexicon, which the rows would look up without their
+            replica), or buffers that differ.
     """
     template, others = models[0], models[1:]
     for name, buffer in template.named_buffers():
         for other in others:
             theirs = other.get_buffer(name)
             if theirs.shape != buffer.shape or not torch.equal(theirs, buffer):
-                raise ValueError(f"replicas: the buffer {name} differs between the replicas' models")
+                refuse(f"--replica-seeds: the buffer {name} differs between the replicas' models")
     replaced: Dict[int, nn.Module] = {}
     for qualified, module in list(template.named_modules(remove_duplicate=False)):
         direct = dict(module.named_parameters(recurse=False))
@@ -183,8 +198,8 @@ def stack_replicas(models: List[nn.Module]) -> nn.Module:
                     setattr(module, name, nn.Parameter(value, requires_grad=value.requires_grad))
                 replaced[id(module)] = module
             else:
-                raise ValueError(
-                    f"replicas: {qualified or 'the model'} ({type(module).__name__}) has parameters of its own "
+                refuse(
+                    f"--replica-seeds: {qualified or 'the model'} ({type(module).__name__}) has parameters of its own "
                     f"({', '.join(direct)}) that the replica dimension does not cover"
                 )
         if qualified:
@@ -196,11 +211,11 @@ def stack_replicas(models: List[nn.Module]) -> nn.Module:
 
 
 def refuse_stacked_replicas(args) -> None:
-    """A ValueError where ``args`` (a model's saved arguments) are those of stacked replicas, which train and
+    """Refused (``refuse``) where ``args`` (a model's saved arguments) are those of stacked replicas, which train and
     validate only: each replica has its own checkpoints to decode."""
     seeds = getattr(args, "replica_seeds", None)
     if seeds:
-        raise ValueError(
+        refuse(
             f"this model holds the replicas of --replica-seeds {seeds} stacked (the checkpoint for resuming their "
             "training): decode a replica's own checkpoint, SAVE_DIR/seed{s}/checkpoint_best.pt or checkpoint_last.pt"
         )

@@ -37,7 +37,7 @@ from omegaconf import OmegaConf
 from fairseq import checkpoint_utils, metrics, utils
 from fairseq.data import iterators
 
-from ..modules.replicas import refuse_stacked_replicas, replica_state_dict, stack_replicas
+from ..modules.replicas import refuse, refuse_stacked_replicas, replica_state_dict, stack_replicas
 from ..optim.replica_adam import ReplicaAdam, clip_replica_grad_norms_, replica_optimizer_state
 
 logger = logging.getLogger(__name__)
@@ -55,9 +55,11 @@ def parse_replica_seeds(spec: Optional[str]) -> Optional[List[int]]:
     try:
         seeds = [int(part) for part in str(spec).split(",")]
     except ValueError:
-        raise ValueError(f"{OPTION} {spec!r}: give comma-separated integer seeds, e.g. 1,2,3") from None
+        seeds = None
+    if seeds is None:
+        refuse(f"{OPTION} {spec!r}: give comma-separated integer seeds, e.g. 1,2,3")
     if len(set(seeds)) != len(seeds):
-        raise ValueError(f"{OPTION} {spec!r}: a seed is repeated")
+        refuse(f"{OPTION} {spec!r}: a seed is repeated")
     return seeds
 
 
@@ -81,13 +83,13 @@ def check_replica_options(args) -> None:
     ]
     for asked, option in refused:
         if asked:
-            raise ValueError(f"{OPTION} does not support {option}: train these runs one by one")
+            refuse(f"{OPTION} does not support {option}: train these runs one by one")
     optimizer = value("optimizer")
     if optimizer is not None and optimizer not in SUPPORTED_OPTIMIZERS:
-        raise ValueError(f"{OPTION} needs --optimizer adam or adam_foreach (Adam per replica), got {optimizer}")
+        refuse(f"{OPTION} needs --optimizer adam or adam_foreach (Adam per replica), got {optimizer}")
     metric = value("best_checkpoint_metric", "loss")
     if metric not in REPLICA_METRICS:
-        raise ValueError(
+        refuse(
             f"{OPTION}: --best-checkpoint-metric {metric} is not kept per replica; use one of "
             f"{', '.join(REPLICA_METRICS)}"
         )
@@ -249,7 +251,7 @@ class ReplicaTraining:
     def setup_replicas(self, spec: Optional[str], dirs: Optional[str] = None) -> None:
         self.replica_seeds = parse_replica_seeds(spec)
         if dirs and "{seed}" not in dirs:
-            raise ValueError(f"--replica-dirs {dirs!r}: put {{seed}} where each replica's seed goes")
+            refuse(f"--replica-dirs {dirs!r}: put {{seed}} where each replica's seed goes")
         self.replica_dirs = dirs
         self._replica_args = None
         self._replica_iterators = {}
@@ -270,12 +272,12 @@ class ReplicaTraining:
             refuse_stacked_replicas(args)
         check_replica_options(args)
         if getattr(self.cfg, "eval_bleu", False):
-            raise ValueError(f"{OPTION} does not support --eval-bleu (a stacked model does not decode)")
+            refuse(f"{OPTION} does not support --eval-bleu (a stacked model does not decode)")
         models = []
         # Each replica is built from the arguments as they came (a build fills in defaults and marks what the
         # checkpoint will hold, e.g. the lexicon); the arguments keep the last build's marks, as a single run's do.
         if not isinstance(args, Namespace):
-            raise ValueError(f"{OPTION}: the model's arguments are not fairseq-train's command line's ({type(args)})")
+            refuse(f"{OPTION}: the model's arguments are not fairseq-train's command line's ({type(args)})")
         before = dict(vars(args))
         for seed in self.replica_seeds:
             utils.set_torch_seed(seed)
@@ -283,7 +285,7 @@ class ReplicaTraining:
             vars(args).update(before, seed=seed, replica_seeds=None)
             model = build_one(args)
             if not getattr(model, "supports_replicas", False):
-                raise ValueError(f"{OPTION}: the architecture {getattr(args, 'arch', '?')} has no replica form")
+                refuse(f"{OPTION}: the architecture {getattr(args, 'arch', '?')} has no replica form")
             models.append(model)
         args.seed, args.replica_seeds = before.get("seed"), before.get("replica_seeds")
         utils.set_torch_seed(self.replica_seeds[0])
@@ -476,7 +478,7 @@ class ReplicaTraining:
 
     def load_replica_state(self, state: dict) -> None:
         if state.get("replica_seeds") != list(self.replica_seeds):
-            raise ValueError(
+            refuse(
                 f"{OPTION} {','.join(map(str, self.replica_seeds))}: the checkpoint being resumed holds the replicas "
                 f"{','.join(map(str, state.get('replica_seeds') or []))}"
             )
