@@ -137,13 +137,13 @@ def test_patience_stops_each_replica_and_then_the_process(tiny_runs):
 
 def test_a_replicated_run_resumes_where_it_stopped(tiny_runs, toy_data, tmp_path):
     options = (*VARIANTS["identity"], *EXACT, "--replica-seeds", "4,5")
-    whole = tiny_runs(tiny_spec(*options, updates=30))
-    half = tiny_runs(tiny_spec(*options, updates=15))
+    whole = tiny_runs(tiny_spec(*options, updates=16))
+    half = tiny_runs(tiny_spec(*options, updates=8))
     resumed = tmp_path / "ckpt"
     shutil.copytree(half.dir, resumed)
-    argv = tiny_train_args(toy_data / "bin", resumed, *options, updates=30)
+    argv = tiny_train_args(toy_data / "bin", resumed, *options, updates=16)
     log = run_cli("fairseq-train", *argv).stdout
-    assert "Loaded checkpoint" in log and "@ 15 updates" in log
+    assert "Loaded checkpoint" in log and "@ 8 updates" in log
     for seed in (4, 5):
         a, b = (weights(d / f"seed{seed}" / "checkpoint_last.pt") for d in (resumed, whole.dir))
         assert relative_difference(a, b) == 0.0, seed

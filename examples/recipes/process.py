@@ -60,10 +60,13 @@ _CUDA: List[bool] = []
 
 def cuda_visible() -> bool:
     """Whether the programs' torch sees a CUDA device (asked once, in a process of its own: the recipes do not
-    import torch)."""
+    import torch); without NVIDIA's device files (a machine with no NVIDIA GPU) no: not asked."""
     if not _CUDA:
-        probe = [sys.executable, "-c", "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"]
-        _CUDA.append(subprocess.run(probe, capture_output=True).returncode == 0)
+        if not os.path.exists("/dev/nvidiactl") or os.environ.get("CUDA_VISIBLE_DEVICES") in ("", "-1"):
+            _CUDA.append(False)
+        else:
+            probe = [sys.executable, "-c", "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"]
+            _CUDA.append(subprocess.run(probe, capture_output=True).returncode == 0)
     return _CUDA[0]
 
 
