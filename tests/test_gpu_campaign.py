@@ -516,8 +516,12 @@ def simulated_device_python(root):
     py, sim_site = bare_python(root / "python")
     with open(os.path.join(sim_site, "device_packages.pth"), "w") as f:
         f.write(str(farm) + "\n")
-    with open(os.path.join(sim_site, "sitecustomize.py"), "w") as f:
+    # (a module a .pth file imports, not sitecustomize.py: a Debian system Python has its own sitecustomize, which
+    # comes first on the path)
+    with open(os.path.join(sim_site, "device_audit.py"), "w") as f:
         f.write(AUDIT)
+    with open(os.path.join(sim_site, "device_audit.pth"), "w") as f:
+        f.write("import device_audit\n")
     return py
 
 
