@@ -6,8 +6,9 @@ What fairseq's trainer does once for one model is done here once per replica:
 - batches: each replica's own fairseq iterator (its seed's shuffling, or the authors' random batches), their
   samples merged row-wise into one (``merge_replica_samples``; a replica's missing rows are padding rows with no
   loss), an epoch the first replica's;
-- loss normalisation: the criterion divides each replica's loss by its own sample size (and returns 1, so that
-  fairseq's division does nothing);
+- loss normalisation: each replica's gradient divided by its own sample size once the update's batches are summed
+  (``normalise_replica_gradients``; the criterion returns the summed loss and a sample size of 1, --update-freq
+  included);
 - gradient clipping at `--clip-norm` by each replica's own norm, in place of the optimizer's global clipping; a
   replica with an inf/nan gradient skips that update (``optim/replica_adam.py``);
 - Adam per replica, with its own step count;
