@@ -21,6 +21,8 @@ import subprocess
 import sys
 import time
 
+from lexical_offline.textio import read_pairs, write_parallel
+
 _CHILD = r"""
 import json, sys, time, torch
 import fairseq_lexical
@@ -94,15 +96,7 @@ def prepare_scan(folder, dest):
         path = os.path.join(folder, name)
         if not os.path.isfile(path):  # brendenlake/SCAN's layout
             path = os.path.join(folder, "add_prim_split", name)
-        with (
-            open(path) as lines,
-            open(prefix + ".src", "w") as src,
-            open(prefix + ".tgt", "w") as tgt,
-        ):
-            for line in lines:
-                command, actions = line.strip()[len("IN: ") :].split(" OUT: ")
-                src.write(command + "\n")
-                tgt.write(actions + "\n")
+        write_parallel(prefix, read_pairs(path, fmt="scan"))
         prefixes += [f"--{split}pref", prefix]
     program = os.path.join(os.path.dirname(sys.executable), "fairseq-preprocess")
     command = [program, "--source-lang", "src", "--target-lang", "tgt", *prefixes, "--destdir", dest, "--workers", "2"]
