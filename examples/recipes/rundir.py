@@ -69,6 +69,15 @@ def has_results(out: str) -> bool:
     )
 
 
+def training_ended(out: str) -> bool:
+    """Whether the run in ``out`` trained to its end: finished (score.json), its training recorded (train.done), or
+    ended by fairseq-train without the record (train.log says so): what ``RunDirectory.open`` decodes, not trains."""
+    files = (os.path.join(out, n) for n in ("score.json", "train.done"))
+    return (
+        any(os.path.isfile(f) for f in files) or finished_training_seconds(os.path.join(out, "train.log")) is not None
+    )
+
+
 @dataclass
 class RunState:
     """What ``RunDirectory.open`` decided: the finished run's score, or its finished training, or a resume."""

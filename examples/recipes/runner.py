@@ -46,6 +46,7 @@ from recipes.rundir import (
     lock_work_directory,
     refuse_foreign_writes,
     remove_owned,
+    training_ended,
 )
 from recipes.settings import (
     CPU_LSTM_ARCH_SIZES,
@@ -595,12 +596,7 @@ class Recipe(LexiconSteps, LlaSteps):
         """The seeds of ``model`` to train together: those whose training has not ended, and which have no
         checkpoint of their own unless an earlier group of exactly these seeds left its stacked one (a seed with a
         checkpoint of a run alone resumes alone)."""
-        todo = []
-        for seed in self.seeds:
-            out = self.run_dir(model, seed)
-            ended = os.path.isfile(f"{out}/score.json") or os.path.isfile(f"{out}/train.done")
-            if not (ended or finished_training_seconds(f"{out}/train.log") is not None):
-                todo.append(seed)
+        todo = [seed for seed in self.seeds if not training_ended(self.run_dir(model, seed))]
         if os.path.isfile(f"{self.replica_dir(model, todo)}/checkpoint_last.pt"):
             return todo
         return [s for s in todo if not os.path.isfile(f"{self.run_dir(model, s)}/checkpoint_last.pt")]
