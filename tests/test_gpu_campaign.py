@@ -762,6 +762,14 @@ def simulated_campaign(tmp_path, plan_name):
     return device_call, state, manifest, forbidden, audit, py, denv
 
 
+def collected_here(out, results):
+    """`gpu_campaign.sh collect` of a device call's folder ``out`` into ``results`` (here, after the campaign)."""
+    command = ["bash", SCRIPT, "collect", str(out), "--results", str(results)]
+    proc = subprocess.run(command, capture_output=True, text=True, env=examples_env(PYTHON=sys.executable))
+    assert proc.returncode == 0, proc.stderr
+    return results
+
+
 def test_a_miniature_campaign_on_a_simulated_device(tmp_path):
     device_call, state, manifest, forbidden, audit, py, denv = simulated_campaign(tmp_path, "mini")
     proc, _ = device_call(
@@ -889,14 +897,7 @@ def test_a_miniature_campaign_on_a_simulated_device(tmp_path):
     assert "read " + os.path.join(REPO, "tools", "gpu_campaign.sh") in caught and "socket.getaddrinfo" in caught
 
     # here: collect writes one results file per model, with the runs that finished
-    res = tmp_path / "results"
-    proc = subprocess.run(
-        ["bash", SCRIPT, "collect", str(out), "--results", str(res)],
-        capture_output=True,
-        text=True,
-        env=examples_env(PYTHON=sys.executable),
-    )
-    assert proc.returncode == 0, proc.stderr
+    res = collected_here(out, tmp_path / "results")
     assert sorted(os.listdir(res)) == ["gpu_scan_jump_lstm.json", "gpu_scan_jump_simple.json"]
 
 
@@ -941,13 +942,6 @@ def test_a_replicated_run_on_a_simulated_device(tmp_path):
     assert results["scan_jump-simple-s1"]["started"] == results["scan_jump-simple-s2"]["started"]  # one launch
     violations = audit.read_text() if audit.exists() else ""
     assert violations == "", violations[:3000]
-    res = tmp_path / "results"
-    proc = subprocess.run(
-        ["bash", SCRIPT, "collect", str(out), "--results", str(res)],
-        capture_output=True,
-        text=True,
-        env=examples_env(PYTHON=sys.executable),
-    )
-    assert proc.returncode == 0, proc.stderr
+    res = collected_here(out, tmp_path / "results")
     collected = json.loads((res / "gpu_scan_jump_simple.json").read_text())
     assert sorted(collected["per_seed"]) == ["1", "2"], collected
