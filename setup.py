@@ -16,7 +16,10 @@ setup(
     long_description=open("README.md", encoding="utf-8").read() if __import__("os").path.exists("README.md") else "",
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
-    packages=find_packages(include=["fairseq_lexical", "fairseq_lexical.*", "lexical_offline", "lexical_offline.*"]),
+    packages=find_packages(
+        include=["fairseq_lexical", "fairseq_lexical.*", "lexical_offline", "lexical_offline.*"]
+        + ["fairseq_lexical_recipes", "fairseq_lexical_recipes.*"]  # the paper recipes (examples/*/run.sh)
+    ),
     install_requires=[
         # Lowest tested: 2.4.1 (CUDA 12.1 build, on the CPU): the suite passes but for the tests of torch >= 2.6's
         # safe loading (weights_only by default), which 2.4 does not do. constraints.txt has 2.13.0.

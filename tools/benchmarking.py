@@ -1,6 +1,6 @@
 """Side-by-side training benchmarks: a plugin model against the stock fairseq model of the same sizes, on the same
 synthetic batches, in one process (tools/bench.py is the command line; the R-Dangle per-prefix reference loop it
-times is tests/rdangle_reference.py).
+times is tests/helpers/rdangle_reference.py).
 
 Throughput is target tokens per second of full training steps (forward, loss, backward, Adam), the two models
 interleaved step by step (alternating which goes first) so that machine noise hits both alike. Memory is
@@ -551,12 +551,14 @@ def bench_transformer(opts: argparse.Namespace, progress=print) -> str:
 
 # -- R-Dangle ---------------------------------------------------------------------------------------------------------
 def per_prefix_loop_class():
-    """PerPrefixLoop of tests/rdangle_reference.py (the R-Dangle per-prefix reference, kept with the tests), loaded
-    from the repository by path."""
+    """PerPrefixLoop of tests/helpers/rdangle_reference.py (the R-Dangle per-prefix reference, kept with the tests),
+    loaded from the repository by path."""
     import importlib.util
     import os
 
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "rdangle_reference.py")
+    path = os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "helpers", "helpers/rdangle_reference.py"
+    )
     if not os.path.isfile(path):
         raise FileNotFoundError(
             f"{path} not found: the per-prefix reference loop lives in the repository's tests/; "

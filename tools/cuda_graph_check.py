@@ -44,7 +44,8 @@ SHAPES = {
     "cogs": (752, 688, (2, 22), (2.5, 7.0), 153),
 }
 SIZES = {"paper": (512, 512), "tiny": (16, 16)}  # (hidden units, sentences per batch)
-# the recipes' LSTM + Simple row (`python -m recipes scan --models simple --dry-run`; tests/test_cuda_graphs.py
+# the recipes' LSTM + Simple row (`python -m fairseq_lexical_recipes scan --models simple --dry-run`;
+# tests/plugin/test_cuda_graphs.py
 # checks it): the authors' decoder and gate, special outputs excluded; SCAN adds the write dropout
 MODEL_OPTIONS = (
     *("--arch", "lex_lstm", "--decoder-output", "combined", "--embedding-init", "normal", "--gate-form", "copy-token"),

@@ -36,7 +36,7 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 [[ ${#STEPS[@]} -gt 0 ]] || STEPS=(lease suite bench graphs replicas precision)
-export PYTHONPATH="$ROOT/examples:$ROOT${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 exec 3>&1  # the commands are echoed there, whatever a step redirects
 run() { echo "+ $*" >&3; [[ $DRY == 1 ]] || "$@"; }
 out() { [[ $DRY == 1 ]] && echo /dev/null || echo "$OUT/$1"; }  # where a step's log goes (nowhere in a dry run)
@@ -66,10 +66,10 @@ for step in "${STEPS[@]}"; do
   suite)
     # the cases of the device fixture (tests/conftest.py), several workers where pytest-xdist is installed
     workers=(); "$PY" -c "import xdist" 2>/dev/null && workers=(-n 4)
-    run "$PY" -m pytest -p no:cacheprovider -q -rfE "${workers[@]}" -k cuda tests/test_lexical_head.py \
-      tests/test_lex_lstm.py tests/test_lstm_loop.py tests/test_lex_transformer.py tests/test_lla_lstm.py \
-      tests/test_rdangle.py \
-      tests/test_mixed_precision.py tests/test_plot_gates.py 2>&1 | tee "$(out suite.txt)"
+    run "$PY" -m pytest -p no:cacheprovider -q -rfE "${workers[@]}" -k cuda tests/plugin/test_lexical_head.py \
+      tests/plugin/test_lex_lstm.py tests/plugin/test_lstm_loop.py tests/plugin/test_lex_transformer.py tests/plugin/test_lla_lstm.py \
+      tests/plugin/test_rdangle.py \
+      tests/plugin/test_mixed_precision.py tests/plugin/test_plot_gates.py 2>&1 | tee "$(out suite.txt)"
     code=${PIPESTATUS[0]}; [[ $code == 0 ]] || fail "suite: pytest exit $code (suite.txt)"
     ;;
   bench)
@@ -140,7 +140,7 @@ for step in "${STEPS[@]}"; do
     # every architecture at --cpu-small sizes, 500 updates of SCAN jump, fp32 / fp16 / amp / bf16 from one seed
     M=simple,lex_transformer,pgn,lla,rdangle_shr,rdangle_sep
     L=(--lla-lexicon-epochs 1 --lla-max-epoch 2 --lla-lexicon-batch-size 64 --lla-batch-size 64 --lla-checkpoint last)
-    one() { run "$PY" -m recipes scan --data "$DATA" --split jump --cpu-small --models $M --max-update 500 --beam 5 \
+    one() { run "$PY" -m fairseq_lexical_recipes scan --data "$DATA" --split jump --cpu-small --models $M --max-update 500 --beam 5 \
               --patience 0 "${L[@]}" --jobs "$JOBS" --keep-checkpoints none --work "$SCRATCH/prec_$1" "${@:2}" \
               > "$(scratch "prec_$1.log")" 2>&1; }
     # each precision's exit status, waited for one by one (a bare `wait` returns 0 whatever they did)
@@ -155,7 +155,7 @@ for step in "${STEPS[@]}"; do
       one amp --train-args=--amp & p1=$!; one bf16 --train-args=--bf16 & p2=$!
       check amp $p1; check bf16 $p2
     fi
-    run "$PY" -m recipes.precision fp32="$SCRATCH/prec_fp32" fp16="$SCRATCH/prec_fp16" amp="$SCRATCH/prec_amp" \
+    run "$PY" -m fairseq_lexical_recipes.precision fp32="$SCRATCH/prec_fp32" fp16="$SCRATCH/prec_fp16" amp="$SCRATCH/prec_amp" \
       bf16="$SCRATCH/prec_bf16" --json "$(out precision.json)" | tee "$(out precision.md)"
     code=${PIPESTATUS[0]}; [[ $code == 0 ]] || fail "precision: the table, exit $code"
     ;;

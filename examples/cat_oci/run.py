@@ -34,15 +34,21 @@ from typing import Dict, List, Optional, Tuple
 from lexical_offline.textio import read_lines, write_parallel
 from lexical_offline.metrics.aggregate import aggregate_dir, format_mean_std
 
-# examples/recipes (run.sh puts examples/ on PYTHONPATH): the runner helpers and Transformer training settings
-from recipes import ROOT, commands, fairseq_log, ownership, process
-from recipes.console import RecipeError, exit_status_of, hms, say, show
-from recipes.execute import RunSpec, execute_run
-from recipes.process import run_logged
-from recipes.rundir import PREPROCESS_WRITES, RUN_WRITES, lock_work_directory, refuse_foreign_writes, remove_owned
-from recipes.settings import TRANSFORMER_CPU_SMALL, TRANSFORMER_PAPER, TransformerSettings
-from recipes.steps import Step
-from recipes.textio import count_entries, read_corpus, read_json, sha1_files, write_json
+# fairseq_lexical_recipes: the runner helpers and Transformer training settings
+from fairseq_lexical_recipes import ROOT, commands, fairseq_log, ownership, process
+from fairseq_lexical_recipes.console import RecipeError, exit_status_of, hms, say, show
+from fairseq_lexical_recipes.execute import RunSpec, execute_run
+from fairseq_lexical_recipes.process import run_logged
+from fairseq_lexical_recipes.rundir import (
+    PREPROCESS_WRITES,
+    RUN_WRITES,
+    lock_work_directory,
+    refuse_foreign_writes,
+    remove_owned,
+)
+from fairseq_lexical_recipes.settings import TRANSFORMER_CPU_SMALL, TRANSFORMER_PAPER, TransformerSettings
+from fairseq_lexical_recipes.steps import Step
+from fairseq_lexical_recipes.textio import count_entries, read_corpus, read_json, sha1_files, write_json
 
 DEFAULT_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data", "cat_oci")
 FILES = {"ca": "tatoeba.ca", "oc": "tatoeba.oc"}
@@ -84,7 +90,7 @@ class Settings:
 
 def settings(args) -> Settings:
     # The paper gives sizes only ("trained until convergence"): fairseq's transformer_iwslt_de_en recipe as the
-    # project's other Transformer rows (examples/recipes), early stopping on dev loss, best checkpoint.
+    # project's other Transformer rows (fairseq_lexical_recipes), early stopping on dev loss, best checkpoint.
     if args.cpu_small:
         s = Settings(replace(TRANSFORMER_CPU_SMALL, max_update=3000), validate_every=250, patience=4, dropout=None)
     else:

@@ -8,7 +8,7 @@
 #
 # --data: najoungkim/COGS's data/ (train.tsv, dev.tsv, gen.tsv) or the checkout holding it.
 #
-#   bash examples/cogs/run.sh --help      # every option; the work is done by examples/recipes/ (python -m recipes)
+#   bash examples/cogs/run.sh --help      # every option; the work is done by fairseq_lexical_recipes/ (python -m fairseq_lexical_recipes)
 #
 # prepare -> lexicons (tools/build_lexicon.py) -> fairseq-preprocess -> fairseq-train -> fairseq-generate ->
 # tools/score.py, for each model and seed; then mean +/- std over seeds (a table, and WORK/summary.json).
@@ -16,5 +16,4 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 VENV="$(bash "$ROOT/tools/setup_env.sh" | tail -n 1)"
-export PYTHONPATH="$ROOT/examples:$ROOT${PYTHONPATH:+:$PYTHONPATH}"  # the recipes package, this checkout
-exec "$VENV/bin/python" -m recipes cogs "$@"
+exec "$VENV/bin/python" -m fairseq_lexical_recipes cogs "$@"

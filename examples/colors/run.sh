@@ -8,7 +8,7 @@
 # --data holds train.tsv and test.tsv (default: the copy in examples/colors/data). Default models: lstm,simple;
 # --models paper adds the other rows of Table 2 (pmi, ibm2, ibm1, bayes).
 #
-#   bash examples/colors/run.sh --help      # every option; the work is done by examples/recipes/ (python -m recipes)
+#   bash examples/colors/run.sh --help      # every option; the work is done by fairseq_lexical_recipes/ (python -m fairseq_lexical_recipes)
 #
 # prepare -> lexicons (tools/build_lexicon.py) -> fairseq-preprocess -> fairseq-train -> fairseq-generate ->
 # tools/score.py, for each model and seed; then mean +/- std over seeds (a table, and WORK/summary.json).
@@ -16,5 +16,4 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 VENV="$(bash "$ROOT/tools/setup_env.sh" | tail -n 1)"
-export PYTHONPATH="$ROOT/examples:$ROOT${PYTHONPATH:+:$PYTHONPATH}"  # the recipes package, this checkout
-exec "$VENV/bin/python" -m recipes colors "$@"
+exec "$VENV/bin/python" -m fairseq_lexical_recipes colors "$@"

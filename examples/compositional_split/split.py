@@ -12,7 +12,7 @@ Data flow (WORK = --work):
                uncertainty (reverse mutual information of an ensemble of --members small models, members/) ->
                sample (drop the --drop-top most uncertain, draw --sample of the next --window, --sample-seed)
                => compositional_test.tsv (English<TAB>Chinese), the new test set
-    systems/   the compared systems (--systems; examples/recipes' --cpu-small commands, --system-updates)
+    systems/   the compared systems (--systems; fairseq_lexical_recipes' --cpu-small commands, --system-updates)
     eval/      each system translates every candidate once (fairseq-generate); the standard test set (the candidates
                from test), the selected set and the pool are cut out of that output (eval/sets/) and scored with
                tools/score.py (BLEU on the tokens, and --tokenize zh); eval/<system>/score.json; eval/by_degree.*
@@ -22,7 +22,8 @@ Data flow (WORK = --work):
 A step is skipped when its outputs exist and its command and input files are unchanged (WORK/stamps/); --force
 redoes everything. Every file is written under the recipes' ownership rules (recipes/ownership.py): a file of a name
 the pipeline writes (Split.writes) that it did not write stops it before anything is written. The training and
-decoding commands are examples/recipes' (those of examples/eng_cmn/run.sh --cpu-small), built by its Recipe class.
+decoding commands are fairseq_lexical_recipes' (those of examples/eng_cmn/run.sh --cpu-small), built by its Recipe
+class.
 """
 
 from __future__ import annotations
@@ -43,17 +44,17 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 from lexical_offline.textio import TextFileError, read_lines, read_tsv, read_tsv_pairs, write_lines, write_parallel
 
-# examples/recipes (run.sh puts examples/ on PYTHONPATH): models, --cpu-small settings, commands, run_logged
-from recipes import ROOT, commands, ownership, process
-from recipes.catalogue import LEXICON_METHODS, MODELS
-from recipes.console import RecipeError, hms, say, show
-from recipes.process import run_logged
-from recipes.rundir import PREPROCESS_WRITES, RUN_WRITES, lock_work_directory
-from recipes.options import RecipeOptions
-from recipes.runner import Recipe
-from recipes.steps import Step
-from recipes.tasks import TASKS
-from recipes.textio import read_json, sha1_files, write_json
+# fairseq_lexical_recipes: models, --cpu-small settings, commands, run_logged
+from fairseq_lexical_recipes import ROOT, commands, ownership, process
+from fairseq_lexical_recipes.catalogue import LEXICON_METHODS, MODELS
+from fairseq_lexical_recipes.console import RecipeError, hms, say, show
+from fairseq_lexical_recipes.process import run_logged
+from fairseq_lexical_recipes.rundir import PREPROCESS_WRITES, RUN_WRITES, lock_work_directory
+from fairseq_lexical_recipes.options import RecipeOptions
+from fairseq_lexical_recipes.runner import Recipe
+from fairseq_lexical_recipes.steps import Step
+from fairseq_lexical_recipes.tasks import TASKS
+from fairseq_lexical_recipes.textio import read_json, sha1_files, write_json
 
 SELECT = os.path.join(ROOT, "tools", "select_compositional.py")
 DATA_FILES = {
@@ -110,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g.add_argument("--pool", type=int, default=2000, help="candidates kept by compositional degree (paper 60000)")
     g.add_argument("--members", type=int, default=3, help="ensemble size (paper 10)")
-    g.add_argument("--member-model", default="lstm", help="examples/recipes model of the members")
+    g.add_argument("--member-model", default="lstm", help="fairseq_lexical_recipes model of the members")
     g.add_argument("--member-updates", type=int, default=600, help="training updates of each member")
     g.add_argument("--uncertainty-beam", type=int, default=5, help="beam of the ensemble's decoding")
     g.add_argument("--drop-top", type=int, default=100, help="most uncertain pool candidates dropped (paper 2000)")
@@ -121,7 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--systems",
         default="lstm,simple,rdangle_sep",
-        help="examples/recipes models (lstm: LSTM, simple: LSTM + Lex.: Simple, rdangle_sep: R-Dangle sep, interval 4)",
+        help="fairseq_lexical_recipes models (lstm: LSTM, simple: LSTM + Lex.: Simple, "
+        "rdangle_sep: R-Dangle sep, interval 4)",
     )
     g.add_argument("--system-updates", type=int, default=1500, help="training updates of each system")
     g.add_argument(
@@ -135,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--decoder",
         choices=("fairseq", "authors"),
         default="fairseq",
-        help="LSTM rows' decoder (examples/recipes --decoder): fairseq's LSTM decoder with eq. 6's "
+        help="LSTM rows' decoder (fairseq_lexical_recipes --decoder): fairseq's LSTM decoder with eq. 6's "
         "gate (what examples/RESULTS.md's run used), or the authors' released decoder",
     )
     g.add_argument("--max-len-b", type=int, default=200, help="longest output of any decoding (tokens)")
@@ -274,7 +276,7 @@ def prepare(args, files: Dict[str, str], data_dir: str) -> Dict[str, int]:
 
 
 def recipe_for(args, work: str, models: Sequence[str], updates: int) -> Recipe:
-    """examples/recipes' Recipe with --cpu-small settings, its data-bin and lexicons in this example's WORK."""
+    """fairseq_lexical_recipes' Recipe with --cpu-small settings, its data-bin and lexicons in this example's WORK."""
     options = RecipeOptions(
         data=args.data,
         work=work,
@@ -311,7 +313,7 @@ class Split:
         self.systems = [s.strip() for s in args.systems.split(",") if s.strip()]
         for m in self.systems + [args.member_model]:
             if m not in MODELS:
-                raise SplitError(f"unknown model {m!r} (examples/recipes models: {', '.join(MODELS)})")
+                raise SplitError(f"unknown model {m!r} (fairseq_lexical_recipes models: {', '.join(MODELS)})")
         if MODELS[args.member_model].lexicon in LEXICON_METHODS:
             raise SplitError("--member-model: choose a model without a learned lexicon (lstm, transformer, ...)")
         for name in ("pool", "drop_top", "window", "sample", "members", "member_updates", "system_updates", "jobs"):
@@ -776,7 +778,7 @@ def main(argv=None) -> int:
     split = Split(args)
     say(f"== compositional split: work directory {split.work}")
     say(
-        "   [REDUCED CPU configuration: examples/recipes --cpu-small models and settings, selection sizes "
+        "   [REDUCED CPU configuration: fairseq_lexical_recipes --cpu-small models and settings, selection sizes "
         "scaled down; not the paper's]"
     )
     counts = prepare(args, split.files, split.data)
@@ -792,7 +794,7 @@ def main(argv=None) -> int:
 
     wall = time.time() - start
     settings = {
-        "configuration": "REDUCED CPU configuration: examples/recipes --cpu-small models and settings, "
+        "configuration": "REDUCED CPU configuration: fairseq_lexical_recipes --cpu-small models and settings, "
         "selection sizes scaled down to the ~4.5k candidates; not the paper's",
         "members": {
             "model": args.member_model,

@@ -7,7 +7,7 @@ folder (summary table, lexicon heatmaps, learning curves, the explanation page).
 
 Each split is a TSV file (source<TAB>target per line) or a PREFIX of PREFIX.src and PREFIX.tgt (--source-lang,
 --target-lang change the suffixes). Everything after the checks runs through the recipes' pipeline
-(examples/recipes: fairseq-preprocess, tools/build_lexicon.py, fairseq-train, fairseq-generate,
+(fairseq_lexical_recipes: fairseq-preprocess, tools/build_lexicon.py, fairseq-train, fairseq-generate,
 tools/score.py, resuming and skipping finished runs); this file adds the data checks, the presets and the report.
 
 WORK layout: the recipes' (data/, bin/, lexicons/, <model>/seed<N>/, summary.json) plus report/:
@@ -36,16 +36,16 @@ from lexical_offline.textio import (
 )
 from lexical_offline.metrics.aggregate import aggregate_dir, format_mean_std, format_summary
 
-# examples/recipes (run.sh puts examples/ on PYTHONPATH): the recipes' pipeline, runners and settings
-from recipes import ROOT, fairseq_log, ownership, process
-from recipes.catalogue import LEXICON_METHODS, MODELS
-from recipes.options import RecipeOptions
-from recipes.cli import check_args
-from recipes.console import RecipeError, exit_status_of, hms, say
-from recipes.process import run_logged
-from recipes.runner import Recipe
-from recipes.tasks import Prepared, Task
-from recipes.textio import write_json
+# fairseq_lexical_recipes: the recipes' pipeline, runners and settings
+from fairseq_lexical_recipes import ROOT, fairseq_log, ownership, process
+from fairseq_lexical_recipes.catalogue import LEXICON_METHODS, MODELS
+from fairseq_lexical_recipes.options import RecipeOptions
+from fairseq_lexical_recipes.cli import check_args
+from fairseq_lexical_recipes.console import RecipeError, exit_status_of, hms, say
+from fairseq_lexical_recipes.process import run_logged
+from fairseq_lexical_recipes.runner import Recipe
+from fairseq_lexical_recipes.tasks import Prepared, Task
+from fairseq_lexical_recipes.textio import write_json
 
 PROG = "run.sh"
 FAMILIES = ("lstm", "transformer")
@@ -394,7 +394,8 @@ def explanation_stats(jsonl: str) -> dict:
 
 def loss_curves(log_path: str) -> Dict[str, List[Tuple[int, float]]]:
     """{"valid": [(updates, loss)], "train": [(updates, loss)]} from a fairseq-train log's progress records
-    (recipes.fairseq_log; fairseq's losses are in bits). A resumed run's log holds the earlier records too; a repeated
+    (fairseq_lexical_recipes.fairseq_log; fairseq's losses are in bits). A resumed run's log holds the earlier records
+    too; a repeated
     update count keeps its last."""
     curves: Dict[str, Dict[int, float]] = {"valid": {}, "train": {}}
     for tag, stats in fairseq_log.read_records(log_path):
@@ -613,7 +614,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g.add_argument("--force", action="store_true", help="re-run finished runs and rebuild the lexicons")
     g.add_argument("--dry-run", action="store_true", help="check the data and print the commands, run nothing")
-    g = p.add_argument_group("overrides (passed to the recipes' pipeline, examples/recipes/README.md)")
+    g = p.add_argument_group("overrides (passed to the recipes' pipeline, fairseq_lexical_recipes/README.md)")
     for opt, kind, text in (
         ("--max-update", int, "training updates"),
         ("--lr", float, "peak learning rate"),

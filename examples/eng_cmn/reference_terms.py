@@ -16,10 +16,8 @@ import os
 import sys
 from collections import Counter
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-
-from lexical_offline.lexicon.fileformat import read_lexicon, write_lexicon  # noqa: E402
-from lexical_offline.textio import read_lines, refuse_overwriting_inputs  # noqa: E402
+from lexical_offline.lexicon.fileformat import read_lexicon, write_lexicon
+from lexical_offline.textio import read_lines, refuse_overwriting_inputs
 
 
 def main(argv=None) -> int:

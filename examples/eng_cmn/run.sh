@@ -7,7 +7,7 @@
 #
 # --data holds cmn.txt_{train,dev,test}_tokenized.tsv (ekinakyurek/lexical TRANSLATE/).
 #
-#   bash examples/eng_cmn/run.sh --help      # every option; the work is done by examples/recipes/ (python -m recipes)
+#   bash examples/eng_cmn/run.sh --help      # every option; the work is done by fairseq_lexical_recipes/ (python -m fairseq_lexical_recipes)
 #
 # prepare -> lexicons (tools/build_lexicon.py) -> fairseq-preprocess -> fairseq-train -> fairseq-generate ->
 # tools/score.py, for each model and seed; then mean +/- std over seeds (a table, and WORK/summary.json).
@@ -15,5 +15,4 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 VENV="$(bash "$ROOT/tools/setup_env.sh" | tail -n 1)"
-export PYTHONPATH="$ROOT/examples:$ROOT${PYTHONPATH:+:$PYTHONPATH}"  # the recipes package, this checkout
-exec "$VENV/bin/python" -m recipes eng_cmn "$@"
+exec "$VENV/bin/python" -m fairseq_lexical_recipes eng_cmn "$@"

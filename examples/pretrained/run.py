@@ -40,16 +40,16 @@ from lexical_offline.metrics.generate_output import read_generate_output
 from lexical_offline.metrics.terms import read_terms, term_use
 from lexical_offline.textio import read_lines
 
-# examples/recipes (run.sh puts examples/ on PYTHONPATH)
-from recipes import ROOT, commands, fairseq_log, ownership, process
-from recipes.catalogue import LEXICON_METHODS
-from recipes.console import RecipeError, exit_status_of, hms, say, show
-from recipes.execute import RunSpec, execute_run
-from recipes.process import run_logged
-from recipes.rundir import PREPROCESS_WRITES, lock_work_directory, refuse_foreign_writes, remove_owned
-from recipes.settings import TRANSFORMER_CPU_SMALL, TransformerSettings
-from recipes.steps import Step
-from recipes.textio import count_entries, read_json, sha1_files, write_json
+# fairseq_lexical_recipes
+from fairseq_lexical_recipes import ROOT, commands, fairseq_log, ownership, process
+from fairseq_lexical_recipes.catalogue import LEXICON_METHODS
+from fairseq_lexical_recipes.console import RecipeError, exit_status_of, hms, say, show
+from fairseq_lexical_recipes.execute import RunSpec, execute_run
+from fairseq_lexical_recipes.process import run_logged
+from fairseq_lexical_recipes.rundir import PREPROCESS_WRITES, lock_work_directory, refuse_foreign_writes, remove_owned
+from fairseq_lexical_recipes.settings import TRANSFORMER_CPU_SMALL, TransformerSettings
+from fairseq_lexical_recipes.steps import Step
+from fairseq_lexical_recipes.textio import count_entries, read_json, sha1_files, write_json
 
 SPLITS = ("train", "valid", "test")
 

@@ -11,7 +11,8 @@ largest absolute difference between corresponding parameters.
 
 The models: their EncDec (the `pyx` of their Mutex; unidirectional, source attention, n_layers, `--dim` units, copy
 on, their Simple lexicon through main.py's `tranlate_with_alignerv2`) and our `lex_lstm` with the recipes'
-authors' options (recipes.catalogue.AUTHORS_DECODER + AUTHORS_GATE), `--exclude-special-outputs`, `--dim` units and
+authors' options (fairseq_lexical_recipes.catalogue.AUTHORS_DECODER + AUTHORS_GATE), `--exclude-special-outputs`,
+`--dim` units and
 the same alignments as our lexicon file with `--lexicon-top-k 1`. Vocabularies: the training pairs' words, in the
 order they occur (their `Vocab`, our dictionaries). Sources are `<s> x </s>` in both, as theirs.
 
@@ -33,6 +34,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.abc
+import importlib.machinery
 import io
 import json
 import os
@@ -65,6 +68,20 @@ class BadInput(Exception):
 # -- the authors' code ------------------------------------------------------------------------------------------
 
 _AUTHORS: Dict[str, types.SimpleNamespace] = {}
+THEIR_MODULES = ("data", "main", "src", "mutex", "hlog")  # their top-level names, looked up in their folder only
+
+
+class _TheirModules(importlib.abc.MetaPathFinder):
+    """Resolves only their top-level module names, in their folder (not by putting it on sys.path, which would
+    let it shadow any other module while they are imported)."""
+
+    def __init__(self, folder: str):
+        self.folder = folder
+
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] not in THEIR_MODULES or path is not None:
+            return None
+        return importlib.machinery.PathFinder.find_spec(name, [self.folder])
 
 
 def import_authors(reference: str = REFERENCE) -> types.SimpleNamespace:
@@ -91,7 +108,8 @@ def import_authors(reference: str = REFERENCE) -> types.SimpleNamespace:
     stubs["seaborn"].set = lambda *a, **k: None
     added = [name for name in stubs if name not in sys.modules]
     sys.modules.update({name: stubs[name] for name in added})
-    sys.path.insert(0, reference)
+    finder = _TheirModules(reference)
+    sys.meta_path.insert(0, finder)
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # their hlog.py prints its logger's handlers
             import data as their_data
@@ -101,8 +119,8 @@ def import_authors(reference: str = REFERENCE) -> types.SimpleNamespace:
 
         flags.FLAGS.mark_as_parsed()
     finally:
-        sys.path.remove(reference)
-        for name in [n for n in sys.modules if n.split(".")[0] in ("data", "main", "src", "mutex", "hlog")]:
+        sys.meta_path.remove(finder)
+        for name in [n for n in sys.modules if n.split(".")[0] in THEIR_MODULES]:
             del sys.modules[name]
         for name in added:
             del sys.modules[name]
@@ -238,10 +256,8 @@ def import_torch():
 
 
 def authors_options(lexical: bool) -> List[str]:
-    """The recipes' `--decoder authors` options (recipes.catalogue)."""
-    if EXAMPLES not in sys.path:
-        sys.path.insert(0, EXAMPLES)
-    from recipes.catalogue import AUTHORS_DECODER, AUTHORS_GATE
+    """The recipes' `--decoder authors` options (fairseq_lexical_recipes.catalogue)."""
+    from fairseq_lexical_recipes.catalogue import AUTHORS_DECODER, AUTHORS_GATE
 
     return [*AUTHORS_DECODER, *(AUTHORS_GATE if lexical else ())]
 

@@ -7,7 +7,7 @@
 #
 # --data: a brendenlake/SCAN checkout (add_prim_split/, template_split/) or a directory with the task files.
 #
-#   bash examples/scan/run.sh --help      # every option; the work is done by examples/recipes/ (python -m recipes)
+#   bash examples/scan/run.sh --help      # every option; the work is done by fairseq_lexical_recipes/ (python -m fairseq_lexical_recipes)
 #
 # prepare -> lexicons (tools/build_lexicon.py) -> fairseq-preprocess -> fairseq-train -> fairseq-generate ->
 # tools/score.py, for each model and seed; then mean +/- std over seeds (a table, and WORK/summary.json).
@@ -15,5 +15,4 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 VENV="$(bash "$ROOT/tools/setup_env.sh" | tail -n 1)"
-export PYTHONPATH="$ROOT/examples:$ROOT${PYTHONPATH:+:$PYTHONPATH}"  # the recipes package, this checkout
-exec "$VENV/bin/python" -m recipes scan "$@"
+exec "$VENV/bin/python" -m fairseq_lexical_recipes scan "$@"

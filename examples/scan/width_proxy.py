@@ -25,13 +25,10 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import Dict, List, Sequence, Tuple
 
+from fairseq_lexical_recipes.catalogue import AUTHORS_LOOP
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-for path in (os.path.join(ROOT, "examples"), ROOT, os.path.join(ROOT, "tools")):
-    if path not in sys.path:
-        sys.path.insert(0, path)
-
-from recipes.catalogue import AUTHORS_LOOP  # noqa: E402
 
 # The options a configuration sets; the recipe's own values of these are removed from its command first.
 VARIED = {
@@ -71,10 +68,11 @@ def without_options(cmd: Sequence[str], options: Dict[str, int]) -> List[str]:
 
 
 def recipe(args):
-    """The SCAN recipe (recipes.runner.Recipe) for LSTM + Simple at the paper's 512 units with the proxy's batches."""
-    from recipes.options import RecipeOptions
-    from recipes.runner import Recipe
-    from recipes.tasks import TASKS
+    """The SCAN recipe (fairseq_lexical_recipes.runner.Recipe) for LSTM + Simple at the paper's 512 units with the
+    proxy's batches."""
+    from fairseq_lexical_recipes.options import RecipeOptions
+    from fairseq_lexical_recipes.runner import Recipe
+    from fairseq_lexical_recipes.tasks import TASKS
 
     options = RecipeOptions(
         data=args.data,
@@ -110,7 +108,7 @@ def train_command(rec, config: str, seed: int, out: str, updates: int, log_inter
 
 
 def summarise_log(path: str) -> dict:
-    from recipes.fairseq_log import read_records
+    from fairseq_lexical_recipes.fairseq_log import read_records
 
     curve, valid = [], {}
     for tag, stats in read_records(path):
@@ -123,7 +121,7 @@ def summarise_log(path: str) -> dict:
 
 def output_growth(bin_dir: str, checkpoint: str) -> dict:
     """max_t |o_t| over the held-out targets (median and max over sentences) and the median growth per step."""
-    from output_growth import output_norms
+    from fairseq_lexical.analysis.output_growth import output_norms
 
     from fairseq_lexical.analysis.checkpoints import load_checkpoints, load_subset
 
@@ -177,12 +175,11 @@ def run_one(args, config: str, seed: int) -> dict:
 
 def prepare(args) -> None:
     """The recipe's data, lexicon and data-bin in --work (reused when there)."""
-    from recipes.commands import recipe_process
+    from fairseq_lexical_recipes.commands import recipe_process
 
     rec = recipe(args)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "examples"), ROOT]))
     argv = rec.options.but(prepare_only=True).argv() + rec.task.argv()
-    subprocess.run(recipe_process("scan", argv), check=True, env=env)
+    subprocess.run(recipe_process("scan", argv), check=True)
 
 
 def main(argv=None) -> int:

@@ -11,7 +11,7 @@ source position with the most lexical mass (argmax_j alpha_tj L[x_j, y_t]) and t
 ``"written"``.
 
 The numbers are read from the model itself: the hypothesis is teacher-forced (incremental decoding reproduces
-teacher-forced scores, tests/model_checks.py), a forward hook takes the head's own inputs (write logits, gate
+teacher-forced scores, tests/helpers/model_checks.py), a forward hook takes the head's own inputs (write logits, gate
 features, attention, source tokens), and the head's own methods give p_gate, p_lex and the rows of L. Every
 token's two branches are checked against the model's log-probability (``get_normalized_probs``); a model whose
 numbers do not add up is an error, never a page of wrong numbers. Where the model sets some words' probability to 0

@@ -195,7 +195,7 @@ class RDangleDecoder(LexicalDecoder, FairseqIncrementalDecoder):
     def embed_tokens(self):
         return self.embed.embed_tokens
 
-    # -- the pieces (also used by the per-prefix reference loop in tests/rdangle_reference.py) -----------------
+    # -- the pieces (also used by the per-prefix reference loop in tests/helpers/rdangle_reference.py) -----------------
     def average_heads(self, probs: Tensor) -> Tensor:
         """B x H x T x S -> B x T x S: mean over the first ``alignment_heads`` heads (all by default)."""
         if self.alignment_heads is not None:

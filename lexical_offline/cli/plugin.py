@@ -3,7 +3,7 @@
 Two options of the offline programs need a trained model. They run a function of the plugin named here, as
 "module:function" strings (like setup.py's entry points), imported only when the option is used; no other module
 of lexical_offline reaches the plugin, and importing this one imports nothing of it
-(tests/test_import_boundary.py):
+(tests/install/test_import_boundary.py):
 
     fairseq-lexical-plot-lexicon --checkpoint          fairseq_lexical.analysis.lexicon_unit:checkpoint_rows
     fairseq-lexical-select-compositional uncertainty   fairseq_lexical.cli.select_compositional:run_uncertainty

@@ -1,0 +1,131 @@
+"""What an invocation of the recipes says before it runs: its settings, one line per family of rows, and under
+--dry-run the commands it would run; and the check of the user's extra fairseq options against fairseq's own
+parsers, before anything runs."""
+
+from __future__ import annotations
+
+from fairseq_lexical_recipes.catalogue import JOINED_DICT_MODELS, MODELS
+from fairseq_lexical_recipes.console import RecipeError, say, show
+from fairseq_lexical_recipes.settings import cpu_sized
+from fairseq_lexical_recipes.tasks import Prepared
+from fairseq_lexical_recipes.vocabulary import data_warnings
+
+
+def say_settings(recipe) -> None:
+    """The settings of ``recipe`` (a runner.Recipe), one line per family of rows it runs."""
+    hp = recipe.hp
+    say(f"== settings: {recipe.settings_label}")
+    # the Akyurek & Andreas line only where such rows run: the Transformer and LLA rows have settings of their own
+    lstm_models = [m for m in recipe.models if m not in recipe.transformer_models and m not in recipe.lla_models]
+    evaluation = (
+        f"validation every {hp.validate_every} updates, " if hp.validate_every else "no validation, "
+    ) + f"checkpoint_{hp.checkpoint}.pt, beam {hp.beam}"
+    if lstm_models:
+        say(
+            f"== {', '.join(lstm_models)}: {hp.hidden}-unit 2-layer LSTM, batch {hp.batch_size} x "
+            f"{hp.update_freq}, lr {hp.lr:.3g} (inverse sqrt, {hp.warmup} warm-up), clip {hp.clip_norm}, "
+            f"{hp.max_update} updates, {evaluation}; "
+            + ("the authors' released decoder" if hp.decoder == "authors" else "fairseq's LSTM decoder, eq. 6 gate")
+        )
+    if recipe.transformer_models:
+        ts = recipe.ts
+        batch = " + ".join(
+            x
+            for x in (
+                f"--max-tokens {ts.max_tokens}" if ts.max_tokens else "",
+                f"--batch-size {ts.batch_size}" if ts.batch_size else "",
+            )
+            if x
+        )
+        tag = (
+            f" [{recipe.options.preset.upper()}: _tiny archs, not the paper's sizes]"
+            if cpu_sized(recipe.options.preset)
+            else " [sizes: transformer_iwslt_de_en as the R-Dangle paper; optimiser: fairseq's iwslt recipe, "
+            "max_update our choice (the paper gives none)]"
+        )
+        say(
+            f"== {', '.join(recipe.transformer_models)}: Adam {ts.adam_betas}, lr {ts.lr:g} (inverse sqrt, "
+            f"{ts.warmup} warm-up), weight decay {ts.weight_decay:g}, label smoothing {ts.label_smoothing:g}, "
+            f"clip {ts.clip_norm:g}, {batch} x {ts.update_freq}, {ts.max_update} updates, {evaluation}{tag}"
+        )
+    if recipe.lla_models:
+        say(
+            f"== {', '.join(recipe.lla_models)} (Thrush 2020, --arch {recipe.arch(MODELS['lla'])}): "
+            f"{recipe.lla.describe()} (one fairseq-train call, --task lla_translation; evaluated: "
+            f"{recipe.lla_checkpoint_name()}); beam {hp.beam}; "
+            f"scored with exact match and Thrush's precision/recall/token accuracy"
+            + ("; --damage " + recipe.damage if recipe.damage is not None else "")
+        )
+    say(f"== models: {', '.join(recipe.models)}; seeds: {', '.join(map(str, recipe.seeds))}")
+
+
+def say_dry_run(recipe) -> None:
+    """What --dry-run prints: the data's warnings, then every command the invocation would run."""
+    # the tasks' prepare only reads (prepare() writes): the data's warnings, as a real run gives them
+    prep = recipe.task.prepare(recipe.files)
+    for note in data_warnings(prep):
+        say(note)
+    say(
+        "== dry run: data files found ("
+        + ", ".join(f"{k}: {v}" for k, v in recipe.files.items())
+        + "); the commands would be:"
+    )
+    say(f"   fairseq-preprocess: {show(recipe.preprocess_command(joined=False))}")
+    if any(m in JOINED_DICT_MODELS for m in recipe.models):
+        say(
+            f"   fairseq-preprocess (joined dictionary, for {', '.join(JOINED_DICT_MODELS)}): "
+            f"{show(recipe.preprocess_command(joined=True))}"
+        )
+    say(
+        "   lexicons: "
+        + "; ".join(
+            f"given with --lexicon: {recipe.lexicon_path(m)} (not built)"
+            if recipe.given_lexicon(m)
+            else show(recipe.lexicon_command(m))
+            for m in recipe.lexicon_methods()
+        )
+    )
+    for (model, seed), run in recipe.planned_runs().items():
+        say(f"{run.who}:")
+        for k, cmd in run.commands.items():
+            say(f"   {k}: {show(cmd)}")
+        if recipe.damage is not None and MODELS[model].lla:
+            say(f"   damage: {show(recipe.damage_command(model, seed, run.out))}")
+    if recipe.jobs > 1 and len(recipe.pairs) > 1:
+        total = len(recipe.pairs)
+        say(
+            f"== --jobs {recipe.jobs}: up to {min(recipe.jobs, total)} of these {total} (model, seed) "
+            f"pairs would run at a time, each as its own recipe process (log: "
+            f"{recipe.work}/jobs/<model>_seed<N>.log)"
+        )
+
+
+def check_extra_options(recipe) -> None:
+    """--train-args and --generate-args, parsed by fairseq's own parsers against each model's real commands
+    (its task and architecture), before anything runs or is written: a mistyped option must not wait for the
+    first model's training to end."""
+    if not (recipe.options.train_args.strip() or recipe.options.generate_args.strip()):
+        return
+    import contextlib
+    import io
+
+    with contextlib.redirect_stderr(io.StringIO()):  # fairseq's import-time notices
+        from fairseq import options
+
+    prep = Prepared([], None, [], [], {}, score_args=[])
+    for model in recipe.models:
+        commands = recipe.commands(model, recipe.seeds[0], recipe.run_dir(model, recipe.seeds[0]), prep)
+        for step, parser, given in (
+            ("train", options.get_training_parser, recipe.options.train_args),
+            ("generate", options.get_generation_parser, recipe.options.generate_args),
+        ):
+            if not given.strip():
+                continue
+            err = io.StringIO()
+            try:
+                with contextlib.redirect_stderr(err):
+                    options.parse_args_and_arch(parser(), input_args=[str(c) for c in commands[step][1:]])
+            except SystemExit:
+                why = (err.getvalue().strip().splitlines() or ["rejected"])[-1].split("error: ", 1)[-1]
+                option = "--train-args" if step == "train" else "--generate-args"
+                raise RecipeError(f"{option} {given!r}: fairseq-{step} ({model}) says: {why}") from None
