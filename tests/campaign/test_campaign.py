@@ -15,8 +15,10 @@ from importlib import metadata
 
 import pytest
 
-from conftest import REPO, examples_env, scan_line
-from recipes.campaign import carry, collect, device, plan, scheduler
+from tests.helpers.environment import REPO, examples_env
+from tests.helpers.toy_data import scan_line
+from tests.helpers.campaign import result_file, run_record
+from fairseq_lexical_recipes.campaign import carry, collect, device, plan, scheduler
 
 SCRIPT = os.path.join(REPO, "tools", "gpu_campaign.sh")
 
@@ -167,7 +169,7 @@ def test_a_slot_waits_for_the_group_of_the_next_run_rather_than_take_a_later_one
 def test_start_and_poll_refuse_impossible_seconds_in_one_line(tmp_path, capsys, argv, says):
     """Issue 80, point 9: start took a negative --budget-s, --reserve-s or --hold-s (and nan), poll a negative
     --budget-s, --reserve-s or --wait-s. Refused before anything is read or written."""
-    from recipes.campaign.__main__ import main
+    from fairseq_lexical_recipes.campaign.__main__ import main
 
     code = main(
         [*argv, "--state", str(tmp_path / "state"), *(["--carry", str(tmp_path)] if argv[0] == "start" else [])]
@@ -178,7 +180,7 @@ def test_start_and_poll_refuse_impossible_seconds_in_one_line(tmp_path, capsys, 
 
 
 def test_poll_budget_0_stops_the_campaign_and_is_no_error(tmp_path, capsys):
-    from recipes.campaign.__main__ import main
+    from fairseq_lexical_recipes.campaign.__main__ import main
 
     state = str(tmp_path / "state")
     assert main(["poll", "--budget-s", "0", "--reserve-s", "0", "--wait-s", "0", "--state", state]) == 2
@@ -186,8 +188,8 @@ def test_poll_budget_0_stops_the_campaign_and_is_no_error(tmp_path, capsys):
 
 
 def test_collect_gives_a_variant_a_file_of_its_own(tmp_path, capsys):
-    variant = dict(_run(1, 0.5), id="scan_jump_no_tf32-simple-s1", group="scan_jump_no_tf32", train_args=[])
-    path = _result_file(tmp_path / "poll", 1000.0, [_run(1, 0.9), variant])
+    variant = dict(run_record(1, 0.5), id="scan_jump_no_tf32-simple-s1", group="scan_jump_no_tf32", train_args=[])
+    path = result_file(tmp_path / "poll", 1000.0, [run_record(1, 0.9), variant])
     args = type("A", (), dict(paths=[path], results=str(tmp_path / "r"), replace=False, dry_run=False))
     assert collect.collect(args) == 0
     assert sorted(os.listdir(tmp_path / "r")) == ["gpu_scan_jump_no_tf32_simple.json", "gpu_scan_jump_simple.json"]
@@ -274,10 +276,11 @@ def test_concurrency_follows_the_measured_rates():
 
 
 def parsed(command):
-    """(task, RecipeOptions) of a `python -m recipes TASK ...` command, as the recipe process parses it."""
-    from recipes.cli import parse
+    """(task, RecipeOptions) of a `python -m fairseq_lexical_recipes TASK ...` command, as the recipe process parses
+    it."""
+    from fairseq_lexical_recipes.cli import parse
 
-    assert command[1:3] == ["-m", "recipes"]
+    assert command[1:3] == ["-m", "fairseq_lexical_recipes"]
     return parse(command[3:])
 
 
@@ -355,57 +358,17 @@ def test_wheel_requirements_evaluate_markers_for_the_target(tmp_path):
 
 
 # -- collect ----------------------------------------------------------------------------------------------------------
-def _result_file(path, started, runs):
-    path.mkdir(parents=True, exist_ok=True)
-    (path / "results.json").write_text(
-        json.dumps(
-            {
-                "environment": {"gpu": "NVIDIA H100 80GB HBM3", "torch": "2.11.0"},
-                "plan": "paper",
-                "manifest": {},
-                "started": started,
-                "budget_s": 900,
-                "mps": None,
-                "measured": {"r1": 20.0},
-                "runs": runs,
-            }
-        )
-    )
-    return str(path)
-
-
-def _run(seed, em, status="finished", updates=8000):
-    return {
-        "id": f"scan_jump-simple-s{seed}",
-        "group": "scan_jump",
-        "task": "scan",
-        "split": "jump",
-        "model": "simple",
-        "seed": seed,
-        "options": [],
-        "priority": seed,
-        "status": status,
-        "score": {"exact_match": em} if em is not None else None,
-        "max_update": 8000,
-        "training": {"updates": updates, "early_stop": False},
-        "time_limited": updates < 8000,
-        "times": {"train_s": 300.0, "generate_s": 30.0},
-        "wall_s": 340.0,
-        "gpu_share_s": 120.0,
-        "config": {
-            "label": "LSTM + Lex.: Simple (--arch lex_lstm)",
-            "settings": "paper",
-            "commands": {"train": "fairseq-train ..."},
-        },
-    }
-
-
 def test_collect_merges_polls_and_keeps_out_time_limited_seeds(tmp_path, capsys):
-    a = _result_file(tmp_path / "poll1", 1000.0, [_run(1, 0.9)])
-    b = _result_file(
+    a = result_file(tmp_path / "poll1", 1000.0, [run_record(1, 0.9)])
+    b = result_file(
         tmp_path / "poll2",
         1000.0,
-        [_run(1, 0.9), _run(2, 0.7), _run(3, 0.2, updates=5000), _run(4, None, status="failed")],
+        [
+            run_record(1, 0.9),
+            run_record(2, 0.7),
+            run_record(3, 0.2, updates=5000),
+            run_record(4, None, status="failed"),
+        ],
     )
     results = tmp_path / "results"
 
@@ -420,13 +383,13 @@ def test_collect_merges_polls_and_keeps_out_time_limited_seeds(tmp_path, capsys)
     out = capsys.readouterr().out
     assert "| scan jump | LSTM + Lex.: Simple (--arch lex_lstm) | 0.92 ± 0.17 | 0.80 ± 0.10 (2 seeds) |" in out
     # a later campaign's seed 2 does not replace the one there without --replace
-    c = _result_file(tmp_path / "poll3", 2000.0, [_run(2, 0.1), _run(5, 0.5)])
+    c = result_file(tmp_path / "poll3", 2000.0, [run_record(2, 0.1), run_record(5, 0.5)])
     assert collect.collect(args(c)) == 0
     d = json.loads((results / "gpu_scan_jump_simple.json").read_text())
     assert d["per_seed"]["2"]["exact_match"] == 0.7 and d["seeds"] == [1, 2, 5]
     assert "seeds 2 are there already: kept" in capsys.readouterr().out
     # seed 3 was time-limited: a later campaign's complete seed 3 takes its place, the earlier one kept aside
-    e = _result_file(tmp_path / "poll5", 2500.0, [_run(3, 0.6)])
+    e = result_file(tmp_path / "poll5", 2500.0, [run_record(3, 0.6)])
     assert collect.collect(args(e)) == 0
     d = json.loads((results / "gpu_scan_jump_simple.json").read_text())
     assert d["seeds"] == [1, 2, 3, 5] and d["per_seed"]["3"]["exact_match"] == 0.6 and "3" not in d["excluded"]
@@ -435,9 +398,9 @@ def test_collect_merges_polls_and_keeps_out_time_limited_seeds(tmp_path, capsys)
     with pytest.raises(collect.CollectError, match="neither a results.json nor a folder"):
         collect.collect(args(str(tmp_path / "nothing")))
     (results / "gpu_scan_jump_lstm.json").write_text('{"note": "by hand"}')  # a file collect did not write
-    lstm = dict(_run(1, 0.0), id="scan_jump-lstm-s1", model="lstm")
+    lstm = dict(run_record(1, 0.0), id="scan_jump-lstm-s1", model="lstm")
     with pytest.raises(collect.CollectError, match="was not written by collect: not touched"):
-        collect.collect(args(_result_file(tmp_path / "poll4", 3000.0, [lstm])))
+        collect.collect(args(result_file(tmp_path / "poll4", 3000.0, [lstm])))
     assert json.loads((results / "gpu_scan_jump_lstm.json").read_text()) == {"note": "by hand"}
 
 
@@ -712,6 +675,7 @@ def simulated_campaign(tmp_path, plan_name):
         text=True,
         env=env,
         timeout=600,
+        cwd=host,  # as a user runs a checkout's script: from the checkout (the editable install is another tree)
     )
     if prep.returncode != 0 and "pip" in prep.stderr and ("Could not" in prep.stderr or "No matching" in prep.stderr):
         pytest.skip(f"the package index is unreachable: {prep.stderr[-300:]}")

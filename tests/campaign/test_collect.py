@@ -6,9 +6,9 @@ import json
 import os
 
 import pytest
-from test_gpu_campaign import _result_file, _run
 
-from recipes.campaign.__main__ import main
+from fairseq_lexical_recipes.campaign.__main__ import main
+from tests.helpers.campaign import result_file, run_record
 
 
 def collect_cli(capsys, *argv):
@@ -26,7 +26,7 @@ def refused(capsys, results, *argv):
 
 
 def a_poll(tmp_path, name, *runs, started=1000.0):
-    return os.path.join(_result_file(tmp_path / name, started, list(runs)), "results.json")
+    return os.path.join(result_file(tmp_path / name, started, list(runs)), "results.json")
 
 
 def saved(results, name="gpu_scan_jump_simple"):
@@ -37,14 +37,16 @@ def saved(results, name="gpu_scan_jump_simple"):
     "score", [1.7, -0.3, True, "0.9", float("nan")], ids=["above_1", "negative", "bool", "str", "nan"]
 )
 def test_an_impossible_score_is_refused(tmp_path, capsys, score):
-    run = dict(_run(1, 0.9), score={"exact_match": score})
-    poll = a_poll(tmp_path, "poll", _run(2, 0.8), run)
+    run = dict(run_record(1, 0.9), score={"exact_match": score})
+    poll = a_poll(tmp_path, "poll", run_record(2, 0.8), run)
     err = refused(capsys, tmp_path / "results", poll)
     assert f"{poll}: run scan_jump-simple-s1: score.exact_match " in err
 
 
 def test_bleu_is_on_its_own_scale(tmp_path, capsys):
-    run = dict(_run(1, None), id="eng_cmn-simple-s1", group="eng_cmn", task="eng_cmn", split=None, score={"bleu": 24.5})
+    run = dict(
+        run_record(1, None), id="eng_cmn-simple-s1", group="eng_cmn", task="eng_cmn", split=None, score={"bleu": 24.5}
+    )
     code, out, err = collect_cli(capsys, a_poll(tmp_path, "poll", run), "--results", tmp_path / "r")
     assert code == 0, err
     assert saved(tmp_path / "r", "gpu_eng_cmn_simple")["mean"] == 24.5 and "| 24.35 ± 0.09 | 24.50 ± 0.00" in out
@@ -53,10 +55,10 @@ def test_bleu_is_on_its_own_scale(tmp_path, capsys):
 
 
 def test_only_runs_that_reached_their_planned_updates_are_in_the_mean(tmp_path, capsys):
-    short = dict(_run(2, 0.1, updates=100), time_limited=False)  # says it was not time-limited, yet trained 100
-    early = dict(_run(4, 0.7, updates=5000), time_limited=False, training={"updates": 5000, "early_stop": True})
-    skipped = dict(_run(5, None, status="skipped"), reason="does not fit: needs about 12.0 min, 3.0 min left")
-    poll = a_poll(tmp_path, "poll", _run(1, 0.9), short, _run(3, 0.2, updates=5000), early, skipped)
+    short = dict(run_record(2, 0.1, updates=100), time_limited=False)  # says it was not time-limited, yet trained 100
+    early = dict(run_record(4, 0.7, updates=5000), time_limited=False, training={"updates": 5000, "early_stop": True})
+    skipped = dict(run_record(5, None, status="skipped"), reason="does not fit: needs about 12.0 min, 3.0 min left")
+    poll = a_poll(tmp_path, "poll", run_record(1, 0.9), short, run_record(3, 0.2, updates=5000), early, skipped)
     code, out, err = collect_cli(capsys, poll, "--results", tmp_path / "r")
     assert code == 0, err
     d = saved(tmp_path / "r")
@@ -85,7 +87,7 @@ def test_only_runs_that_reached_their_planned_updates_are_in_the_mean(tmp_path, 
     ids=["updates", "max_update", "split", "model", "model_path", "seed", "status"],
 )
 def test_what_the_plan_does_not_have_is_refused(tmp_path, capsys, change, field):
-    poll = a_poll(tmp_path, "poll", dict(_run(1, 0.9), **change))
+    poll = a_poll(tmp_path, "poll", dict(run_record(1, 0.9), **change))
     err = refused(capsys, tmp_path / "results", poll)
     assert f"{poll}: run {change.get('id', 'scan_jump-simple-s1')}: {field}" in err
 
@@ -96,7 +98,7 @@ def test_what_the_plan_does_not_have_is_refused(tmp_path, capsys, change, field)
         (lambda res: res.pop("started"), "started is missing"),
         (lambda res: res.update(started="yesterday"), 'started "yesterday" is not a number'),
         (lambda res: res.update(runs=None), "runs is missing"),
-        (lambda res: res.update(environment=None, runs=[_run(1, 0.9)]), "environment is missing"),
+        (lambda res: res.update(environment=None, runs=[run_record(1, 0.9)]), "environment is missing"),
         (lambda res: res.update(plan="bigger"), 'plan "bigger" is not one of paper, scan, width, mini'),
         (lambda res: res["runs"].append("a run"), 'runs[1] "a run" is not an object'),
         (lambda res: res["runs"][0].update(score=[0.9]), "run scan_jump-simple-s1: score [0.9] is not an object"),
@@ -116,7 +118,7 @@ def test_what_the_plan_does_not_have_is_refused(tmp_path, capsys, change, field)
          "score_10e400"],
 )  # fmt: skip
 def test_a_malformed_results_file_is_one_line_naming_the_field(tmp_path, capsys, mutate, says):
-    path = a_poll(tmp_path, "poll", _run(1, 0.9))
+    path = a_poll(tmp_path, "poll", run_record(1, 0.9))
     with open(path) as f:
         res = json.load(f)
     mutate(res)
@@ -145,7 +147,7 @@ def test_json_that_python_cannot_read_is_one_line_naming_the_file(tmp_path, caps
 def test_a_results_json_that_cannot_be_read_is_one_line(tmp_path, capsys, monkeypatch):
     from lexical_offline import textio
 
-    path = a_poll(tmp_path, "poll", _run(1, 0.9))
+    path = a_poll(tmp_path, "poll", run_record(1, 0.9))
 
     def unreadable(name, *args, **kwargs):
         raise PermissionError(13, "Permission denied", name)
@@ -157,10 +159,12 @@ def test_a_results_json_that_cannot_be_read_is_one_line(tmp_path, capsys, monkey
 @pytest.mark.parametrize("key", ["1" * 5001, "\u00b2", "01"], ids=["digits_5001", "superscript", "leading_zero"])
 def test_a_seed_of_a_results_file_is_as_collect_writes_it(tmp_path, capsys, key):
     results = tmp_path / "results"
-    assert collect_cli(capsys, a_poll(tmp_path, "poll1", _run(1, 0.9)), "--results", results)[0] == 0
+    assert collect_cli(capsys, a_poll(tmp_path, "poll1", run_record(1, 0.9)), "--results", results)[0] == 0
     text = (results / "gpu_scan_jump_simple.json").read_text().replace('"1": {', f'"{key}": {{', 1)
     (results / "gpu_scan_jump_simple.json").write_text(text)
-    code, _, err = collect_cli(capsys, a_poll(tmp_path, "poll2", _run(2, 0.5), started=2000.0), "--results", results)
+    code, _, err = collect_cli(
+        capsys, a_poll(tmp_path, "poll2", run_record(2, 0.5), started=2000.0), "--results", results
+    )
     assert code == 2 and err.count("\n") == 1 and "gpu_scan_jump_simple.json: per_seed: " in err, err
     assert "is not a seed (a whole number, as collect writes it)" in err and len(err) < 300
     assert (results / "gpu_scan_jump_simple.json").read_text() == text
@@ -169,12 +173,14 @@ def test_a_seed_of_a_results_file_is_as_collect_writes_it(tmp_path, capsys, key)
 def test_a_perfect_score_is_accepted(tmp_path, capsys):
     """Issue 80, point 13d: the top of each metric's range is a score (exact match 1.0, BLEU 100)."""
     code, out, err = collect_cli(
-        capsys, a_poll(tmp_path, "poll", _run(1, 1.0), _run(2, 1)), "--results", tmp_path / "r"
+        capsys, a_poll(tmp_path, "poll", run_record(1, 1.0), run_record(2, 1)), "--results", tmp_path / "r"
     )
     assert code == 0, err
     d = saved(tmp_path / "r")
     assert d["seeds"] == [1, 2] and d["mean"] == 1.0 and d["excluded"] == {}
-    run = dict(_run(1, None), id="eng_cmn-simple-s1", group="eng_cmn", task="eng_cmn", split=None, score={"bleu": 100})
+    run = dict(
+        run_record(1, None), id="eng_cmn-simple-s1", group="eng_cmn", task="eng_cmn", split=None, score={"bleu": 100}
+    )
     code, out, err = collect_cli(capsys, a_poll(tmp_path, "poll2", run), "--results", tmp_path / "r2")
     assert code == 0, err
     assert saved(tmp_path / "r2", "gpu_eng_cmn_simple")["mean"] == 100.0 and "| 100.00 ± 0.00 (1 seeds)" in out
@@ -187,8 +193,8 @@ def test_a_file_that_is_no_object(tmp_path, capsys):
 
 
 def test_a_seed_claimed_twice_is_refused_unless_replace(tmp_path, capsys):
-    first = a_poll(tmp_path, "poll1", _run(1, 0.9), started=1000.0)
-    second = a_poll(tmp_path, "poll2", _run(1, 0.3), _run(2, 0.5), started=2000.0)
+    first = a_poll(tmp_path, "poll1", run_record(1, 0.9), started=1000.0)
+    second = a_poll(tmp_path, "poll2", run_record(1, 0.3), run_record(2, 0.5), started=2000.0)
     results = tmp_path / "results"
     err = refused(capsys, results, second, first)  # the order of the paths does not matter: the campaigns' does
     assert (
@@ -202,17 +208,17 @@ def test_a_seed_claimed_twice_is_refused_unless_replace(tmp_path, capsys):
 
 
 INCOMPLETE = {
-    "failed": dict(_run(1, None, status="failed"), reason="exit 1: CUDA error"),
-    "stopped": dict(_run(1, 0.95, status="stopped", updates=3000), reason="stopped on request (poll --stop)"),
-    "time_limited": _run(1, 0.95, updates=5000),
+    "failed": dict(run_record(1, None, status="failed"), reason="exit 1: CUDA error"),
+    "stopped": dict(run_record(1, 0.95, status="stopped", updates=3000), reason="stopped on request (poll --stop)"),
+    "time_limited": run_record(1, 0.95, updates=5000),
 }
 
 
 @pytest.mark.parametrize("how", sorted(INCOMPLETE))
 def test_replace_never_takes_an_incomplete_run_over_a_complete_one_in_the_polls(tmp_path, capsys, how):
     """Issue 80, point 9: --replace took a failed run over the complete run of its seed."""
-    first = a_poll(tmp_path, "poll1", _run(1, 0.9), started=1000.0)
-    second = a_poll(tmp_path, "poll2", INCOMPLETE[how], _run(2, 0.5), started=2000.0)
+    first = a_poll(tmp_path, "poll1", run_record(1, 0.9), started=1000.0)
+    second = a_poll(tmp_path, "poll2", INCOMPLETE[how], run_record(2, 0.5), started=2000.0)
     results = tmp_path / "results"
     err = refused(capsys, results, first, second)
     assert f"{second}: run scan_jump-simple-s1 ran it again (" in err and "); --replace keeps the complete one" in err
@@ -230,7 +236,7 @@ def test_replace_never_takes_an_incomplete_run_over_a_complete_one_in_the_polls(
 @pytest.mark.parametrize("how", sorted(INCOMPLETE))
 def test_replace_never_takes_an_incomplete_run_over_a_complete_seed_of_the_file(tmp_path, capsys, how):
     results = tmp_path / "results"
-    assert collect_cli(capsys, a_poll(tmp_path, "poll1", _run(1, 0.9)), "--results", results)[0] == 0
+    assert collect_cli(capsys, a_poll(tmp_path, "poll1", run_record(1, 0.9)), "--results", results)[0] == 0
     before = (results / "gpu_scan_jump_simple.json").read_bytes()
     later = a_poll(tmp_path, "poll2", INCOMPLETE[how], started=2000.0)
     for replace in ([], ["--replace"]):
@@ -239,23 +245,25 @@ def test_replace_never_takes_an_incomplete_run_over_a_complete_seed_of_the_file(
         assert (results / "gpu_scan_jump_simple.json").read_bytes() == before
         assert f"seed 1 ({later}: run scan_jump-simple-s1 did not complete: " in out
         assert "complete there already, kept (--replace takes only a complete run)" in out
-    complete = a_poll(tmp_path, "poll3", INCOMPLETE[how], _run(2, 0.4), started=2000.0)  # other seeds are taken
+    complete = a_poll(tmp_path, "poll3", INCOMPLETE[how], run_record(2, 0.4), started=2000.0)  # other seeds are taken
     code, out, err = collect_cli(capsys, complete, "--results", results, "--replace")
     assert code == 0 and saved(results)["seeds"] == [1, 2] and saved(results)["per_seed"]["1"]["exact_match"] == 0.9
 
 
 def test_two_polls_that_disagree_on_a_run_are_two_claims(tmp_path, capsys):
-    a = a_poll(tmp_path, "poll1", _run(1, 0.9))
-    b = a_poll(tmp_path, "poll2", _run(1, 0.9), dict(_run(1, 0.4)))  # the same run (and campaign), another score
+    a = a_poll(tmp_path, "poll1", run_record(1, 0.9))
+    b = a_poll(
+        tmp_path, "poll2", run_record(1, 0.9), dict(run_record(1, 0.4))
+    )  # the same run (and campaign), another score
     assert "seed 1 is claimed twice" in refused(capsys, tmp_path / "results", a, b)
-    same = a_poll(tmp_path, "poll3", _run(1, 0.9))  # a later poll's copy of the same run is one run
+    same = a_poll(tmp_path, "poll3", run_record(1, 0.9))  # a later poll's copy of the same run is one run
     code, _, err = collect_cli(capsys, a, same, "--results", tmp_path / "results")
     assert code == 0 and saved(tmp_path / "results")["seeds"] == [1], err
 
 
 def test_a_later_complete_run_supersedes_an_incomplete_one_in_the_same_collect(tmp_path, capsys):
-    a = a_poll(tmp_path, "poll1", _run(1, 0.1, updates=5000), started=1000.0)
-    b = a_poll(tmp_path, "poll2", _run(1, 0.9), started=2000.0)
+    a = a_poll(tmp_path, "poll1", run_record(1, 0.1, updates=5000), started=1000.0)
+    b = a_poll(tmp_path, "poll2", run_record(1, 0.9), started=2000.0)
     code, out, err = collect_cli(capsys, a, b, "--results", tmp_path / "r")
     assert code == 0, err
     d = saved(tmp_path / "r")
@@ -264,7 +272,7 @@ def test_a_later_complete_run_supersedes_an_incomplete_one_in_the_same_collect(t
 
 
 def test_collecting_the_same_polls_again_changes_nothing(tmp_path, capsys):
-    poll = a_poll(tmp_path, "poll", _run(1, 0.9), _run(2, 0.2, updates=5000))
+    poll = a_poll(tmp_path, "poll", run_record(1, 0.9), run_record(2, 0.2, updates=5000))
     results = tmp_path / "r"
     assert collect_cli(capsys, poll, "--results", results)[0] == 0
     before = saved(results)
@@ -275,12 +283,12 @@ def test_collecting_the_same_polls_again_changes_nothing(tmp_path, capsys):
 
 def test_files_are_written_all_or_none(tmp_path, capsys):
     results = tmp_path / "results"
-    lstm = dict(_run(1, 0.0), id="scan_jump-lstm-s1", model="lstm")
+    lstm = dict(run_record(1, 0.0), id="scan_jump-lstm-s1", model="lstm")
     assert collect_cli(capsys, a_poll(tmp_path, "poll1", lstm), "--results", results)[0] == 0
     before = (results / "gpu_scan_jump_lstm.json").read_bytes()
     (results / "gpu_scan_jump_simple.json").write_text('{"note": "by hand"}')  # the second file is refused
     lstm2 = dict(lstm, id="scan_jump-lstm-s2", seed=2)
-    code, _, err = collect_cli(capsys, a_poll(tmp_path, "poll2", lstm2, _run(1, 0.9)), "--results", results)
+    code, _, err = collect_cli(capsys, a_poll(tmp_path, "poll2", lstm2, run_record(1, 0.9)), "--results", results)
     assert code == 2 and "gpu_scan_jump_simple.json exists and was not written by collect: not touched" in err
     assert (results / "gpu_scan_jump_lstm.json").read_bytes() == before
     assert sorted(os.listdir(results)) == ["gpu_scan_jump_lstm.json", "gpu_scan_jump_simple.json"]  # no temporaries
@@ -288,11 +296,13 @@ def test_files_are_written_all_or_none(tmp_path, capsys):
 
 def test_a_results_file_edited_by_hand_is_checked_too(tmp_path, capsys):
     results = tmp_path / "results"
-    assert collect_cli(capsys, a_poll(tmp_path, "poll1", _run(1, 0.9)), "--results", results)[0] == 0
+    assert collect_cli(capsys, a_poll(tmp_path, "poll1", run_record(1, 0.9)), "--results", results)[0] == 0
     d = saved(results)
     d["per_seed"]["1"]["exact_match"] = 1.7
     (results / "gpu_scan_jump_simple.json").write_text(json.dumps(d))
-    code, _, err = collect_cli(capsys, a_poll(tmp_path, "poll2", _run(2, 0.5), started=2000.0), "--results", results)
+    code, _, err = collect_cli(
+        capsys, a_poll(tmp_path, "poll2", run_record(2, 0.5), started=2000.0), "--results", results
+    )
     assert code == 2 and "gpu_scan_jump_simple.json: per_seed.1.exact_match 1.7 is not in [0, 1]" in err
 
 
@@ -326,7 +336,7 @@ def test_prepare_checks_its_arguments(tmp_path, capsys, option, says):
 
 
 def test_prepare_takes_the_targets_and_names_it_should():
-    from recipes.campaign import carry
+    from fairseq_lexical_recipes.campaign import carry
 
     for platform in ("host", carry.DEVICE_PLATFORM, "manylinux2014_x86_64", "musllinux_1_2_aarch64"):
         carry.check_target("3.12", platform)

@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from conftest import REPO, examples_env
+from tests.helpers.environment import REPO, examples_env
 
 SCRIPT = os.path.join(REPO, "tools", "gpu_checks.sh")
 
@@ -47,7 +47,7 @@ def test_dry_run_prints_each_step_and_the_recipe_accepts_its_options(tmp_path):
     assert alone.returncode == 0 and [line for line in alone.stdout.splitlines() if line.startswith("+ ")] == [
         "+ " + graphs[0]
     ]
-    recipes = [c for c in commands if " -m recipes scan " in c]
+    recipes = [c for c in commands if " -m fairseq_lexical_recipes scan " in c]
     assert [c.split("--work ")[1].split()[0].rsplit("_", 1)[1] for c in recipes] == ["fp32", "fp16", "amp", "bf16"]
     assert not (tmp_path / "out").exists()  # a dry run writes nothing
     assert not any(str(tmp_path / "out") in c for c in commands)  # work trees and logs go to the scratch folder

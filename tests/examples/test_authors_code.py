@@ -14,7 +14,8 @@ import random
 import pytest
 import torch
 
-from conftest import scan_line, tool_module
+from tests.helpers.toy_data import scan_line
+from tests.helpers.environment import tool_module
 
 lockstep = tool_module("authors_lockstep", "examples/scan")  # the bridge to their code
 REFERENCE = lockstep.REFERENCE

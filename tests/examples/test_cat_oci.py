@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from conftest import REPO, examples_env, shared_data, tree_state
+from tests.helpers.environment import REPO, examples_env, shared_data
+from tests.helpers.toy_data import tree_state
 
 RUN = os.path.join(REPO, "examples", "cat_oci", "run.py")
 
@@ -56,7 +57,7 @@ def test_cat_oci_tiny_end_to_end(tmp_path):
         "2",
         "--progress-every",
         "600",
-        # pgn differs from pgn_lex only by --lexicon identity (tests/test_lex_transformer.py); left out for time
+        # pgn differs from pgn_lex only by --lexicon identity (tests/plugin/test_lex_transformer.py); left out for time
         "--systems",
         "nmt,pgn_lex",
     ]
@@ -88,8 +89,7 @@ def test_cat_oci_tiny_end_to_end(tmp_path):
     assert again.stdout.count("done before: skipped") == 2
 
     # a WORK of a version before the ownership records: adopted by the names the driver writes, runs reused
-    sys.path.insert(0, os.path.join(REPO, "examples"))
-    from recipes import ownership
+    from fairseq_lexical_recipes import ownership
 
     for record in work.rglob(ownership.OWNED):
         record.unlink()
@@ -112,8 +112,7 @@ def test_cat_oci_tiny_end_to_end(tmp_path):
 
 def test_a_second_invocation_on_the_same_work_directory_is_refused(tmp_path):
     """Two drivers on one --work would resume each other's trainings: the second stops before writing anything."""
-    sys.path.insert(0, os.path.join(REPO, "examples"))
-    from recipes.rundir import lock_work_directory
+    from fairseq_lexical_recipes.rundir import lock_work_directory
 
     data, work = tmp_path / "data", tmp_path / "work"
     data.mkdir()

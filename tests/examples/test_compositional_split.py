@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from conftest import REPO, examples_env, shared_data, tree_state
+from tests.helpers.environment import REPO, examples_env, shared_data
+from tests.helpers.toy_data import tree_state
 from lexical_offline.textio import read_tsv  # every line has the header's field count
 
 SPLIT = os.path.join(REPO, "examples", "compositional_split", "split.py")
@@ -134,8 +135,7 @@ def test_compositional_split_end_to_end(tmp_path):
     assert [int(x) for x in (work / "select" / "sel.selected.ids").read_text().split()] != ids
 
     # a WORK of a version before the ownership records: adopted by the names the pipeline writes, steps reused
-    sys.path.insert(0, os.path.join(REPO, "examples"))
-    from recipes import ownership
+    from fairseq_lexical_recipes import ownership
 
     for record in work.rglob(ownership.OWNED):
         record.unlink()
@@ -148,8 +148,7 @@ def test_compositional_split_end_to_end(tmp_path):
 
 def test_a_second_invocation_on_the_same_work_directory_is_refused(tmp_path):
     """Two drivers on one --work would resume each other's trainings: the second stops before writing anything."""
-    sys.path.insert(0, os.path.join(REPO, "examples"))
-    from recipes.rundir import lock_work_directory
+    from fairseq_lexical_recipes.rundir import lock_work_directory
 
     work = tmp_path / "work"
     work.mkdir()

@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from conftest import REPO, examples_env, make_toy_pairs, write_split
+from tests.helpers.environment import REPO, examples_env, tool_module
+from tests.helpers.toy_data import make_toy_pairs, write_split
 
 RUN = os.path.join(REPO, "examples", "custom", "run.py")
-sys.path.insert(0, os.path.join(REPO, "examples", "custom"))
 
 
 def run_custom(*args, timeout=900):
@@ -157,7 +157,7 @@ def test_the_smoke_label_says_the_updates_it_runs(data, tmp_path):
 
 
 def test_metric_rule_exact_match_for_closed_vocabularies_bleu_for_open_ones():
-    import run as custom
+    custom = tool_module("run", "examples/custom", as_name="custom_run")
 
     closed = [("walk twice", "WALK WALK")] * 50
     open_ = [(f"w{i}", f"v{i} v{i + 1}") for i in range(custom.OPEN_VOCABULARY_TYPES)]
@@ -168,7 +168,7 @@ def test_metric_rule_exact_match_for_closed_vocabularies_bleu_for_open_ones():
 
 
 def test_loss_curves_read_fairseqs_simple_log(tmp_path):
-    import run as custom
+    custom = tool_module("run", "examples/custom", as_name="custom_run")
 
     log = tmp_path / "train.log"
     log.write_text(
@@ -185,9 +185,9 @@ def test_loss_curves_read_fairseqs_simple_log(tmp_path):
 
 def planned(*args):
     """(the pipeline, {(model, seed): {step: command as --dry-run shows it}}) of `run.py ARGS`, built in this process
-    with nothing written (the printed form is pinned by tests/test_recipe_dry_run.py's goldens)."""
-    import run as custom
-    from recipes.console import show
+    with nothing written (the printed form is pinned by tests/recipes/test_dry_run.py's goldens)."""
+    custom = tool_module("run", "examples/custom", as_name="custom_run")
+    from fairseq_lexical_recipes.console import show
 
     pipeline = custom.build_run(custom.build_parser().parse_args([str(a) for a in args]))
     runs = pipeline.planned_runs()
@@ -210,7 +210,7 @@ def test_the_transformer_family_has_a_lexical_row_per_method(data, tmp_path):
 def test_open_vocabulary_data_builds_lexicons_without_the_fallback(tmp_path):
     """Translation-like data (>= 1,000 target word types) is scored BLEU first and its lexicons are built without
     the mutual-exclusivity fallback; a closed vocabulary keeps it."""
-    import run as custom
+    custom = tool_module("run", "examples/custom", as_name="custom_run")
 
     def without_fallback(path):
         pipeline, _ = planned("--train", path, "--test", path, "--work", tmp_path / "work")
@@ -269,9 +269,9 @@ def test_a_failed_explanation_page_does_not_lose_the_report(tmp_path, monkeypatc
     counted, not read as tokens."""
     import types
 
-    import run as custom
-    from recipes.commands import Layout
-    from recipes.console import RecipeError
+    custom = tool_module("run", "examples/custom", as_name="custom_run")
+    from fairseq_lexical_recipes.commands import Layout
+    from fairseq_lexical_recipes.console import RecipeError
 
     out = tmp_path / "simple" / "seed1"
     out.mkdir(parents=True)

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, examples_env
+from tests.helpers.environment import REPO, examples_env
 
 RUN = os.path.join(REPO, "examples", "pretrained", "run.py")
 
@@ -142,8 +142,8 @@ def test_work_on_an_input_is_refused(tmp_path, where):
 
 
 def test_fairseq_train_stock_form():
-    from recipes import commands
-    from recipes.settings import TRANSFORMER_CPU_SMALL
+    from fairseq_lexical_recipes import commands
+    from fairseq_lexical_recipes.settings import TRANSFORMER_CPU_SMALL
 
     training = commands.transformer_training(TRANSFORMER_CPU_SMALL)
     plugin = commands.fairseq_train("BIN", ["--arch", "x"], 1, "OUT", **training)

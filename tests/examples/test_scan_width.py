@@ -7,7 +7,8 @@ import random
 
 import pytest
 
-from conftest import scan_full_line, tool_module
+from tests.helpers.toy_data import scan_full_line
+from tests.helpers.environment import tool_module
 
 pytestmark = pytest.mark.slow
 

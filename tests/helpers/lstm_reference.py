@@ -1,6 +1,6 @@
 """The `lex_lstm` decoder as it was before it had a loop of its own (up to commit 0466cec): fairseq's LSTMDecoder
 with its per-step loop, an attention layer that records h_t and alpha_t, and, for the authors' combined output, a
-first cell that keeps its step input. Kept here as the oracle of tests/test_lstm_loop.py: the new loop must give
+first cell that keeps its step input. Kept here as the oracle of tests/plugin/test_lstm_loop.py: the new loop must give
 its outputs and gradients, and take its checkpoints. Only the decoder is rebuilt; the rest of the model is shared."""
 
 import torch

@@ -1,5 +1,5 @@
 """The R-Dangle per-prefix reference loop: `rdangle_transformer` teacher forcing written as a plain loop over target
-positions. The stacked training of ``RDangleDecoder`` must give its losses and gradients (tests/test_rdangle.py);
+positions. The stacked training of ``RDangleDecoder`` must give its losses and gradients (tests/plugin/test_rdangle.py);
 tools/benchmarking.py times it against the stacked training (``tools/bench.py rdangle``)."""
 
 import torch

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from conftest import REPO, run_cli, tiny_generate_args, tiny_train_args
+from tests.helpers.environment import REPO, run_cli
+from tests.helpers.tiny_runs import tiny_generate_args, tiny_train_args
 
 BIN = os.path.dirname(sys.executable)
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from tests.helpers.environment import REPO
 
 HEAVY = ("torch", "fairseq", "fairseq_cli", "fairseq_lexical")
 OFFLINE = os.path.join(REPO, "lexical_offline")

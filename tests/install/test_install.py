@@ -12,12 +12,15 @@ import sys
 
 import pytest
 
-from conftest import REPO, tiny_train_args
+from tests.helpers.environment import REPO, tool_module
+from tests.helpers.tiny_runs import tiny_train_args
 
-sys.path.insert(0, os.path.join(REPO, "tools"))
-import install_helpers  # noqa: E402
-
-from install_helpers import Requirement, Version, canonicalize_name  # noqa: E402
+install_helpers = tool_module("install_helpers")
+Requirement, Version, canonicalize_name = (
+    install_helpers.Requirement,
+    install_helpers.Version,
+    install_helpers.canonicalize_name,
+)
 
 WHEEL_CACHE = os.path.join(
     os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "fairseq_lexical", "wheels"

@@ -14,7 +14,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import REPO, run_cli, shared_data
+from tests.helpers.environment import REPO, run_cli, shared_data
 
 from lexical_offline import textio
 from lexical_offline.analysis import bleu_by_degree as B
@@ -500,7 +500,7 @@ def test_plot_by_degree_command_line(tmp_path):
 
 
 def _train(data_bin, save_dir, lexicon, seed):
-    from conftest import tiny_train_args
+    from tests.helpers.tiny_runs import tiny_train_args
 
     options = ("--arch", "lex_lstm_small", "--lexicon", lexicon)
     run_cli("fairseq-train", *tiny_train_args(data_bin, save_dir, *options, updates=8, seed=seed, log_interval=5))
@@ -611,8 +611,8 @@ def test_select_command_line_end_to_end(toy_data, ensemble, tmp_path):
 def test_offline_commands_import_neither_fairseq_nor_torch(tmp_path):
     write(tmp_path / "t.txt", ["a b", "a b", "a b", "a b"])
     code = (
-        "import os, sys; sys.path.insert(0, sys.argv[1]);"
-        "import select_compositional as t;"
+        "import sys;"
+        "import lexical_offline.cli.select_compositional as t;"
         "assert t.main(['pool', '--train-source', sys.argv[2], '--source', sys.argv[2], '--out-prefix', sys.argv[3],"
         "               '--no-progress']) == 0;"
         "assert t.main(['novelty', '--train', sys.argv[2], '--test', sys.argv[2]]) == 0;"

@@ -9,7 +9,8 @@ import argparse
 import pytest
 import torch
 
-from conftest import binarise, build_model, make_toy_pairs, write_split
+from tests.helpers.toy_data import binarise, make_toy_pairs, write_split
+from tests.helpers.models import build_model
 
 PLACEHOLDERS = ["__url__", "__num__", "__eq__", "__ent_Type__", "[foo_bar]"]
 LANGUAGES = ("en", "xx")

@@ -15,7 +15,7 @@ from lexical_offline.lexicon.dictionary import (
     read_dictionary,
 )
 from lexical_offline.lexicon.fileformat import read_lexicon
-from test_lexicon_fileformat import write
+from tests.helpers.toy_data import write_file as write
 
 CEDICT = (
     "# CC-CEDICT\n"

@@ -3,15 +3,7 @@ import math
 import pytest
 
 from lexical_offline.lexicon import LexiconFormatError, read_lexicon, write_lexicon
-
-
-def write(tmp_path, text, name="lex.tsv", mode="w"):
-    path = tmp_path / name
-    if mode == "wb":
-        path.write_bytes(text)
-    else:
-        path.write_text(text, encoding="utf-8")
-    return str(path)
+from tests.helpers.toy_data import write_file as write
 
 
 def test_round_trip_keeps_entries_and_provenance(tmp_path):

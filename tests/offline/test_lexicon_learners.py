@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from conftest import REPO, shared_data
+from tests.helpers.environment import REPO, shared_data
 
 from lexical_offline.lexicon.agreement import (
     compare_lexicons,

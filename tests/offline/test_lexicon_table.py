@@ -293,7 +293,7 @@ def test_a_lexicon_of_special_sources_only_names_them_in_the_error():
 
 @pytest.mark.parametrize("arch", ["lex_lstm_small", "lex_transformer_tiny"])
 def test_lexicon_normalization_option_builds_the_full_row_table(toy_data, arch):
-    from conftest import build_model
+    from tests.helpers.models import build_model
     import torch
 
     lexicon = toy_data / "soft.tsv"

@@ -10,7 +10,7 @@ import sys
 import pytest
 import sacrebleu
 
-from conftest import REPO, shared_data
+from tests.helpers.environment import REPO, shared_data
 from lexical_offline.metrics import (
     COGS_TABLE3,
     GenerateOutputError,
@@ -571,7 +571,7 @@ def test_format_table_lists_categories_sorted():
 
 def test_offline_package_does_not_import_fairseq_or_torch():
     """lexical_offline imports neither fairseq, torch nor the plugin; the options that need a model reach the
-    plugin through lexical_offline/cli/plugin.py only (tests/test_import_boundary.py, which also looks inside
+    plugin through lexical_offline/cli/plugin.py only (tests/install/test_import_boundary.py, which also looks inside
     functions and imports every module with them blocked)."""
     import ast
 

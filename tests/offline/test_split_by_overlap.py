@@ -7,7 +7,7 @@ from fractions import Fraction
 
 import pytest
 
-from conftest import REPO
+from tests.helpers.environment import REPO
 from lexical_offline.analysis.subword_density import (
     OverlapSplitError,
     density_fraction,

@@ -6,7 +6,9 @@ import sys
 
 import pytest
 
-from conftest import REPO, binarise, run_cli, tiny_generate_args, tiny_train_args
+from tests.helpers.environment import REPO, run_cli
+from tests.helpers.toy_data import binarise
+from tests.helpers.tiny_runs import tiny_generate_args, tiny_train_args
 
 from lexical_offline import unk_markers as um
 

@@ -77,7 +77,7 @@ def test_the_command_line_builds_it(toy_data):
     from fairseq import optim
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-    from conftest import build_model
+    from tests.helpers.models import build_model
 
     model, _, args = build_model(
         toy_data / "bin",

@@ -2,12 +2,14 @@
 
 Already covered elsewhere (not repeated here):
 - lexicon file reader: wrong field count, non-numeric / negative / NaN / inf score, empty token, repeated pair,
-  missing file, no entry, bad UTF-8 (tests/test_lexicon_fileformat.py);
-- lexicon table: no entry with both tokens in the dictionaries, unknown tokens counted (tests/test_lexicon_table.py);
+  missing file, no entry, bad UTF-8 (tests/offline/test_lexicon_fileformat.py);
+- lexicon table: no entry with both tokens in the dictionaries, unknown tokens counted
+(tests/offline/test_lexicon_table.py);
 - build_lexicon.py: unequal line counts of --src/--tgt, an empty side in a TSV, an empty corpus
-  (tests/test_lexicon_learners.py::test_cli_writes_lexicon_and_errors);
+  (tests/offline/test_lexicon_learners.py::test_cli_writes_lexicon_and_errors);
 - score.py: bad UTF-8 in generate output, missing / repeated / unmatched ids, reference count mismatch
-  (tests/test_score.py); split_by_overlap.py: empty lines counted, line-count mismatch (tests/test_split_by_overlap.py).
+  (tests/offline/test_score.py); split_by_overlap.py: empty lines counted, line-count mismatch
+  (tests/offline/test_split_by_overlap.py).
 
 Here: the same problems met through fairseq-train (in this process, through fairseq-train's own entry point, or as
 a real program where the message on the terminal matters), the corpus readers' remaining cases, over-long sentences
@@ -22,7 +24,8 @@ import sys
 
 import pytest
 
-from conftest import program_module, tiny_generate_args, tiny_train_args
+from tests.helpers.environment import program_module
+from tests.helpers.tiny_runs import tiny_generate_args, tiny_train_args
 
 BIN = os.path.dirname(sys.executable)
 
@@ -417,7 +420,7 @@ def test_training_stops_on_a_lexicon_whose_tokens_are_all_unknown(toy_data, tmp_
 
 
 def test_a_partly_unknown_lexicon_is_a_counted_warning(toy_data, caplog):
-    from conftest import build_model
+    from tests.helpers.models import build_model
 
     import logging
 
@@ -445,7 +448,7 @@ def test_training_stops_on_a_lexicon_of_special_source_tokens_naming_them(toy_da
 
 
 def test_special_source_entries_are_a_counted_warning(toy_data, caplog):
-    from conftest import build_model
+    from tests.helpers.models import build_model
 
     import logging
 
@@ -461,7 +464,7 @@ def test_special_source_entries_are_a_counted_warning(toy_data, caplog):
 
 def test_identity_lexicon_with_no_shared_string_warns(toy_data, caplog):
     """The toy task's source words (a1, twice, ...) are not target words: --lexicon identity can copy nothing."""
-    from conftest import build_model
+    from tests.helpers.models import build_model
 
     import logging
 

@@ -6,7 +6,7 @@ import itertools
 import numpy as np
 import pytest
 
-from conftest import build_model
+from tests.helpers.models import build_model
 
 
 def train_batches(toy_data, order, epoch=1, seed=1, batch_size=8):

@@ -7,7 +7,7 @@ dropout 0.4 so that resuming has to restore the random stream too), trained by t
 * A: 10 updates in one go, a checkpoint after every update (`--save-interval-updates 1`, the last 7 kept);
 * B: the run interrupted after update 5, in the middle of the first epoch (60 sentences in batches of 8 make 8
   updates per epoch): A's checkpoint of update 5 as B's `checkpoint_last.pt`, from which a second `fairseq-train`
-  resumes and goes on to 10. (Stopping with `--max-update` and resuming is in tests/test_cli_end_to_end.py.)
+  resumes and goes on to 10. (Stopping with `--max-update` and resuming is in tests/plugin/test_cli_end_to_end.py.)
 """
 
 import os
@@ -19,7 +19,8 @@ import sys
 import pytest
 import torch
 
-from conftest import TINY_SEARCHES, USER_DIR, needs_safe_loading, tiny_generate_args, tiny_train_args
+from tests.helpers.tiny_runs import TINY_SEARCHES, tiny_generate_args, tiny_train_args
+from tests.helpers.environment import USER_DIR, needs_safe_loading
 
 pytestmark = pytest.mark.slow
 BIN = os.path.dirname(sys.executable)
@@ -153,7 +154,7 @@ def test_checkpoints_hold_only_globals_the_allow_list_admits(runs):
 
 @needs_safe_loading
 def test_a_checkpoint_with_another_pickled_global_is_refused_by_fairseqs_loader(runs, tmp_path):
-    """tests/test_compat.py checks torch.load on a hand-made file; this is a real checkpoint with a callable
+    """tests/plugin/test_compat.py checks torch.load on a hand-made file; this is a real checkpoint with a callable
     slipped in, through the loader fairseq-generate/-interactive/-train use."""
     from fairseq import checkpoint_utils
 
@@ -174,7 +175,7 @@ def test_a_checkpoint_with_another_pickled_global_is_refused_by_fairseqs_loader(
 def test_a_checkpoint_loaded_as_another_architecture_fails_clearly(runs, toy_data, capsys):
     from fairseq import checkpoint_utils
 
-    from conftest import build_model
+    from tests.helpers.models import build_model
 
     work, _, _ = runs
     # fine-tuning from the wrong checkpoint: fairseq-train --arch lex_transformer_tiny --restore-file <lex_lstm>

@@ -8,7 +8,8 @@ import shutil
 import pytest
 import torch
 
-from conftest import TINY_RUNS, USER_DIR, needs_safe_loading, run_cli, tiny_generate_args
+from tests.helpers.tiny_runs import TINY_RUNS, tiny_generate_args
+from tests.helpers.environment import USER_DIR, needs_safe_loading, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -79,7 +80,7 @@ def test_generation_split_over_processes_equals_one_process(toy_data, trained, t
     of 4, dealt 3 + 2), so the hypotheses and their scores are the same."""
     import sys
 
-    from recipes.process import run_sharded
+    from fairseq_lexical_recipes.process import run_sharded
 
     work, _, _ = trained
     monkeypatch.setenv("OMP_NUM_THREADS", "1")

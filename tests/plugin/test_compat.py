@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import fairseq_lexical  # noqa: F401  (applies the fixes)
-from conftest import needs_safe_loading
+from tests.helpers.environment import needs_safe_loading
 from fairseq.data import data_utils
 
 
@@ -117,7 +117,8 @@ def test_unpatched_bf16_implies_tpu(monkeypatch):
 def test_fp16_that_cannot_train_is_one_line(toy_data, tmp_path, extra, message):
     """Fix 7: fairseq-train --fp16 on a CPU ended in a traceback from fairseq's FP16Optimizer (and --fp16 --amp in a
     bare AssertionError); --memory-efficient-fp16, whose optimizer keeps no fp32 copy, trains."""
-    from conftest import run_cli, tiny_train_args
+    from tests.helpers.environment import run_cli
+    from tests.helpers.tiny_runs import tiny_train_args
 
     argv = tiny_train_args(
         toy_data / "bin", tmp_path / "s", "--arch", "lex_lstm_small", "--lexicon", toy_data / "lexicon.tsv",
@@ -163,7 +164,7 @@ def test_bf16_training_on_the_cpu_every_architecture(toy_data, tmp_path):
     import json
     import re
 
-    from conftest import tiny_train_args
+    from tests.helpers.tiny_runs import tiny_train_args
 
     lexicon = ("--lexicon", toy_data / "lexicon.tsv")
     jobs = {

@@ -149,9 +149,10 @@ LSTM_64 = tuple(
 def test_exact_match_equals_greedy_decoding(toy_data, arch, extra):
     """Targets = the greedy decoder's own outputs for half the sentences and a one-token change of them for the
     other half: the teacher-forced exact match must count exactly the first half."""
-    from conftest import build_model, make_toy_pairs
+    from tests.helpers.models import build_model
+    from tests.helpers.toy_data import make_toy_pairs
     from fairseq.data import LanguagePairDataset
-    from model_checks import toy_batch
+    from tests.helpers.model_checks import toy_batch
     from fairseq.sequence_generator import SequenceGenerator
 
     lexicon = ("--lexicon", str(toy_data / "lexicon.tsv")) if arch != "lla_lstm_small" else ()

@@ -15,8 +15,11 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import REPO, build_model, examples_env, run_cli, tiny_train_args, tool_module, write_tiny_layouts
-from model_checks import toy_batch
+from tests.helpers.environment import REPO, examples_env, run_cli, tool_module
+from tests.helpers.models import build_model
+from tests.helpers.tiny_runs import tiny_train_args
+from tests.helpers.toy_data import write_tiny_layouts
+from tests.helpers.model_checks import toy_batch
 
 from fairseq_lexical.modules.cuda_graph_step import CudaGraphStep, bucket_size
 from fairseq_lexical.modules.masked_lstm import masked_lstm
@@ -381,14 +384,15 @@ def test_the_device_check_rehearsed_on_a_cpu_reports_the_fallback(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("task", ["scan", "cogs"])
 def test_the_device_check_trains_the_recipes_lstm_simple_row(tmp_path, task):
-    """The check's model options are the recipes' LSTM + Simple row's (python -m recipes TASK --dry-run)."""
+    """The check's model options are the recipes' LSTM + Simple row's (python -m fairseq_lexical_recipes TASK
+    --dry-run)."""
     import shlex
 
     check = tool_module("cuda_graph_check")
     write_tiny_layouts(tmp_path)
     data = tmp_path / task
     proc = subprocess.run(
-        [sys.executable, "-m", "recipes", task, "--data", str(data), "--models", "simple", "--dry-run"]
+        [sys.executable, "-m", "fairseq_lexical_recipes", task, "--data", str(data), "--models", "simple", "--dry-run"]
         + (["--split", "jump"] if task == "scan" else [])
         + ["--work", str(tmp_path / "work")],
         capture_output=True,

@@ -10,7 +10,9 @@ import pytest
 import torch
 
 import fairseq_lexical  # noqa: F401  (registers the models; allow-lists fairseq checkpoints for torch.load)
-from conftest import REPO, TINY_SEARCHES, build_model, program_module, run_cli, tiny_generate_args
+from tests.helpers.environment import REPO, program_module, run_cli
+from tests.helpers.tiny_runs import TINY_SEARCHES, tiny_generate_args
+from tests.helpers.models import build_model
 from fairseq_lexical.analysis import damage as dmg
 
 

@@ -33,7 +33,7 @@ import sys
 import pytest
 import torch
 
-from conftest import tiny_train_args
+from tests.helpers.tiny_runs import tiny_train_args
 
 slow = pytest.mark.slow
 

@@ -14,8 +14,11 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import LEXICON, REPO, TOY_LEXICON, USER_DIR, build_model, run_cli, tiny_spec
-from model_checks import toy_batch
+from tests.helpers.toy_data import LEXICON
+from tests.helpers.environment import REPO, USER_DIR, run_cli
+from tests.helpers.tiny_runs import TOY_LEXICON, tiny_spec
+from tests.helpers.models import build_model
+from tests.helpers.model_checks import toy_batch
 
 TOOL = os.path.join(REPO, "tools", "explain.py")
 PAIRS = [("a1 twice and a2", "B1 B1 B2"), ("a3 and a4 twice", "B3 B4 B4")]
@@ -779,7 +782,7 @@ def test_tool_reports_a_sentence_it_cannot_explain_and_goes_on(toy_data, trained
     """Issue 70, item 11: one sentence that cannot be explained (here: its step with the whole mass on <unk>) ended
     the run (exit 2, and the custom recipe's report with it); now its JSON line and its section of the page say why,
     and the other sentences are explained."""
-    from conftest import program_module
+    from tests.helpers.environment import program_module
     from fairseq_lexical.analysis import explain as E
 
     reason = "token 1 ('B3'): the mixture puts its whole mass on words the model never outputs at inference (<unk>)"
@@ -824,7 +827,7 @@ def test_tool_reports_a_sentence_it_cannot_explain_and_goes_on(toy_data, trained
 
 @pytest.mark.slow
 def test_tool_fails_when_no_sentence_can_be_explained(toy_data, trained, tmp_path, monkeypatch, capsys):
-    from conftest import program_module
+    from tests.helpers.environment import program_module
     from fairseq_lexical.analysis import explain as E
 
     def failing(*args, **kwargs):

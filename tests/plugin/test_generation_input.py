@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from conftest import REPO, run_cli, save_checkpoint, toy_lexical_model
+from tests.helpers.environment import REPO, run_cli
+from tests.helpers.models import save_checkpoint, toy_lexical_model
 
 USER_DIR = os.path.join(REPO, "fairseq_lexical")
 

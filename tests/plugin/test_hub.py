@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import TINY_MAX_LEN_B as MAX_LEN_B
-from model_checks import toy_batch
+from tests.helpers.tiny_runs import TINY_MAX_LEN_B as MAX_LEN_B
+from tests.helpers.model_checks import toy_batch
 
 pytestmark = pytest.mark.slow
 SEARCHES = ("keep_best", "fairseq")

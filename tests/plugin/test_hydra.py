@@ -6,7 +6,8 @@ import os
 import pytest
 import torch
 
-from conftest import REPO, build_model, run_cli
+from tests.helpers.environment import REPO, run_cli
+from tests.helpers.models import build_model
 
 USER_DIR = os.path.join(REPO, "fairseq_lexical")
 CONFIG_DIR = os.path.join(REPO, "examples", "hydra")

@@ -14,8 +14,11 @@ import zlib
 import pytest
 import torch
 
-from conftest import USER_DIR, binarise, build_model, run_cli, shared_data, tiny_train_args, toy_lexical_model
-from model_checks import toy_batch
+from tests.helpers.environment import USER_DIR, run_cli, shared_data
+from tests.helpers.toy_data import binarise
+from tests.helpers.models import build_model, toy_lexical_model
+from tests.helpers.tiny_runs import tiny_train_args
+from tests.helpers.model_checks import toy_batch
 
 
 # -- hand-built models: log-probabilities from a table of prefixes ---------------------------------------------
@@ -300,7 +303,7 @@ def test_every_family_is_never_below_greedy_nor_fairseq(toy_data, family):
     """Untrained models (their distributions are flat, the hardest case for stopping): for several settings, the
     best hypothesis beats or ties greedy decoding's and fairseq's; every kept hypothesis is distinct, its score is
     its positional scores' sum normalised as asked, and at most --beam are kept."""
-    from conftest import make_toy_pairs
+    from tests.helpers.toy_data import make_toy_pairs
 
     torch.manual_seed(0)
     model, task, _ = build_model(toy_data / "bin", *FAMILIES[family](str(toy_data / "lexicon.tsv")))
@@ -522,7 +525,7 @@ def test_every_entrance_builds_the_same_generator(toy_data, tmp_path, monkeypatc
     and build_search_generator itself choose the same generator for the same options: one place chooses."""
     from argparse import Namespace
 
-    from conftest import save_checkpoint
+    from tests.helpers.models import save_checkpoint
 
     from fairseq_lexical import sequence_generator
     from fairseq_lexical.analysis import gates
@@ -652,7 +655,7 @@ def test_the_analysis_tools_take_the_search(toy_data):
 
 
 def test_the_recipes_comparison_decodes_a_run_three_ways(toy_data, toy_run, tmp_path, capsys):
-    from recipes import beam_search
+    from fairseq_lexical_recipes import beam_search
 
     out = tmp_path / "summary.json"
     assert (

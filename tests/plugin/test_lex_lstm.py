@@ -5,8 +5,10 @@ import json
 import pytest
 import torch
 
-from conftest import REPO, build_model, run_cli, save_checkpoint, tiny_train_args, tool_module
-from model_checks import (
+from tests.helpers.environment import REPO, run_cli, tool_module
+from tests.helpers.models import build_model, save_checkpoint
+from tests.helpers.tiny_runs import tiny_train_args
+from tests.helpers.model_checks import (
     assert_beam_scores_match_teacher_forcing,
     assert_incremental_matches_teacher_forcing,
     assert_padding_does_not_change_scores,
@@ -146,7 +148,7 @@ def test_identity_and_uniform_lexicons_build(toy_data):
     ],
 )
 def test_cpu_sized_archs_have_their_units_everywhere(toy_data, arch, units, lexical):
-    """The recipes' CPU presets pick these archs by hidden size (examples/recipes/settings.py): embeddings, both
+    """The recipes' CPU presets pick these archs by hidden size (fairseq_lexical_recipes/settings.py): embeddings, both
     LSTMs and the output all of that size, and a command-line size still wins."""
     lexicon = ["--lexicon", toy_data / "lexicon.tsv"] if lexical else []
     model, _, args = build_model(toy_data / "bin", "--arch", arch, *lexicon)

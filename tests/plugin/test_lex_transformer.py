@@ -8,8 +8,10 @@ import shutil
 import pytest
 import torch
 
-from conftest import binarise, build_model, tool_module
-from model_checks import (
+from tests.helpers.toy_data import binarise
+from tests.helpers.models import build_model
+from tests.helpers.environment import tool_module
+from tests.helpers.model_checks import (
     assert_beam_scores_match_teacher_forcing,
     assert_incremental_matches_teacher_forcing,
     assert_padding_does_not_change_scores,
@@ -359,7 +361,7 @@ def test_option_errors_are_clear(toy_data):
         tiny(toy_data / "bin", "--lexicon", "identity", "--gate-features", "hidden,foo")
 
 
-# (trained and decoded through the command-line programs: tests/test_cli_end_to_end.py, with every family)
+# (trained and decoded through the command-line programs: tests/plugin/test_cli_end_to_end.py, with every family)
 def test_benchmark_transformer_comparison_runs_at_a_tiny_size():
     import argparse
 

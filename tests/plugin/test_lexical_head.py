@@ -2,39 +2,15 @@
 
 import math
 
-import numpy as np
 import pytest
 import torch
 
-from conftest import needs_cuda
+from tests.helpers.environment import needs_cuda
+from tests.helpers.head_inputs import random_inputs, random_table
 from lexical_offline.lexicon import build_lexicon_table, identity_lexicon_table, uniform_lexicon_table
-from lexical_offline.lexicon.table import LexiconTable
 from fairseq_lexical.modules import LexicalTranslationHead, lexical_mixture_log_probs
 
 SPECIALS = ["<s>", "<pad>", "</s>", "<unk>"]
-
-
-def random_table(n_src, n_tgt, k, seed, uniform_every=4):
-    rng = np.random.default_rng(seed)
-    targets = np.stack([rng.choice(np.arange(4, n_tgt), size=k, replace=False) for _ in range(n_src)])
-    weights = rng.dirichlet(np.ones(k), size=n_src).astype(np.float32)
-    uniform = np.zeros(n_src, dtype=bool)
-    if uniform_every:
-        uniform[::uniform_every] = True
-    weights[uniform] = 0
-    support = np.arange(n_tgt) >= 4
-    return LexiconTable(targets.astype(np.int64), weights, uniform, support)
-
-
-def random_inputs(bsz, tgt_len, src_len, n_src, n_tgt, seed, gate_dim=6, device="cpu"):
-    """(attention, source tokens, write logits, gate features), drawn on the CPU (the same values on every
-    device) and moved to ``device``."""
-    g = torch.Generator().manual_seed(seed)
-    attn = torch.softmax(torch.randn(bsz, tgt_len, src_len, generator=g), -1)
-    src = torch.randint(0, n_src, (bsz, src_len), generator=g)
-    logits = torch.randn(bsz, tgt_len, n_tgt, generator=g)
-    feats = torch.randn(bsz, tgt_len, gate_dim, generator=g)
-    return tuple(t.to(device) for t in (attn, src, logits, feats))
 
 
 def test_sparse_p_lex_equals_the_dense_formula_of_eq_9(device):
@@ -553,7 +529,7 @@ MODELS = {
 
 
 def _build(toy_data, name, lexicon, *extra, seed=0):
-    from conftest import build_model
+    from tests.helpers.models import build_model
 
     torch.manual_seed(seed)
     return build_model(toy_data / "bin", *MODELS[name], "--lexicon", lexicon, "--dropout", "0", *extra)
@@ -584,7 +560,7 @@ def test_every_model_stops_generating_unk_once_prepared_for_inference(toy_data, 
     import argparse
 
     from fairseq.sequence_generator import SequenceGenerator
-    from model_checks import assert_beam_scores_match_teacher_forcing, toy_batch
+    from tests.helpers.model_checks import assert_beam_scores_match_teacher_forcing, toy_batch
 
     lexicon = "identity" if name == "pgn_transformer" else toy_data / "lexicon.tsv"
     model, task, _ = _build(toy_data, name, lexicon)
@@ -643,10 +619,11 @@ def test_every_model_keeps_the_state_dict_names_of_its_checkpoints(toy_data, nam
 @pytest.mark.parametrize("lexicon", ["file", "uniform"])  # the sparse route, and dense rows (uniform rows)
 def test_beam_search_reads_the_lexicon_rows_once_per_sentence(toy_data, name, lexicon, monkeypatch):
     """In incremental decoding the head gathers and ranks the source's lexicon rows at the first step only and
-    reorders them with the beam (the scores stay those of teacher forcing: tests/model_checks.py's beam check)."""
+    reorders them with the beam (the scores stay those of teacher forcing: tests/helpers/model_checks.py's beam
+    check)."""
     from fairseq.sequence_generator import SequenceGenerator
 
-    from model_checks import toy_batch
+    from tests.helpers.model_checks import toy_batch
 
     model, task, _ = _build(toy_data, name, str(toy_data / "lexicon.tsv") if lexicon == "file" else "uniform")
     model.eval()

@@ -5,8 +5,9 @@ import logging
 import pytest
 import torch
 
-from conftest import run_cli, save_checkpoint, toy_lexical_model
-from test_lexical_head import random_inputs, random_table
+from tests.helpers.environment import REPO, run_cli
+from tests.helpers.models import save_checkpoint, toy_lexical_model
+from tests.helpers.head_inputs import random_inputs, random_table
 from fairseq_lexical.modules import LexicalTranslationHead
 
 
@@ -119,7 +120,7 @@ def test_fairseq_generate_takes_the_option(toy_model, toy_data, tmp_path):
         "5",
         "--batch-size",
         "8",
-        cwd=str(__import__("conftest").REPO),
+        cwd=REPO,
     )
     assert "--lexicon-override" in proc.stderr + proc.stdout and "1 source words get their rows" in proc.stderr
 

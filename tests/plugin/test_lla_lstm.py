@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 
 import fairseq_lexical  # noqa: F401  (registers the models; allow-lists fairseq checkpoints for torch.load)
-from conftest import build_model
-from model_checks import (
+from tests.helpers.models import build_model
+from tests.helpers.model_checks import (
     assert_beam_scores_match_teacher_forcing,
     assert_incremental_matches_teacher_forcing,
     assert_padding_does_not_change_scores,
@@ -282,7 +282,7 @@ def test_incremental_and_beam_decoding_reproduce_teacher_forcing(toy_data, varia
 
 @pytest.fixture(scope="module")
 def trained(tiny_runs):
-    """The session's lla_lstm run (tests/test_cli_end_to_end.py decodes it): the schedule of TINY_RUNS."""
+    """The session's lla_lstm run (tests/plugin/test_cli_end_to_end.py decodes it): the schedule of TINY_RUNS."""
     run = tiny_runs("lla_lstm")
     return run.dir, run.log
 

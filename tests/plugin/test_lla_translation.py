@@ -8,8 +8,10 @@ import pytest
 import torch
 
 import fairseq_lexical  # noqa: F401  (registers the task, the models and the criterion)
-from conftest import build_model, run_cli, tiny_train_args
-from model_checks import trained_parameters
+from tests.helpers.models import build_model
+from tests.helpers.environment import run_cli
+from tests.helpers.tiny_runs import tiny_train_args
+from tests.helpers.model_checks import trained_parameters
 
 PAIRS = [("a1 twice and a2", "B1 B1 B2"), ("a3", "B3"), ("a4 and a5 twice", "B4 B5 B5"), ("a6 and a1", "B6 B1")]
 INF = float("inf")

@@ -1,13 +1,13 @@
-"""`lex_lstm`'s own decoder loop against the implementation it replaced (tests/lstm_reference.py: fairseq's
+"""`lex_lstm`'s own decoder loop against the implementation it replaced (tests/helpers/lstm_reference.py: fairseq's
 LSTMDecoder loop with recording layers), in float64: outputs, attention, gate and every gradient, for both decoder
 outputs and every gate feature; old checkpoints load and decode identically; the loop reads nothing on the host."""
 
 import pytest
 import torch
 
-from conftest import build_model
-from lstm_reference import reference_decoder
-from model_checks import toy_batch
+from tests.helpers.models import build_model
+from tests.helpers.lstm_reference import reference_decoder
+from tests.helpers.model_checks import toy_batch
 
 PAIRS = [("a1 twice and a2", "B1 B1 B2"), ("a3", "B3"), ("a4 and a5 twice", "B4 B5 B5 B2 B1"), ("a6 and a1", "B6")]
 SMALL = [

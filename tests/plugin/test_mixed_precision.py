@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from conftest import build_model
-from model_checks import toy_batch
+from tests.helpers.models import build_model
+from tests.helpers.model_checks import toy_batch
 
 from lexical_offline.lexicon import build_lexicon_table
 from fairseq_lexical.models.lex_lstm import lstm_attention

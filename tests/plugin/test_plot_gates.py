@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import REPO, build_model
-from model_checks import moved_to, toy_batch
+from tests.helpers.environment import REPO
+from tests.helpers.models import build_model
+from tests.helpers.model_checks import moved_to, toy_batch
 
 TOOL = os.path.join(REPO, "tools", "plot_gates.py")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

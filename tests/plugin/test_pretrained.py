@@ -12,7 +12,10 @@ import shutil
 import pytest
 import torch
 
-from conftest import USER_DIR, binarise, build_model, run_cli, tiny_generate_args, tiny_train_args
+from tests.helpers.environment import USER_DIR, run_cli
+from tests.helpers.toy_data import binarise
+from tests.helpers.models import build_model
+from tests.helpers.tiny_runs import tiny_generate_args, tiny_train_args
 
 UPDATES = 12
 PRETRAINED_LOG = "fairseq_lexical.models.pretrained"  # the logger of the module under test

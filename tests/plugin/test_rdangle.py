@@ -1,7 +1,8 @@
 """`rdangle_transformer` (R-Dangle, Zheng & Lapata 2023): incremental and beam decoding with re-encoding points
 score exactly as teacher forcing, the stacked training equals the per-prefix loop, intervals behave as eqs. 11-13
 say, relative positions follow the authors' code or Shaw et al. (appendix C), the head reads fp32 attention, old
-checkpoints keep their positions (the command-line programs train and decode it in tests/test_cli_end_to_end.py)."""
+checkpoints keep their positions (the command-line programs train and decode it in
+tests/plugin/test_cli_end_to_end.py)."""
 
 import argparse
 import math
@@ -10,8 +11,9 @@ import os
 import pytest
 import torch
 
-from conftest import REPO, build_model, save_checkpoint, tool_module
-from model_checks import (
+from tests.helpers.environment import REPO, tool_module
+from tests.helpers.models import build_model, save_checkpoint
+from tests.helpers.model_checks import (
     assert_beam_scores_match_teacher_forcing,
     assert_incremental_matches_teacher_forcing,
     assert_padding_does_not_change_scores,
@@ -219,7 +221,7 @@ def _nll(model, net, target, pad):
     ],
 )
 def test_stacked_training_loss_and_gradients_equal_the_per_prefix_loop(toy_data, extra, device):
-    from rdangle_reference import PerPrefixLoop
+    from tests.helpers.rdangle_reference import PerPrefixLoop
 
     extra = [str(toy_data / "lexicon.tsv") if a == "LEXICON" else a for a in extra]
     model, task, _ = tiny(toy_data / "bin", *extra, seed=4)

@@ -8,15 +8,9 @@ import shutil
 import pytest
 import torch
 
-from conftest import (
-    TOY_LEXICON,
-    TINY_SEARCHES,
-    build_model,
-    run_cli,
-    tiny_generate_args,
-    tiny_spec,
-    tiny_train_args,
-)
+from tests.helpers.tiny_runs import TOY_LEXICON, TINY_SEARCHES, tiny_generate_args, tiny_spec, tiny_train_args
+from tests.helpers.models import build_model
+from tests.helpers.environment import run_cli
 
 SEEDS = (1, 2, 3)
 # small enough that 12 float64 runs take seconds; all sizes given, as the architecture would otherwise set 128
@@ -324,7 +318,8 @@ def test_the_replica_benchmark_of_gpu_checks_runs_on_a_cpu(tmp_path):
     import subprocess
     import sys
 
-    from conftest import REPO, scan_line
+    from tests.helpers.environment import REPO
+    from tests.helpers.toy_data import scan_line
 
     rng = random.Random(0)
     scan = tmp_path / "SCAN" / "add_prim_split"

@@ -5,8 +5,9 @@ import math
 import pytest
 import torch
 
-from conftest import build_model, make_toy_pairs
-from model_checks import assert_incremental_matches_teacher_forcing, toy_batch
+from tests.helpers.models import build_model
+from tests.helpers.toy_data import make_toy_pairs
+from tests.helpers.model_checks import assert_incremental_matches_teacher_forcing, toy_batch
 
 
 # the three paths of the output (LexicalDecoder.plain_output for the LSTM's log-probabilities and the Transformer's

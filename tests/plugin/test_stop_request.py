@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from conftest import tiny_train_args
+from tests.helpers.tiny_runs import tiny_train_args
 from fairseq_lexical.stop_request import ENV, STOPPED_EXIT
 
 

@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from conftest import run_cli, tiny_train_args
+from tests.helpers.environment import run_cli
+from tests.helpers.tiny_runs import tiny_train_args
 
 pytestmark = pytest.mark.slow
 

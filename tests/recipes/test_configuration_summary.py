@@ -1,11 +1,12 @@
-"""recipes.configuration_summary on seed directories made here (the recipe's config.json, score.json and run.json
+"""fairseq_lexical_recipes.configuration_summary on seed directories made here (the recipe's config.json, score.json
+and run.json
 written by the test, so each number of the summary is known)."""
 
 import json
 
 import pytest
 
-from recipes import configuration_summary
+from fairseq_lexical_recipes import configuration_summary
 
 TRAIN = (
     "$REPO/.venv/bin/fairseq-train $WORK/bin --arch lex_lstm_small --max-update 12000 --seed {seed} "

@@ -4,7 +4,7 @@ The recipes' code may move and change shape; the commands it builds must not, ex
 each task, each model family (LSTM, lexical, copy, Transformer, R-Dangle, LLA), the paper, --cpu-small and
 --cpu-medium settings, the tasks' own options and examples/custom. Machine-specific paths are replaced by $REPO,
 $TMP and $BIN before comparing. After an intended change of the commands, rewrite the golden files with
-    RECIPE_DRY_RUN_UPDATE=1 python -m pytest tests/test_recipe_dry_run.py
+    RECIPE_DRY_RUN_UPDATE=1 python -m pytest tests/recipes/test_dry_run.py
 and check that their diff shows only that change."""
 
 import os
@@ -13,7 +13,8 @@ import subprocess
 
 import pytest
 
-from conftest import REPO, make_toy_pairs, write_split, write_tiny_layouts
+from tests.helpers.environment import REPO
+from tests.helpers.toy_data import make_toy_pairs, write_split, write_tiny_layouts
 
 GOLDEN = os.path.join(REPO, "tests", "data", "recipe_dry_run")
 TRANSFORMERS = "transformer,lex_transformer,pgn,dangle,rdangle_shr,rdangle_sep,rdangle_sep_o1"

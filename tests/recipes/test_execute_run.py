@@ -1,4 +1,4 @@
-"""examples/recipes/execute.py: one run as data (RunSpec) and the one executor of its steps, used by the paper
+"""fairseq_lexical_recipes/execute.py: one run as data (RunSpec) and the one executor of its steps, used by the paper
 recipes and examples/cat_oci. Stand-in programs (small Python scripts) play fairseq-train, fairseq-generate and
 score.py, so the steps and files are checked without training."""
 
@@ -7,12 +7,9 @@ import sys
 
 import pytest
 
-from conftest import EXAMPLES
 
-sys.path.insert(0, EXAMPLES)
-
-from recipes.console import RecipeError  # noqa: E402
-from recipes.execute import RunSpec, execute_run  # noqa: E402
+from fairseq_lexical_recipes.console import RecipeError
+from fairseq_lexical_recipes.execute import RunSpec, execute_run
 
 TRAIN = """
 import os, sys
@@ -96,10 +93,10 @@ def test_after_training_adds_to_the_summary_and_a_missing_checkpoint_is_an_error
 def test_the_recipe_builds_each_run_as_a_spec(tmp_path):
     """The paper recipes' (model, seed) runs are data: directory, commands, checkpoint and fingerprint, checked here
     without running anything."""
-    from conftest import write_tiny_layouts
-    from recipes.cli import parse
-    from recipes.runner import Recipe
-    from recipes.tasks import Prepared
+    from tests.helpers.toy_data import write_tiny_layouts
+    from fairseq_lexical_recipes.cli import parse
+    from fairseq_lexical_recipes.runner import Recipe
+    from fairseq_lexical_recipes.tasks import Prepared
 
     write_tiny_layouts(tmp_path)
     work = tmp_path / "w"

@@ -1,12 +1,20 @@
-"""recipes.fairseq_log: the recipes read fairseq-train's progress records (--log-format json) for their progress
+"""fairseq_lexical_recipes.fairseq_log: the recipes read fairseq-train's progress records (--log-format json) for their
+progress
 lines, the lla rows' epoch selection and the updates they report. The records below are real: a tiny fairseq-train
 run (lstm_plain_small on the toy task, --log-interval 2, 3 epochs) with --log-format json, and the same run with
 --log-format simple (the format of logs written before the switch, and of examples/cat_oci)."""
 
 import pytest
 
-from conftest import run_cli, tiny_train_args
-from recipes.fairseq_log import read_records, records, training_progress, training_summary, validation_metric
+from tests.helpers.environment import run_cli
+from tests.helpers.tiny_runs import tiny_train_args
+from fairseq_lexical_recipes.fairseq_log import (
+    read_records,
+    records,
+    training_progress,
+    training_summary,
+    validation_metric,
+)
 
 JSON_LOG = (
     '2026-11-24 00:02:10 | INFO | train_inner | {"epoch": 1, "update": 0.4, "loss": "3.933", '
@@ -117,7 +125,7 @@ def test_json_and_simple_logs_of_the_same_run_read_the_same(toy_data, tmp_path):
 
 @pytest.mark.parametrize("log_format", ["json", "simple"])
 def test_the_last_validations_p_gate_is_read_from_either_format(tmp_path, log_format):
-    from recipes.fairseq_log import last_valid_p_gate
+    from fairseq_lexical_recipes.fairseq_log import last_valid_p_gate
 
     lines = {
         "json": ['{"epoch": 1, "valid_loss": "2.9", "valid_p_gate": "0.95"}', '{"epoch": 2, "valid_p_gate": "0.871"}'],

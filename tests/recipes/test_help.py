@@ -5,7 +5,7 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from conftest import REPO, examples_env
+from tests.helpers.environment import REPO, examples_env
 
 RECIPES = sorted(Path(REPO, "examples").glob("*/run.sh"))
 

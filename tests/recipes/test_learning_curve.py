@@ -1,10 +1,11 @@
-"""recipes.learning_curve and recipes.plot_curves on a run directory made here (no training: the decoded outputs
+"""fairseq_lexical_recipes.learning_curve and fairseq_lexical_recipes.plot_curves on a run directory made here (no
+training: the decoded outputs
 and the log are written by the test, so what the curve reads from each is known)."""
 
 import json
 import os
 
-from recipes import learning_curve, plot_curves
+from fairseq_lexical_recipes import learning_curve, plot_curves
 
 
 def write_generate(path, pairs, beam):

@@ -8,7 +8,8 @@ import subprocess
 import sys
 import unicodedata
 
-from conftest import EXAMPLES, examples_env, make_toy_pairs, run_cli, write_split
+from tests.helpers.environment import EXAMPLES, examples_env, run_cli
+from tests.helpers.toy_data import make_toy_pairs, write_split
 
 BUILD = "fairseq-lexical-build-lexicon"
 
@@ -38,7 +39,7 @@ def one_line_error(proc, *expected):
 
 
 def test_a_normalisation_mismatch_warns_however_few_tokens_it_touches():
-    from recipes.vocabulary import out_of_vocabulary_notes
+    from fairseq_lexical_recipes.vocabulary import out_of_vocabulary_notes
 
     train = accented(make_toy_pairs(60, 1))
     test = accented(make_toy_pairs(40, 2))
@@ -55,7 +56,7 @@ def test_a_normalisation_mismatch_warns_however_few_tokens_it_touches():
 
 
 def test_plain_unseen_tokens_warn_above_five_percent():
-    from recipes.vocabulary import out_of_vocabulary_notes
+    from fairseq_lexical_recipes.vocabulary import out_of_vocabulary_notes
 
     train = [("a b c d e f g h i j", "A B C D E F G H I J")]
     # 1 unseen source token in 10: 10 %, which the old 20 % threshold let through
@@ -74,7 +75,17 @@ def test_the_dry_run_warns_of_a_test_set_in_nfd(tmp_path):
     (data / "test.tsv").write_text("".join(f"{nfd(s)}\t{t}\n" for s, t in test), encoding="utf-8")
     work = tmp_path / "work"
     proc = subprocess.run(
-        [sys.executable, "-m", "recipes", "colors", "--data", str(data), "--work", str(work), "--dry-run"],
+        [
+            sys.executable,
+            "-m",
+            "fairseq_lexical_recipes",
+            "colors",
+            "--data",
+            str(data),
+            "--work",
+            str(work),
+            "--dry-run",
+        ],
         capture_output=True,
         text=True,
         timeout=300,
@@ -90,7 +101,7 @@ def test_evaluation_pairs_repeated_from_training_are_counted_and_warned_of(tmp_p
     """Issue 80, point 10: examples/custom said nothing when its test pairs also occurred in training (10 of 10 in
     one trial) or its validation pairs repeated training pairs. Each such split gets one warning with the count, in a
     real run and under --dry-run."""
-    from recipes.vocabulary import overlap_notes
+    from fairseq_lexical_recipes.vocabulary import overlap_notes
 
     train = make_toy_pairs(40, 1)
     test = [p for p in make_toy_pairs(10, 2) if p not in train]

@@ -18,16 +18,16 @@ import time
 
 import pytest
 
-from conftest import EXAMPLES, REPO, tree_state, write_tiny_layouts
+from tests.helpers.environment import EXAMPLES, REPO
+from tests.helpers.toy_data import tree_state, write_tiny_layouts
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-sys.path.insert(0, EXAMPLES)
-from recipes import ownership  # noqa: E402
-from recipes.console import RecipeError  # noqa: E402
-from recipes.rundir import RUN_WRITES, refuse_foreign_writes  # noqa: E402
+from fairseq_lexical_recipes import ownership  # noqa: E402
+from fairseq_lexical_recipes.console import RecipeError  # noqa: E402
+from fairseq_lexical_recipes.rundir import RUN_WRITES, refuse_foreign_writes  # noqa: E402
 
 FAKE_PREPROCESS = """
 import os, sys
@@ -81,10 +81,9 @@ print(f"Generate test with beam=1: BLEU4 = 100.00")
 
 DRIVER = """
 import os, sys
-sys.path[:0] = [{examples!r}, {repo!r}]
-import recipes.commands
-recipes.commands.tool = lambda name: os.path.join({fake!r}, name)
-from recipes.cli import main
+import fairseq_lexical_recipes.commands
+fairseq_lexical_recipes.commands.tool = lambda name: os.path.join({fake!r}, name)
+from fairseq_lexical_recipes.cli import main
 sys.exit(main())
 """
 

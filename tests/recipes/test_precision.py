@@ -1,11 +1,11 @@
-"""recipes.precision: the mixed-precision table read back from recipe work directories."""
+"""fairseq_lexical_recipes.precision: the mixed-precision table read back from recipe work directories."""
 
 import json
 
 import pytest
 
-from recipes import precision
-from recipes.console import RecipeError
+from fairseq_lexical_recipes import precision
+from fairseq_lexical_recipes.console import RecipeError
 
 
 def inner(update, loss, scale=None):

@@ -1,4 +1,5 @@
-"""The example recipes (examples/*/run.sh, driven by the package examples/recipes) and the aggregation over seeds.
+"""The example recipes (examples/*/run.sh, driven by the package fairseq_lexical_recipes) and the aggregation over
+seeds.
 
 The end-to-end tests (marked slow) run the real pipeline on tiny data with a few updates: they check that every
 step runs and writes what it should, not the numbers."""
@@ -13,10 +14,11 @@ import sys
 
 import pytest
 
-from conftest import REPO, examples_env, scan_line, tree_state, write_tiny_layouts
+from tests.helpers.environment import REPO, examples_env
+from tests.helpers.toy_data import scan_line, tree_state, write_tiny_layouts
+from tests.helpers.recipes import ok, run_recipe
 
-sys.path.insert(0, REPO)
-from lexical_offline.metrics.aggregate import (  # noqa: E402
+from lexical_offline.metrics.aggregate import (
     aggregate,
     aggregate_dir,
     find_score_files,
@@ -26,22 +28,6 @@ from lexical_offline.metrics.aggregate import (  # noqa: E402
 )
 
 TASKS = ("colors", "scan", "cogs", "eng_cmn")
-
-
-def run_recipe(task, *args, timeout=900):
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    return subprocess.run(
-        ["bash", os.path.join(REPO, "examples", task, "run.sh"), *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-    )
-
-
-def ok(proc):
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    return proc.stdout
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -124,22 +110,23 @@ def dry_run(task, data, *args):
 def planned(task_name, data, *args):
     """(the Recipe, its runs as {(model, seed): RunSpec}) of `examples/<task>/run.sh [--data DATA] ARGS`, built in this
     process: the runs whose commands --dry-run prints, checked as data (the printed form is pinned by
-    tests/test_recipe_dry_run.py's goldens)."""
+    tests/recipes/test_dry_run.py's goldens)."""
     recipe = recipe_of(task_name, *(["--data", str(data)] if data else []), *args)
     return recipe, recipe.planned_runs()
 
 
 def recipe_of(task_name, *argv):
-    """The Recipe of `python -m recipes TASK ARGV`, as recipes.cli.main builds it (nothing run)."""
-    from recipes.cli import parse
-    from recipes.runner import Recipe
+    """The Recipe of `python -m fairseq_lexical_recipes TASK ARGV`, as fairseq_lexical_recipes.cli.main builds it
+    (nothing run)."""
+    from fairseq_lexical_recipes.cli import parse
+    from fairseq_lexical_recipes.runner import Recipe
 
     return Recipe(*parse([task_name, *map(str, argv)]))
 
 
 def shown(runs, step="train"):
     """{model: the step's command as --dry-run shows it} of the seed-1 runs."""
-    from recipes.console import show
+    from fairseq_lexical_recipes.console import show
 
     return {model: show(run.commands[step]) for (model, seed), run in runs.items() if seed == 1}
 
@@ -197,7 +184,7 @@ def test_a_given_lexicon_names_the_rows_that_read_it(tmp_path):
     """--lexicon FILE replaces the Simple rows' lexicon: their labels (config.json, summary, report) name the file,
     not "Simple", and the rows without a lexicon keep theirs. (--dry-run's "lexicons:" line, which says the file is
     not built, is pinned by the colors_given_lexicon golden.) A --lexicon that no model would read is refused."""
-    from recipes.console import RecipeError
+    from fairseq_lexical_recipes.console import RecipeError
 
     given = tmp_path / "cedict.tsv"
     given.write_text("a\tb\t1\n")
@@ -216,7 +203,7 @@ def test_the_lla_runs_follow_thrush_schedule_metrics_and_damage(tmp_path):
     """lla / lla_noadv (Thrush 2020): one training call through the task lla_translation (Lexicon Unit epochs 1-30
     with batch 1, then to epoch 1000 with batch 30, Adam 0.001 constant), --thrush scoring, tools/damage.py with
     Table 2's groups."""
-    from recipes.console import show
+    from fairseq_lexical_recipes.console import show
 
     write_tiny_layouts(tmp_path)
     work = ("--work", tmp_path / "w")
@@ -286,7 +273,7 @@ def test_the_lla_runs_follow_thrush_schedule_metrics_and_damage(tmp_path):
 def test_the_transformer_family_runs(tmp_path):
     """transformer, lex_transformer, pgn, dangle, rdangle_shr, rdangle_sep, rdangle_sep_o1: arch, interval, kv-mode,
     the joined dictionary of pgn; the _tiny archs under --cpu-small; not in 'all'."""
-    from recipes.console import show
+    from fairseq_lexical_recipes.console import show
 
     write_tiny_layouts(tmp_path)
     work = ("--work", tmp_path / "w")
@@ -342,7 +329,7 @@ def test_the_transformer_family_runs(tmp_path):
 
 
 def test_thrush_tokenization_of_english_chinese():
-    from recipes.tasks.eng_cmn import thrush_tokenize_pair
+    from fairseq_lexical_recipes.tasks.eng_cmn import thrush_tokenize_pair
 
     assert thrush_tokenize_pair("You &apos;d better take it , Tom .", "你 最好 带 把 伞 ,   Tom 123 .") == (
         "You ' d better take it , Tom .",
@@ -663,7 +650,7 @@ def test_jobs_run_the_pairs_as_concurrent_recipes(tmp_path, tiny_scan):
 
 
 def test_validation_exact_match_reads_the_fairseq_log(tmp_path):
-    from recipes.fairseq_log import validation_metric
+    from fairseq_lexical_recipes.fairseq_log import validation_metric
 
     log = tmp_path / "train.log"
     log.write_text(
@@ -693,8 +680,8 @@ print(f"rank {rank} threads {os.environ['OMP_NUM_THREADS']}", file=sys.stderr)
 def test_decode_jobs_split_generation_and_concatenate_the_shards(tmp_path, monkeypatch):
     import time
 
-    from recipes.console import RecipeError
-    from recipes.process import run_sharded
+    from fairseq_lexical_recipes.console import RecipeError
+    from fairseq_lexical_recipes.process import run_sharded
 
     script = tmp_path / "fake_generate.py"
     script.write_text(FAKE_GENERATE)
@@ -720,7 +707,7 @@ def test_decode_jobs_split_generation_and_concatenate_the_shards(tmp_path, monke
 def test_each_program_gets_the_idle_cores_as_threads(monkeypatch):
     """Issue 70, defect 12: a custom run trained with torch's default threads (one per core); beside one other busy
     process it fell from 8,900 to 110-130 target tokens/s, 70x slower (docs/benchmarks.md)."""
-    from recipes import process
+    from fairseq_lexical_recipes import process
 
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
@@ -733,7 +720,7 @@ def test_each_program_gets_the_idle_cores_as_threads(monkeypatch):
 
 
 def test_run_concurrently_limits_logs_and_reports_each_exit_status(tmp_path, monkeypatch):
-    from recipes import process
+    from fairseq_lexical_recipes import process
 
     monkeypatch.setattr(process, "PROGRESS_EVERY", 0.2)
     code = "import sys, time; time.sleep(0.5); print('job', sys.argv[1]); sys.exit(int(sys.argv[1]))"
@@ -783,7 +770,7 @@ def test_an_interrupted_run_concurrently_stops_the_jobs_with_their_children(tmp_
     that its fairseq-train goes too."""
     import time
 
-    from recipes import process
+    from fairseq_lexical_recipes import process
 
     monkeypatch.setattr(process, "PROGRESS_EVERY", 0.2)
     script = tmp_path / "job.py"
@@ -839,10 +826,12 @@ def test_importing_the_recipe_module_is_offline_and_leaves_the_environment_alone
     """The recipe process imports only the offline package (fast start: neither fairseq nor torch) and sets no
     environment variable that the fairseq programs it starts would inherit."""
     code = (
-        "import os, sys; import recipes.cli; "
+        "import os, sys; import fairseq_lexical_recipes.cli; "
         "print(sorted(set(os.environ) ^ env_before), 'fairseq' in sys.modules, 'torch' in sys.modules)"
     )
-    code = code.replace("import recipes.cli;", "env_before = set(os.environ); import recipes.cli;")
+    code = code.replace(
+        "import fairseq_lexical_recipes.cli;", "env_before = set(os.environ); import fairseq_lexical_recipes.cli;"
+    )
     env = examples_env()
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -860,9 +849,9 @@ def test_cpu_presets_refuse_a_hidden_size_without_an_arch():
     from dataclasses import replace
     from types import SimpleNamespace
 
-    from recipes.console import RecipeError
-    from recipes.options import RecipeOptions
-    from recipes.settings import PRESETS, effective_hparams
+    from fairseq_lexical_recipes.console import RecipeError
+    from fairseq_lexical_recipes.options import RecipeOptions
+    from fairseq_lexical_recipes.settings import PRESETS, effective_hparams
 
     args = RecipeOptions(preset="cpu-small")
     task = SimpleNamespace(name="toy", hparams=lambda preset: replace(PRESETS[preset], hidden=64))
@@ -901,9 +890,9 @@ def test_lla_selection_is_read_from_the_lla_translation_record(tmp_path):
     selection is not in the checkpoint): fairseq's own save lines say which epoch was saved."""
     from types import SimpleNamespace
 
-    from recipes.console import RecipeError
-    from recipes.runner import Recipe
-    from recipes.settings import LlaSettings
+    from fairseq_lexical_recipes.console import RecipeError
+    from fairseq_lexical_recipes.runner import Recipe
+    from fairseq_lexical_recipes.settings import LlaSettings
 
     def saved(epoch):
         name = "checkpoint_best.pt" if epoch % 2 else "checkpoint_last.pt"  # fairseq names the first file written
@@ -967,7 +956,7 @@ def test_lla_selection_is_read_from_the_lla_translation_record(tmp_path):
 def test_runs_made_before_the_json_log_format_are_still_reused(tmp_path):
     """The recipes train with --log-format json since the package split; the log format changes no result, so a
     finished run whose fingerprint has the simple format (made before) is not "other settings"."""
-    from recipes.tasks import Prepared
+    from fairseq_lexical_recipes.tasks import Prepared
 
     write_tiny_layouts(tmp_path)
     recipe, prep = (
@@ -1005,8 +994,8 @@ def test_an_unfinished_run_with_a_checkpoint_and_other_settings_is_refused_not_d
     (the recipe said "run again to go on"): an unfinished run holding checkpoint_last.pt is refused like a finished
     one, its files untouched; with --force it starts again. One stopped before its first checkpoint has nothing to
     keep and is not refused."""
-    from recipes.console import RecipeError
-    from recipes.tasks import Prepared
+    from fairseq_lexical_recipes.console import RecipeError
+    from fairseq_lexical_recipes.tasks import Prepared
 
     write_tiny_layouts(tmp_path)
 
@@ -1033,8 +1022,8 @@ def test_an_unfinished_run_with_a_checkpoint_and_other_settings_is_refused_not_d
 def test_a_rebuilt_lexicon_with_the_same_entries_is_the_same_lexicon(tmp_path):
     """Issue 55, defect 3: the lexicon's fingerprint held its header's timing, so restoring the data and re-running
     was refused ("lexicon differ"). Only the entries count; runs finished with the whole file's SHA-1 still match."""
-    from recipes.tasks import Prepared
-    from recipes.textio import sha1_files
+    from fairseq_lexical_recipes.tasks import Prepared
+    from fairseq_lexical_recipes.textio import sha1_files
 
     write_tiny_layouts(tmp_path)
     recipe, prep = (
@@ -1188,9 +1177,9 @@ def scan_recipe(tmp_path, *extra):
 def test_the_recipes_delete_only_what_they_wrote(tmp_path):
     """Issue 55 defect 1, issue 70 defects 1-2: what is the pipeline's is decided by its record, not by names. A
     user's file of a name the pipeline writes stops it before anything is written; the user's other files stay."""
-    from recipes import ownership
-    from recipes.console import RecipeError
-    from recipes.rundir import remove_owned
+    from fairseq_lexical_recipes import ownership
+    from fairseq_lexical_recipes.console import RecipeError
+    from fairseq_lexical_recipes.rundir import remove_owned
 
     recipe = scan_recipe(tmp_path)
     prep = recipe.prepared_pairs()
@@ -1224,8 +1213,8 @@ def test_the_recipes_delete_only_what_they_wrote(tmp_path):
 
 def test_one_recipe_at_a_time_in_a_work_directory(tmp_path):
     """Issue 55, defect 4: a second run on the same --work 'resumed' the first's training while it ran."""
-    from recipes.console import RecipeError
-    from recipes.runner import lock_work_directory
+    from fairseq_lexical_recipes.console import RecipeError
+    from fairseq_lexical_recipes.runner import lock_work_directory
 
     held = lock_work_directory(str(tmp_path))
     with pytest.raises(RecipeError, match=rf"--work {tmp_path} is in use by a running recipe \(pid {os.getpid()}"):
@@ -1237,9 +1226,9 @@ def test_one_recipe_at_a_time_in_a_work_directory(tmp_path):
 def test_runs_of_other_data_are_refused_before_anything_is_written(tmp_path):
     """Issue 55, defect 2: a changed training file was refused only after WORK/data, the data-bin and the lexicons
     had been replaced, so the finished checkpoints no longer matched their data-bin."""
-    from recipes import ownership
-    from recipes.console import RecipeError
-    from recipes.textio import sha1_files
+    from fairseq_lexical_recipes import ownership
+    from fairseq_lexical_recipes.console import RecipeError
+    from fairseq_lexical_recipes.textio import sha1_files
 
     recipe = scan_recipe(tmp_path)
     recipe.prepare()
@@ -1261,7 +1250,7 @@ def test_a_test_set_of_unseen_tokens_is_reported_and_nfd_is_named():
     in preprocess.log."""
     import unicodedata
 
-    from recipes.vocabulary import out_of_vocabulary_notes
+    from fairseq_lexical_recipes.vocabulary import out_of_vocabulary_notes
 
     words = ["café", "élan", "naïve", "déjà", "vu"]
     train = [(w, w.upper()) for w in words]
@@ -1333,7 +1322,7 @@ def test_a_test_set_of_unseen_tokens_is_reported_and_nfd_is_named():
 def test_options_spell_back_the_command_line_they_were_parsed_from(argv):
     """RecipeOptions.argv() (with the task's own, Task.argv()) is the command line of the --jobs children and the
     campaign's runs: it must parse back to the same options and task, whatever was given."""
-    from recipes.cli import parse
+    from fairseq_lexical_recipes.cli import parse
 
     task, options = parse(argv)
     again_task, again = parse([argv[0], *options.argv(), *task.argv()])
@@ -1342,8 +1331,8 @@ def test_options_spell_back_the_command_line_they_were_parsed_from(argv):
 
 def test_a_jobs_child_runs_its_pair_alone_with_the_parents_options(tmp_path):
     """--jobs N: each child is the parent's invocation with its one (model, seed), as a --jobs 1 --as-job process."""
-    from recipes.cli import parse
-    from recipes.jobs import job_command
+    from fairseq_lexical_recipes.cli import parse
+    from fairseq_lexical_recipes.jobs import job_command
 
     write_tiny_layouts(tmp_path)
     parent = recipe_of(
@@ -1351,7 +1340,7 @@ def test_a_jobs_child_runs_its_pair_alone_with_the_parents_options(tmp_path):
         "--cpu-small", "--jobs", "2", "--work", tmp_path / "w", "--train-args=--cpu",
     )  # fmt: skip
     command = job_command(parent, "simple", 2)
-    assert command[1:4] == ["-m", "recipes", "scan"]
+    assert command[1:4] == ["-m", "fairseq_lexical_recipes", "scan"]
     task, options = parse(command[3:])
     assert task.split == "around_right" and (options.models, options.seed_list, options.jobs) == ("simple", "2", 1)
     assert options.as_job and options.work == str(tmp_path / "w") and options.train_args == "--cpu"

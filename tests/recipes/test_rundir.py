@@ -1,18 +1,15 @@
-"""examples/recipes/rundir.py: the rules for one run's directory, shared by the paper recipes and examples/cat_oci."""
+"""fairseq_lexical_recipes/rundir.py: the rules for one run's directory, shared by the paper recipes and
+examples/cat_oci."""
 
 import json
 import os
-import sys
 
 import pytest
 
-from conftest import EXAMPLES
 
-sys.path.insert(0, EXAMPLES)
-
-from recipes import ownership  # noqa: E402
-from recipes.console import RecipeError  # noqa: E402
-from recipes.rundir import RunDirectory, lock_work_directory  # noqa: E402
+from fairseq_lexical_recipes import ownership
+from fairseq_lexical_recipes.console import RecipeError
+from fairseq_lexical_recipes.rundir import RunDirectory, lock_work_directory
 
 FP = {"train": "fairseq-train A", "data_sha1": "d1"}
 

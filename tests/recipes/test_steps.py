@@ -1,17 +1,14 @@
-"""examples/recipes/steps.py: a step made once and reused while what it was made from is unchanged (the recipes'
+"""fairseq_lexical_recipes/steps.py: a step made once and reused while what it was made from is unchanged (the recipes'
 data-bins and lexicons, examples/cat_oci's pieces and lexicons, examples/compositional_split's steps)."""
 
 import json
-import sys
 
 import pytest
 
-from conftest import EXAMPLES, write_tiny_layouts
+from tests.helpers.toy_data import write_tiny_layouts
 
-sys.path.insert(0, EXAMPLES)
-
-from recipes.console import RecipeError  # noqa: E402
-from recipes.steps import Step  # noqa: E402
+from fairseq_lexical_recipes.console import RecipeError
+from fairseq_lexical_recipes.steps import Step
 
 KEY = {"command": "build x", "data_sha1": "d1"}
 
@@ -53,7 +50,7 @@ def test_a_stamp_without_seconds_from_an_earlier_version_is_still_up_to_date(tmp
 
 def test_a_failed_or_interrupted_step_leaves_no_stamp(tmp_path):
     """A forced rebuild that failed half-way kept the old stamp, so the next run took the half-made output for the
-    finished one (examples/cat_oci before recipes.steps)."""
+    finished one (examples/cat_oci before fairseq_lexical_recipes.steps)."""
     out, calls = tmp_path / "out.txt", []
     step = Step("x", str(tmp_path / "x.json"), KEY, [str(out)])
     step.run(writer(out, calls))
@@ -80,7 +77,7 @@ def test_a_step_that_does_not_write_its_outputs_is_an_error_naming_them_and_the_
 def test_the_recipe_makes_a_data_bin_again_when_its_dictionary_is_gone(tmp_path):
     """The data-bin's stamp alone decided whether it was up to date: with a dictionary deleted, "up to date", and
     fairseq-train failed."""
-    from test_recipes import ok, run_recipe
+    from tests.helpers.recipes import ok, run_recipe
 
     write_tiny_layouts(tmp_path)
     work = tmp_path / "w"
@@ -98,8 +95,8 @@ def test_the_recipe_makes_a_data_bin_again_when_its_dictionary_is_gone(tmp_path)
 def test_a_stamped_command_is_the_same_wherever_the_work_and_the_programs_are(tmp_path):
     """A GPU campaign prepares the groups' data-bins and lexicons here and carries them: the device's recipe must
     find them up to date, though its WORK, its environment and its checkout lie elsewhere."""
-    from recipes import ROOT
-    from recipes.commands import stamp_command
+    from fairseq_lexical_recipes import ROOT
+    from fairseq_lexical_recipes.commands import stamp_command
 
     def preprocess(env, work):
         return [f"{env}/bin/fairseq-preprocess", "--trainpref", f"{work}/data/train", "--destdir", f"{work}/bin"]
