@@ -1,41 +1,25 @@
 """Compositional test-set selection (Zheng & Lapata 2023, section 4): the degree DP, the n-gram dictionary, the OOV
-filter, the seeded uncertainty sample, reverse mutual information, novel n-grams (Table 2), BLEU by degree
-(Fig. 1a), and the ensemble uncertainty on real (tiny) fairseq checkpoints."""
+filter, the seeded uncertainty sample, reverse mutual information, novel n-grams (Table 2), BLEU by degree (Fig. 1a)
+(the command lines: test_compositional_cli.py; the ensemble uncertainty on checkpoints:
+tests/plugin/test_uncertainty.py)."""
 
 import itertools
-import json
 import math
 import os
 import random
-import shutil
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
-from tests.helpers.environment import REPO, run_cli, shared_data
+from tests.helpers.environment import REPO, shared_data
 
 from lexical_offline import textio
 from lexical_offline.analysis import bleu_by_degree as B
 from lexical_offline.analysis import compositional_selection as S
 from lexical_offline.analysis import ngram_statistics as N
 
-TOOL = os.path.join(REPO, "tools", "select_compositional.py")
-PLOT = os.path.join(REPO, "tools", "plot_by_degree.py")
-
-
-def run_tool(*args, check=True):
-    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, *map(str, args)], capture_output=True, text=True, env=env, timeout=600)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{args[0]} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return proc
-
-
-def write(path, lines):
-    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    return path
+from tests.helpers.compositional import write
 
 
 # -- the dynamic programme ----------------------------------------------------------------------------------------
@@ -121,29 +105,6 @@ def test_corpus_dictionary_counts_occurrences_within_sentences():
 
 
 # -- OOV filter, degree and pool ----------------------------------------------------------------------------------
-
-
-@pytest.fixture()
-def small_corpus():
-    # counts: the 7, cat 4, sat 4, on 4, mat 3, dog 2, ran 1; "on the" and "the mat" 3 (no entries)
-    train = [
-        "the cat sat on the mat",
-        "the cat sat on the mat",
-        "the cat sat on",
-        "the cat sat on the mat",
-        "dog ran dog",
-    ]
-    candidates = [
-        "the cat sat on the mat",  # 0: every word >= 3; "mat" (3) is no dictionary entry (needs > 3)
-        "the dog sat",  # 1: dog seen twice -> rare
-        "the zebra sat",  # 2: zebra never seen -> unseen
-        "",  # 3: empty
-        "the cat sat on the mat",  # 4: duplicate of 0
-        "on the cat",  # 5
-        "ran zebra",  # 6: unseen (zebra) takes precedence over rare (ran)
-        "sat on",  # 7
-    ]
-    return train, candidates
 
 
 def test_oov_filter_counts_and_reasons(small_corpus):
@@ -322,290 +283,6 @@ def test_equal_buckets_and_bleu_by_degree():
     assert low["degree_max"] == 0.4 and high["degree_min"] == 0.6
     assert low["bleu_diff"] == pytest.approx(0.0) and high["bleu_diff"] == pytest.approx(100.0)
     assert "diff (A-B)" in B.format_degree_table(res)
-
-
-# -- command lines (offline) --------------------------------------------------------------------------------------
-
-
-def test_pool_sample_and_novelty_command_lines(tmp_path, small_corpus):
-    train, cands = small_corpus
-    write(tmp_path / "train.txt", train)
-    write(tmp_path / "cand.txt", cands)
-    write(tmp_path / "cand.tgt", [f"t{i}" for i in range(len(cands))])
-    proc = run_tool(
-        TOOL,
-        "pool",
-        "--train-source",
-        tmp_path / "train.txt",
-        "--source",
-        tmp_path / "cand.txt",
-        "--target",
-        tmp_path / "cand.tgt",
-        "--pool",
-        "2",
-        "--out-prefix",
-        tmp_path / "out" / "p",
-        "--no-progress",
-    )
-    assert "2 with a word never seen in training, 1 with a word seen < 3 times" in proc.stdout
-    assert "1 duplicates" in proc.stdout
-    header, rows = textio.read_tsv(str(tmp_path / "out" / "p.candidates.tsv"))
-    assert header == list(S.CANDIDATE_COLUMNS) and len(rows) == len(cands)
-    assert rows[2]["status"] == "oov-unseen" and rows[2]["rare_words"] == "zebra"
-    header, pool = textio.read_tsv(str(tmp_path / "out" / "p.pool.tsv"))
-    assert [r["index"] for r in pool] == ["5", "0"] and pool[0]["target"] == "t5"
-    assert (tmp_path / "out" / "p.pool.src").read_text().splitlines() == ["on the cat", "the cat sat on the mat"]
-    summary = json.loads((tmp_path / "out" / "p.pool.json").read_text())
-    assert summary["dropped"]["oov_rare_word"] == 1
-
-    # sample from a hand-made score file
-    rows = [["index", "rmi", "source"]] + [
-        [str(i), f"{u:.3f}", f"s{i}"] for i, u in enumerate([0.9, 0.1, 0.5, 0.7, 0.3, 0.8])
-    ]
-    write(tmp_path / "scores.tsv", ["\t".join(r) for r in rows])
-    outs = []
-    for seed in (1, 1, 2):
-        run_tool(
-            TOOL,
-            "sample",
-            "--scores",
-            tmp_path / "scores.tsv",
-            "--drop-top",
-            "1",
-            "--window",
-            "4",
-            "--sample",
-            "2",
-            "--seed",
-            seed,
-            "--out-prefix",
-            tmp_path / f"s{seed}",
-        )
-        outs.append((tmp_path / f"s{seed}.selected.ids").read_text())
-    assert outs[0] == outs[1]
-    _, srows = textio.read_tsv(str(tmp_path / "s1.sample.tsv"))
-    assert [r["stage"] for r in srows].count("selected") == 2 and srows[0]["stage"] == "dropped-top"
-    assert srows[1]["stage"] == "below-window" and srows[1]["rmi_rank"] == "6"
-
-    write(tmp_path / "test.txt", ["the cat ran", "sat on the mat"])
-    proc = run_tool(
-        TOOL,
-        "novelty",
-        "--train",
-        tmp_path / "train.txt",
-        "--test",
-        tmp_path / "test.txt",
-        "--json",
-        tmp_path / "nov.json",
-    )
-    stats = json.loads((tmp_path / "nov.json").read_text())
-    assert stats["words"]["orders"]["2"]["unique_novel"] == 1  # "cat ran"
-    assert "word 2-gram" in proc.stdout
-
-
-def test_bad_inputs_are_errors(tmp_path):
-    write(tmp_path / "a.txt", ["x y"])
-    proc = run_tool(
-        TOOL,
-        "pool",
-        "--train-source",
-        tmp_path / "missing.txt",
-        "--source",
-        tmp_path / "a.txt",
-        "--out-prefix",
-        tmp_path / "p",
-        check=False,
-    )
-    assert proc.returncode == 2 and "missing.txt: file not found" in proc.stderr
-    write(tmp_path / "b.txt", ["x y", "z"])
-    proc = run_tool(
-        TOOL,
-        "pool",
-        "--train-source",
-        tmp_path / "a.txt",
-        "--source",
-        tmp_path / "a.txt",
-        "--target",
-        tmp_path / "b.txt",
-        "--out-prefix",
-        tmp_path / "p",
-        check=False,
-    )
-    assert proc.returncode == 2 and "has 2 lines" in proc.stderr
-
-
-def test_plot_by_degree_command_line(tmp_path):
-    train = ["a b c d", "a b c d", "a b c d", "a b c d", "e f", "e f", "e f", "e f"]
-    sources = ["a b c d", "a b e f", "e f a b", "c d e f", "a e b f", "f e d c"]
-    refs = [f"r{i} x y z w" for i in range(6)]
-    write(tmp_path / "train", train)
-    write(tmp_path / "src", sources)
-    write(tmp_path / "ref", refs)
-    write(tmp_path / "a", refs)
-    write(tmp_path / "b", ["q q q q q"] * 6)
-    proc = run_tool(
-        PLOT,
-        "--source",
-        tmp_path / "src",
-        "--train",
-        tmp_path / "train",
-        "--reference",
-        tmp_path / "ref",
-        "--hyp-a",
-        tmp_path / "a",
-        "--hyp-b",
-        tmp_path / "b",
-        "--buckets",
-        "3",
-        "-o",
-        tmp_path / "fig" / "f",
-    )
-    for suffix in ("png", "tsv", "json"):
-        assert (tmp_path / "fig" / f"f.{suffix}").stat().st_size > 0
-    res = json.loads((tmp_path / "fig" / "f.json").read_text())
-    assert [b["n"] for b in res["buckets"]] == [2, 2, 2]
-    assert res["buckets"][0]["degree_max"] <= res["buckets"][1]["degree_min"]
-    assert "all" in proc.stdout
-    # the same through a degrees TSV (rows aligned with the outputs)
-    run_tool(
-        TOOL,
-        "pool",
-        "--train-source",
-        tmp_path / "train",
-        "--source",
-        tmp_path / "src",
-        "--out-prefix",
-        tmp_path / "p",
-        "--no-progress",
-    )
-    run_tool(
-        PLOT,
-        "--degrees",
-        tmp_path / "p.candidates.tsv",
-        "--reference",
-        tmp_path / "ref",
-        "--hyp-a",
-        tmp_path / "a",
-        "--hyp-b",
-        tmp_path / "b",
-        "--buckets",
-        "3",
-        "-o",
-        tmp_path / "g",
-    )
-    assert json.loads((tmp_path / "g.json").read_text())["buckets"] == res["buckets"]
-
-
-# -- ensemble uncertainty on fairseq checkpoints ------------------------------------------------------------------
-
-
-def _train(data_bin, save_dir, lexicon, seed):
-    from tests.helpers.tiny_runs import tiny_train_args
-
-    options = ("--arch", "lex_lstm_small", "--lexicon", lexicon)
-    run_cli("fairseq-train", *tiny_train_args(data_bin, save_dir, *options, updates=8, seed=seed, log_interval=5))
-    return os.path.join(save_dir, "checkpoint_last.pt")
-
-
-@pytest.fixture(scope="module")
-def ensemble(toy_data, tmp_path_factory):
-    work = tmp_path_factory.mktemp("ensemble")
-    lexicon = work / "lexicon.tsv"
-    shutil.copy(toy_data / "lexicon.tsv", lexicon)
-    return [_train(toy_data / "bin", work / f"seed{s}", lexicon, s) for s in (1, 2)]
-
-
-@pytest.mark.slow
-def test_uncertainty_on_two_checkpoints(toy_data, ensemble):
-    from fairseq_lexical.analysis import uncertainty as U
-
-    src = (toy_data / "test.src").read_text().splitlines()
-    tgt = (toy_data / "test.tgt").read_text().splitlines()
-    models, task = U.load_ensemble(ensemble, str(toy_data / "bin"))
-    res = U.ensemble_uncertainty(models, task, src + [""], tgt + ["x"], mode="reference", batch_size=64)
-    assert res.skipped == {len(src): "empty-source"}
-    for i, (s, t) in enumerate(zip(src, tgt)):
-        assert res.tokens[i] == len(t.split()) + 1  # every target word and </s>
-        assert res.token_rmi[i].shape == (res.tokens[i],)
-        assert np.isfinite(res.token_rmi[i]).all() and (res.token_rmi[i] >= 0).all()
-        assert res.rmi[i] == pytest.approx(float(res.token_rmi[i].mean()))
-    assert max(res.rmi[: len(src)]) > 1e-6  # two seeds disagree
-    # batching and padding do not change the values
-    one = U.ensemble_uncertainty(models, task, src, tgt, mode="reference", batch_size=1)
-    assert one.rmi == pytest.approx(res.rmi[: len(src)], abs=1e-5)
-    # the same checkpoint twice: no disagreement
-    same, task2 = U.load_ensemble([ensemble[0], ensemble[0]], str(toy_data / "bin"))
-    zero = U.ensemble_uncertainty(same, task2, src, tgt, mode="reference")
-    assert max(zero.rmi) == pytest.approx(0.0, abs=1e-9)
-    # decode mode: the ensemble's own beam output, importance-weighted n-best
-    # (8-update models rarely end a sentence: a length limit of 12 keeps the search short, the toy targets have <= 4)
-    dec = U.ensemble_uncertainty(models, task, src, mode="decode", beam=3, nbest=2, batch_size=7, max_len_b=12)
-    assert all(h is not None for h in dec.hypotheses)
-    assert all(np.isfinite(r) and r >= 0 for r in dec.rmi)
-    assert all(dec.tokens[i] == dec.token_rmi[i].size for i in range(len(src)))
-    greedy = U.ensemble_uncertainty(same, task2, src, mode="decode", beam=1, max_len_b=12)
-    assert max(greedy.rmi) == pytest.approx(0.0, abs=1e-9)
-
-
-@pytest.mark.slow
-def test_select_command_line_end_to_end(toy_data, ensemble, tmp_path):
-    prefix = tmp_path / "sel" / "p"
-    proc = run_tool(
-        TOOL,
-        "select",
-        "--train-source",
-        toy_data / "train.src",
-        "--source",
-        toy_data / "test.src",
-        "--target",
-        toy_data / "test.tgt",
-        "--pool",
-        "12",
-        "--data",
-        toy_data / "bin",
-        "--path",
-        f"{ensemble[0]}:{ensemble[1]}",
-        "--targets",
-        "reference",
-        "--drop-top",
-        "2",
-        "--window",
-        "8",
-        "--sample",
-        "4",
-        "--seed",
-        "3",
-        "--out-prefix",
-        prefix,
-        "--no-progress",
-    )
-    assert "reverse mutual information (reference, 2 members): 12 of 12 scored" in proc.stdout
-    header, rows = textio.read_tsv(f"{prefix}.sample.tsv")
-    for col in ("index", "degree", "pieces", "tiling", "source", "target", "rmi", "rmi_tokens", "rmi_rank", "stage"):
-        assert col in header
-    assert len(rows) == 12 and [r["stage"] for r in rows].count("selected") == 4
-    ids = (tmp_path / "sel" / "p.selected.ids").read_text().split()
-    assert len(ids) == 4 and ids == sorted(ids, key=int)
-    src = (toy_data / "test.src").read_text().splitlines()
-    assert (tmp_path / "sel" / "p.selected.src").read_text().splitlines() == [src[int(i)] for i in ids]
-    # the sample alone, again with the same seed, gives the same selection
-    run_tool(
-        TOOL,
-        "sample",
-        "--scores",
-        f"{prefix}.uncertainty.tsv",
-        "--drop-top",
-        "2",
-        "--window",
-        "8",
-        "--sample",
-        "4",
-        "--seed",
-        "3",
-        "--out-prefix",
-        tmp_path / "again",
-    )
-    assert (tmp_path / "again.selected.ids").read_text().split() == ids
 
 
 def test_offline_commands_import_neither_fairseq_nor_torch(tmp_path):
