@@ -1,5 +1,7 @@
-"""The import boundaries: lexical_offline needs neither torch, fairseq nor the plugin (its one door to the plugin,
-for the two options that need a model, is lexical_offline/cli/plugin.py), and the LLA model imports no task."""
+"""The import boundaries (docs/map.md): lexical_offline needs neither torch, fairseq nor the plugin (its one door to the
+plugin, for the two options that need a model, is lexical_offline/cli/plugin.py); the recipes import neither torch,
+fairseq nor the plugin when they start; no package imports the recipes, tests/ or tools/; the LLA model imports no
+task."""
 
 import ast
 import os
@@ -12,6 +14,13 @@ from tests.helpers.environment import REPO
 
 HEAVY = ("torch", "fairseq", "fairseq_cli", "fairseq_lexical")
 OFFLINE = os.path.join(REPO, "lexical_offline")
+PACKAGES = ("lexical_offline", "fairseq_lexical", "fairseq_lexical_recipes")
+# who may import whom (docs/map.md): each package only those below it, none of them tests/, tools/ or examples/
+MAY_IMPORT = {
+    "lexical_offline": {"lexical_offline"},
+    "fairseq_lexical": {"lexical_offline", "fairseq_lexical"},
+    "fairseq_lexical_recipes": set(PACKAGES),
+}
 DOOR = os.path.join(OFFLINE, "cli", "plugin.py")
 
 # A finder ahead of every other that refuses the heavy packages, as an environment without them would.
@@ -157,3 +166,33 @@ def test_the_lla_task_declares_that_it_tells_the_model_the_epoch():
     from fairseq_lexical.tasks.lla_translation import LLATranslationTask
 
     assert getattr(LLATranslationTask, TASK_SETS_MODEL_EPOCH) is True
+
+
+def test_every_recipes_module_imports_with_torch_fairseq_and_the_plugin_blocked():
+    """The recipes plan, check and print (--dry-run, --help) without loading torch or fairseq; what needs them is
+    imported where it runs."""
+    code = (
+        "import importlib, pkgutil, fairseq_lexical_recipes\n"
+        "package = fairseq_lexical_recipes\n"
+        "names = [m.name for m in pkgutil.walk_packages(package.__path__, 'fairseq_lexical_recipes.')]\n"
+        "names = [n for n in names if not n.endswith('__main__')]  # (runs the program)\n"
+        "for name in names:\n"
+        "    importlib.import_module(name)\n"
+        "print(len(names))\n"
+    )
+    proc = run_blocked(code, cwd=os.path.dirname(REPO))  # not the checkout: the installed package
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert int(proc.stdout.split()[-1]) > 20
+
+
+def test_imports_go_one_way_between_the_packages():
+    """lexical_offline <- fairseq_lexical <- fairseq_lexical_recipes, at any depth (functions included); tools/,
+    examples/ and tests/ import the packages, never the other way round."""
+    found = []
+    for package, allowed in MAY_IMPORT.items():
+        for path in python_files(os.path.join(REPO, package)):
+            for line, name in imported_names(path):
+                top = name.split(".")[0]
+                if top in ("tests", "tools", "examples") or (top in PACKAGES and top not in allowed):
+                    found.append(f"{os.path.relpath(path, REPO)}:{line}: {name}")
+    assert found == []
