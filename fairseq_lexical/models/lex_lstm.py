@@ -13,7 +13,6 @@ encoder's output size (2 x its hidden size when bidirectional), E the decoder's 
 from __future__ import annotations
 
 import contextlib
-import logging
 from typing import Dict, List, Optional
 
 import torch
@@ -35,12 +34,11 @@ from fairseq.modules import FairseqDropout
 
 from ..modules import replicas
 from ..modules.cuda_graph_step import CudaGraphStep
-from ..modules.masked_lstm import lstm_cell_pointwise, masked_lstm
+from ..modules.fused_lstm_cell import lstm_cell_from_gates
+from ..modules.masked_lstm import masked_lstm
 from ..modules.precision import autocast_off, autocast_on, fp32_linear, fp32_or_wider
 from .keep_best_hub import KeepBestHub
 from .lexical_decoder import GateFeatures, LexicalDecoder, add_lexical_decoder_args, lexical_decoder_defaults
-
-logger = logging.getLogger(__name__)
 
 # The combined output o_t has no squashing function and feeds the next step, so it can grow geometrically along the
 # sequence (trained Colors models reach |o_t| ~ 1e4 on training pairs and ~5e5 on test pairs): a long beam
@@ -152,34 +150,6 @@ def lstm_attention(keys: Tensor, query: Tensor, mask_bias: Optional[Tensor]) -> 
     if mask_bias is not None:
         scores = scores + mask_bias
     return torch.softmax(scores, dim=1)
-
-
-_FUSED_CELL = {"usable": True}
-
-
-def lstm_cell_from_gates(input_gates: Tensor, hidden_gates: Tensor, cell: Tensor):
-    """An LSTM cell's step from its gates' two products: on CUDA torch's fused cell kernel (the one nn.LSTMCell runs
-    there), elsewhere, or if that kernel refuses the tensors, the same arithmetic as separate operations.
-
-    Args:
-        input_gates: B x 4C, W_ih x_t + b_ih (gates i, f, g, o).
-        hidden_gates: B x 4C, W_hh h_t-1 + b_hh.
-        cell: B x C, c_t-1.
-
-    Returns:
-        (h_t, c_t), B x C each.
-    """
-    if input_gates.is_cuda and _FUSED_CELL["usable"] and input_gates.dtype == hidden_gates.dtype == cell.dtype:
-        try:
-            hy, cy, _ = torch.ops.aten._thnn_fused_lstm_cell(input_gates, hidden_gates, cell)
-            return hy, cy
-        except (RuntimeError, NotImplementedError) as err:  # a private kernel: fall back, once and for all
-            _FUSED_CELL["usable"] = False
-            logger.warning(
-                "lex_lstm: torch's fused LSTM cell kernel refused the decoder's gates (%s); using separate operations",
-                err,
-            )
-    return lstm_cell_pointwise(input_gates, hidden_gates, cell)
 
 
 class _DeferredGradient(torch.autograd.Function):

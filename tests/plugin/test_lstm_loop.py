@@ -167,7 +167,7 @@ def test_the_loop_reads_nothing_on_the_host(toy_data, monkeypatch):
 
 def test_the_fused_cell_fallback_is_torchs_cell():
     """The gates' arithmetic (used on the CPU, and on CUDA where the fused kernel refuses) is nn.LSTMCell's."""
-    from fairseq_lexical.models.lex_lstm import lstm_cell_from_gates
+    from fairseq_lexical.modules.fused_lstm_cell import lstm_cell_from_gates
 
     torch.manual_seed(0)
     cell = torch.nn.LSTMCell(5, 3).double()
