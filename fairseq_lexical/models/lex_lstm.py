@@ -36,7 +36,7 @@ from ..modules import replicas
 from ..modules.cuda_graph_step import CudaGraphStep
 from ..modules.fused_lstm_cell import lstm_cell_from_gates
 from ..modules.masked_lstm import masked_lstm
-from ..modules.precision import autocast_off, autocast_on, fp32_linear, fp32_or_wider
+from ..modules.precision import autocast_off, autocast_on, enable_tf32, fp32_linear, fp32_or_wider
 from .keep_best_hub import KeepBestHub
 from .lexical_decoder import GateFeatures, LexicalDecoder, add_lexical_decoder_args, lexical_decoder_defaults
 
@@ -779,12 +779,10 @@ class LexLSTMModel(KeepBestHub, LSTMModel):
             A LexLSTMModel.
         """
         lex_lstm_base(args)
-        replicas.refuse_stacked_replicas(
-            args
-        )  # (the task stacks replicas from single models: tasks/replica_training.py)
+        # (the task stacks replicas from single models: tasks/replica_training.py)
+        replicas.refuse_stacked_replicas(args)
         if args.tf32:
-            torch.backends.cuda.matmul.allow_tf32 = True
-            torch.backends.cudnn.allow_tf32 = True
+            enable_tf32()
         if not utils.eval_bool(args.decoder_attention):
             raise ValueError("lex_lstm needs decoder attention (the lexicon is read through alpha, eq. 9)")
         if args.criterion == "adaptive_loss":

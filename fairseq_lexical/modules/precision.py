@@ -1,6 +1,7 @@
 """The plugin's mixed-precision rule: whatever the model's dtype and autocast, the lexical mixture (eq. 10), its log
 and anything with an unbounded gradient (the attention the head reads, eq. 9; the combined output o_t) are computed in
-fp32, or in fp64 where the model is fp64 (e.g. to compare implementations). These helpers apply it.
+fp32, or in fp64 where the model is fp64 (e.g. to compare implementations). These helpers apply it. The process-wide
+TF32 setting of `--tf32` is applied here too (``enable_tf32``).
 """
 
 from __future__ import annotations
@@ -53,3 +54,10 @@ def fp32_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, row_di
     w = fp32_or_wider
     with autocast_off(x.device.type):
         return linear(w(x), w(weight), None if bias is None else w(bias), row_dim)
+
+
+def enable_tf32() -> None:
+    """TF32 matrix products (and cuDNN's) on CUDA GPUs that have them (Ampere and newer), for the whole process from
+    now on (`--tf32`): faster, with 10-bit mantissas in the products; no effect on CPUs."""
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
