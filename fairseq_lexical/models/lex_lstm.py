@@ -12,7 +12,6 @@ encoder's output size (2 x its hidden size when bidirectional), E the decoder's 
 
 from __future__ import annotations
 
-import contextlib
 from typing import Dict, List, Optional
 
 import torch
@@ -35,18 +34,11 @@ from fairseq.modules import FairseqDropout
 from ..modules import replicas
 from ..modules.cuda_graph_step import CudaGraphStep
 from ..modules.fused_lstm_cell import lstm_cell_from_gates
+from ..modules.lstm_loop import LSTMAttention, StepMasks, run_lstm_steps, step_dropout_masks
 from ..modules.masked_lstm import masked_lstm
-from ..modules.precision import autocast_off, autocast_on, enable_tf32, fp32_linear, fp32_or_wider
+from ..modules.precision import enable_tf32, fp32_linear, fp32_or_wider
 from .keep_best_hub import KeepBestHub
 from .lexical_decoder import GateFeatures, LexicalDecoder, add_lexical_decoder_args, lexical_decoder_defaults
-
-# The combined output o_t has no squashing function and feeds the next step, so it can grow geometrically along the
-# sequence (trained Colors models reach |o_t| ~ 1e4 on training pairs and ~5e5 on test pairs): a long beam
-# hypothesis would overflow to inf and then NaN, which fairseq's beam search cannot finish ("AssertionError:
-# 200 < 200"). o_t is clamped at sqrt(fp32's largest value), 1.8e19: far above any state a trained model reaches,
-# low enough that the next linear maps stay finite. It is fp32 whatever the model's dtype (fp16 holds neither 5e5
-# nor, clamped at sqrt of its own largest value, the 1e4 of training: a half-precision model would be another model).
-_O_T_BOUND = torch.finfo(torch.float32).max ** 0.5
 
 LSTM_GATE_FEATURES = GateFeatures(
     "hidden",
@@ -131,204 +123,12 @@ class LexLSTMEncoder(LSTMEncoder):
         return tuple(super().reorder_encoder_out(tuple(state), new_order)) + (src_tokens.index_select(0, new_order),)
 
 
-def lstm_attention(keys: Tensor, query: Tensor, mask_bias: Optional[Tensor]) -> Tensor:
-    """alpha = softmax_j(s_j . q), in fp32 (or wider) whatever the activations' dtype.
-
-    The head reads alpha (eq. 9), and d log p(y) / d alpha_j = (1 - g) L[x_j, y] / p(y) is unbounded: at
-    p(y) = 5e-4, g = 0.5 and a loss scale of 128 it is 1.3e5, past fp16's 65504. Kept in fp32 up to the scores,
-    the gradient is bounded again there (alpha_j times it is at most 1, times the loss scale).
-
-    Args:
-        keys: B x C_x x S, the encoder states s_j.
-        query: B x C_x.
-        mask_bias: B x S of 0 and -inf (padding), added to the scores; or None.
-
-    Returns:
-        B x S, fp32 (or wider).
-    """
-    scores = fp32_or_wider(torch.bmm(query.unsqueeze(1), keys).squeeze(1))
-    if mask_bias is not None:
-        scores = scores + mask_bias
-    return torch.softmax(scores, dim=1)
-
-
-class _DeferredGradient(torch.autograd.Function):
-    """Pass ``base`` (T x ...) through; in the backward pass, give ``operand`` the gradient of all T step products
-    ``base_t + x_t @ operand`` that the loop made with ``operand`` detached, from the stacked ``inputs`` x_t, in one
-    product (``rule``) instead of T products and T accumulations."""
-
-    @staticmethod
-    def forward(ctx, base, operand, inputs, rule):
-        ctx.inputs, ctx.rule, ctx.dtype = inputs, rule, operand.dtype
-        return base.view_as(base)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x = torch.stack(ctx.inputs).to(grad.dtype)
-        return grad, ctx.rule(x, grad).to(ctx.dtype), None, None
-
-
-def _matrix_rule(x: Tensor, grad: Tensor) -> Tensor:  # x: T x B x C_1, grad: T x B x C_2 -> C_1 x C_2
-    return x.flatten(0, -2).t().mm(grad.flatten(0, -2))
-
-
-def _batched_rule(x: Tensor, grad: Tensor) -> Tensor:  # x: T x B x 1 x C_1, grad: T x B x 1 x C_2 -> B x C_1 x C_2
-    return torch.bmm(x.squeeze(2).permute(1, 2, 0), grad.squeeze(2).transpose(0, 1))
-
-
-def _replica_rule(num_replicas: int):
-    """The rule of stacked replicas' operands: x T x RB x C_1, grad T x RB x C_2 -> R x C_1 x C_2."""
-
-    def rule(x: Tensor, grad: Tensor) -> Tensor:
-        steps = x.size(0)
-        x = x.reshape(steps, num_replicas, -1, x.size(-1)).permute(1, 3, 0, 2).flatten(2)
-        grad = grad.reshape(steps, num_replicas, -1, grad.size(-1)).transpose(0, 1).flatten(1, 2)
-        return torch.bmm(x, grad)
-
-    return rule
-
-
-class StepProduct:
-    """y_t = base_t + x_t @ M for the steps t of a loop in which x_t is known only at step t. With ``defer`` M's
-    gradient is computed once, over all steps, in the backward pass (``_DeferredGradient``): each step's backward then
-    has one product (for x_t) instead of two and no accumulation into M's gradient.
-
-    Args:
-        base: T x B x C_2 (per row: T x B x 1 x C_2), base_t for every step.
-        operand: M, C_1 x C_2 (stacked replicas: R x C_1 x C_2; per row: B x C_1 x C_2).
-        defer: compute M's gradient once, in the backward pass.
-        per_row: M is one matrix per row of the batch.
-    """
-
-    def __init__(self, base: Tensor, operand: Tensor, defer: bool, per_row: bool = False):
-        self.batched = per_row
-        self.inputs = [] if defer else None
-        if defer:
-            if per_row:
-                rule = _batched_rule
-            else:
-                rule = _replica_rule(operand.size(0)) if operand.dim() == 3 else _matrix_rule
-            base = _DeferredGradient.apply(base, operand, self.inputs, rule)
-            operand = operand.detach()
-        self.operand = operand
-        self.bases = base.unbind(0)
-
-    def __call__(self, t: int, x: Tensor) -> Tensor:
-        """y_t from x_t: B x C_1 -> B x C_2 (per row: B x 1 x C_1 -> B x 1 x C_2)."""
-        if self.inputs is not None:
-            self.inputs.append(x.detach())
-        if self.batched:
-            return torch.baddbmm(self.bases[t], x, self.operand)
-        return replicas.addmm(self.bases[t], x, self.operand)
-
-
-class LoopAttention:
-    """The attention of the loop's steps: alpha_t = softmax_j(s_j . q_t) (fp32 as ``lstm_attention``: the head reads
-    it, eq. 9) and the output's share of the context, W_c c_t = sum_j alpha_tj W_c s_j.
-
-    With ``defer`` (training, with operands of the scores' dtype) both products are ``StepProduct``s, the mask the
-    base of the scores: the keys' and values' gradients are then computed once, over all steps. Otherwise each step
-    multiplies directly and makes the scores fp32 after the product (``lstm_attention``: autocast, half models).
-
-    Args:
-        states: B x S x C_x, the encoder states s_j.
-        values: B x S x C, W_c s_j.
-        padding_mask: S x B (fairseq's encoder_padding_mask), or None.
-        steps: T, the steps of the loop.
-        defer: compute the keys' and values' gradients once, over all steps.
-    """
-
-    def __init__(self, states: Tensor, values: Tensor, padding_mask: Optional[Tensor], steps: int, defer: bool):
-        self.keys = states.transpose(1, 2).contiguous()  # B x C_x x S: (1 x C_x) @ (C_x x S), bmm's fast case on CPUs
-        self.values = values
-        wide = fp32_or_wider(states).dtype
-        self.mask_bias = None  # B x S of 0 and -inf, added to the scores
-        if padding_mask is not None:
-            zeros = torch.zeros(padding_mask.shape[::-1], dtype=wide, device=states.device)
-            self.mask_bias = zeros.masked_fill(padding_mask.transpose(0, 1), float("-inf"))
-        self.scores = self.attended = None
-        if defer:
-            bsz, _, src_len = self.keys.shape
-            score_base = self.keys.new_zeros((), dtype=wide).expand(steps, bsz, 1, src_len)
-            if self.mask_bias is not None:
-                score_base = score_base + self.mask_bias.unsqueeze(1)
-            self.scores = StepProduct(score_base, self.keys, True, per_row=True)
-            self.attended = StepProduct(
-                values.new_zeros(()).expand(steps, bsz, 1, values.size(2)), values, True, per_row=True
-            )
-
-    def __call__(self, t: int, query: Tensor):
-        """(alpha_t B x S in fp32, W_c c_t B x C) at step t from the query q_t (B x C_x)."""
-        if self.scores is not None:
-            attn = torch.softmax(self.scores(t, query.unsqueeze(1)).squeeze(1), dim=1)
-            return attn, self.attended(t, attn.unsqueeze(1)).squeeze(1)
-        attn = lstm_attention(self.keys, query.type_as(self.keys), self.mask_bias)
-        return attn, torch.bmm(attn.unsqueeze(1).type_as(self.values), self.values).squeeze(1)
-
-
-def attentional_output(
-    hidden_share: Tensor, context_share: Tensor, rest: Optional[Tensor] = None, write_mask: Optional[Tensor] = None
-) -> Tensor:
-    """o_t from its shares W_h h_t and W_c c_t: luong (``rest`` None), tanh(W [c_t; h_t]); combined,
-    W [e(y_t-1); o_t-1; h_t; c_t] + b with ``rest`` = W_e e(y_t-1) + W_f o_t-1 + b, linear, times the write
-    dropout's mask where there is one and clamped at _O_T_BOUND.
-
-    Args:
-        hidden_share: B x C, W_h h_t.
-        context_share: B x C, W_c c_t.
-        rest: B x C, or None (luong).
-        write_mask: B x C, or None.
-
-    Returns:
-        B x C, o_t.
-    """
-    if rest is None:
-        return torch.tanh(hidden_share + context_share)
-    out = (hidden_share + rest) + context_share
-    if write_mask is not None:
-        out = out * write_mask
-    return out.clamp(-_O_T_BOUND, _O_T_BOUND)  # see _O_T_BOUND
-
-
-class Float32Linear(nn.Linear):
-    """nn.Linear computed in fp32 whatever its parameters' dtype and autocast (the parameters keep their dtype)."""
-
-    compute_in_fp32 = True  # (kept by its replica form, replicas.ReplicaLinear)
-
-    def forward(self, input: Tensor) -> Tensor:
-        """... x C_1 -> ... x C_2, fp32 (or wider)."""
-        return fp32_linear(input, self.weight, self.bias)
-
-
-class LSTMAttention(nn.Module):
-    """The parameters of the decoder's attention and attentional output, under fairseq's names (``input_proj``: the
-    query; ``output_proj``: the output), so that checkpoints of fairseq's `lstm` and of earlier `lex_lstm` load.
-
-    luong (fairseq's AttentionLayer): q = W_q h_t, o_t = tanh(W [c_t; h_t]).
-    combined (the authors' released decoder, ekinakyurek/lexical src/decoder.py): q = W_q h_t + b_q,
-    o_t = W [e(y_t-1); o_t-1; h_t; c_t] + b, linear, computed in fp32 (see LexLSTMDecoder).
-    The arithmetic is the decoder's step loop's.
-    """
-
-    def __init__(self, hidden_size: int, source_dim: int, combined_input_dim: Optional[int] = None):
-        super().__init__()
-        if combined_input_dim is None:  # fairseq's AttentionLayer(hidden, source, hidden, bias=False): its draws
-            self.input_proj = Linear(hidden_size, source_dim, bias=False)
-            self.output_proj = Linear(hidden_size + source_dim, hidden_size, bias=False)
-        else:  # torch's default initialisation, as the authors' nn.Linear
-            self.input_proj = nn.Linear(hidden_size, source_dim, bias=True)
-            self.output_proj = Float32Linear(combined_input_dim, hidden_size, bias=True)
-
-
 class LexLSTMDecoder(LexicalDecoder, FairseqIncrementalDecoder):
     """fairseq's attentional LSTM decoder (input feeding, its parameter names and initial weights) with a step loop
     of its own, whose output is log p(y_t) of eq. 10 (fp32), with p_gate and alpha in the extra output.
 
-    One loop serves teacher forcing and incremental decoding (a step is a call with one target position). What does
-    not depend on the recurrence is computed once for all steps: the embedding's share of the first cell's gates
-    (and, with the combined output, of o_t), the encoder states' share of the output (W c_t = sum_j alpha_j W s_j).
-    In training, what every step multiplies by (the recurrent weights, the attention's keys) gets its gradient in
-    one product over all steps (``StepProduct``). The loop reads no value on the host.
+    One loop (``modules/lstm_loop.py``) serves teacher forcing and incremental decoding (a step is a call with one
+    target position); it reads no value on the host.
     """
 
     GATE_FEATURES = LSTM_GATE_FEATURES
@@ -413,19 +213,8 @@ class LexLSTMDecoder(LexicalDecoder, FairseqIncrementalDecoder):
         feed_dtype = fp32_or_wider(like).dtype if self.combined_output else like.dtype
         return hiddens, cells, like.new_zeros(bsz, self.hidden_size, dtype=feed_dtype)
 
-    def step_masks(self, dropout: nn.Module, steps: int, like: Tensor):
-        """The dropout masks (scaled by 1 / (1 - p)) of ``steps`` steps, drawn at once (one draw instead of one per
-        step): ``steps`` tensors shaped as ``like``, or None where ``dropout`` is off."""
-        p = dropout.p
-        if p <= 0 or not (dropout.training or getattr(dropout, "apply_during_inference", False)):
-            return None
-        if p >= 1:
-            return like.new_zeros(steps, *like.shape).unbind(0)
-        keep = torch.rand(steps, *like.shape, device=like.device) < 1 - p  # (faster than bernoulli_ on CPUs)
-        return keep.to(like.dtype).div_(1 - p).unbind(0)
-
     def run_steps(self, embedded: Tensor, encoder_out, state):
-        """The recurrence over T steps.
+        """The recurrence over T steps (``run_lstm_steps``), with this decoder's dropout masks drawn for all steps.
 
         Args:
             embedded: B x T x E, the embedded y_t-1 (dropout applied).
@@ -436,107 +225,16 @@ class LexLSTMDecoder(LexicalDecoder, FairseqIncrementalDecoder):
             (o_t B x T x C before additional_fc, the top layer's h_t B x T x C, alpha B x T x S in fp32, the final
             state as ``state``).
         """
-        hiddens, cells, feed = state
-        hiddens, cells = list(hiddens), list(cells)
-        enc = encoder_out[0].transpose(0, 1)  # B x S x C_x
-        steps, bsz, E, C, C_x = embedded.size(1), embedded.size(0), embedded.size(2), self.hidden_size, enc.size(2)
-        wide = fp32_or_wider(enc).dtype
-        # Deferred gradients of the operands shared by all steps (weights, keys): where training, and where the
-        # attention's operands have the scores' dtype (fp32 or fp64 models without autocast; others multiply
-        # directly).
-        defer = torch.is_grad_enabled() and enc.dtype == wide and not autocast_on(enc.device.type)
-        cell0 = self.layers[0]
-        # (weights may be stacked replicas', R x C_2 x C_1: the products are replicas' and the weights' slices,
-        # concatenations and transposes are along their last two dimensions)
-        w_embed, w_feed = cell0.weight_ih[..., :E], cell0.weight_ih[..., E:]
-        bias0 = cell0.bias_ih + cell0.bias_hh
-        att = self.attention
-        w_out = att.output_proj.weight
-        combined = self.combined_output
-        # the combined output and the first cell compute in fp32 (fp32_linear, here for the whole loop)
-        fp32_only = autocast_off(embedded.device.type) if combined else contextlib.nullcontext()
-        with fp32_only:
-            if combined:
-                # o_t = W_e e_t + W_f o_t-1 + W_h h_t + W_c c_t + b in fp32; the first cell too, since it reads o_t-1
-                w_oe, w_of, w_oh, w_oc = w_out.split([E, C, C, C_x], dim=-1)
-                # e_t and o_t-1 each feed the first cell's gates and o_t: one product each
-                pre = fp32_linear(
-                    embedded.transpose(0, 1),
-                    torch.cat([w_embed, w_oe], dim=-2),
-                    torch.cat([bias0, att.output_proj.bias], dim=-1),
-                    row_dim=1,
-                )  # T x B x 5C
-                w_shared = fp32_or_wider(torch.cat([w_feed, w_of], dim=-2)).transpose(-1, -2)
-                w_hh0 = fp32_or_wider(cell0.weight_hh).transpose(-1, -2)
-                enc_out = fp32_linear(enc, w_oc)  # B x S x C: W_c s_j, so that W_c c_t = sum_j alpha_j W_c s_j
-                # h_t feeds the query and o_t: one product, [W_q; W_h] h_t + [b_q; 0]
-                w_query = fp32_or_wider(torch.cat([att.input_proj.weight, w_oh], dim=-2)).transpose(-1, -2)
-                zeros = att.output_proj.bias.new_zeros(*att.output_proj.bias.shape[:-1], C)
-                b_query = fp32_or_wider(torch.cat([att.input_proj.bias, zeros], dim=-1))
-            else:
-                w_oc, w_oh = w_out.split([C_x, C], dim=-1)
-                pre = replicas.linear(embedded.transpose(0, 1), w_embed, bias0, row_dim=1)  # T x B x 4C
-                w_shared, w_hh0 = w_feed.transpose(-1, -2), cell0.weight_hh.transpose(-1, -2)
-                enc_out = replicas.linear(enc, w_oc)  # B x S x C: W_c s_j
-                w_query, b_query = torch.cat([att.input_proj.weight, w_oh], dim=-2).transpose(-1, -2), None
-            state_dtype = hiddens[0].dtype
-            first_input = StepProduct(pre, w_shared, defer)
-            gates_shape = (steps, bsz, 4 * C)
-            first_hidden = StepProduct(pre.new_zeros(()).expand(gates_shape), w_hh0, defer)
-            upper = [
-                (
-                    StepProduct(
-                        replicas.per_row(layer.bias_ih + layer.bias_hh, bsz).expand(gates_shape),
-                        layer.weight_ih.transpose(-1, -2),
-                        defer,
-                    ),
-                    StepProduct(
-                        layer.bias_hh.new_zeros(()).expand(gates_shape), layer.weight_hh.transpose(-1, -2), defer
-                    ),
-                )
-                for layer in self.layers[1:]
-            ]
-            query_base = replicas.per_row(b_query, bsz) if b_query is not None else w_query.new_zeros(())
-            query = StepProduct(query_base.expand(steps, bsz, C_x + C), w_query, defer)
-            attention = LoopAttention(enc, enc_out, encoder_out[3], steps, defer)
-        between = [self.step_masks(self.dropout_out_module, steps, hiddens[i]) for i in range(1, self.num_layers)]
-        out_masks = self.step_masks(self.dropout_out_module, steps, feed)
-        write_masks = self.step_masks(self.write_dropout, steps, feed) if combined else None
-        feed_masks = self.step_masks(self.dropout_in_module, steps, feed) if self.feed_dropout else None
-        outputs, tops, weights = [], [], []
-        out_partial = None
-        for t in range(steps):
-            if feed_masks is not None:
-                feed = feed * feed_masks[t]
-            with fp32_only:
-                if combined:
-                    gates_in, out_partial = first_input(t, feed).split([4 * C, C], dim=1)
-                    h, c = lstm_cell_from_gates(
-                        gates_in, first_hidden(t, fp32_or_wider(hiddens[0])), fp32_or_wider(cells[0])
-                    )
-                    h, c = h.to(state_dtype), c.to(state_dtype)
-                else:
-                    h, c = lstm_cell_from_gates(first_input(t, feed), first_hidden(t, hiddens[0]), cells[0])
-                hiddens[0], cells[0] = h, c
-                for i in range(1, self.num_layers):
-                    masks = between[i - 1]
-                    x = h if masks is None else h * masks[t]
-                    h, c = lstm_cell_from_gates(upper[i - 1][0](t, x), upper[i - 1][1](t, hiddens[i]), cells[i])
-                    hiddens[i], cells[i] = h, c
-                q, out_h = query(t, fp32_or_wider(h) if combined else h).split([C_x, C], dim=1)
-            attn, attn_out = attention(t, q)  # alpha_t (B x S, fp32) and W_c c_t
-            out = attentional_output(out_h, attn_out, out_partial, None if write_masks is None else write_masks[t])
-            if out_masks is not None:
-                out = out * out_masks[t]
-            feed = out
-            outputs.append(out)
-            tops.append(h)
-            weights.append(attn)
-        return (
-            torch.stack(outputs, dim=1),
-            torch.stack(tops, dim=1),
-            torch.stack(weights, dim=1),
-            (hiddens, cells, feed),
+        hiddens, _, feed = state
+        steps = embedded.size(1)
+        masks = StepMasks(
+            between=[step_dropout_masks(self.dropout_out_module, steps, h) for h in hiddens[1 : self.num_layers]],
+            output=step_dropout_masks(self.dropout_out_module, steps, feed),
+            write=step_dropout_masks(self.write_dropout, steps, feed) if self.combined_output else None,
+            feed=step_dropout_masks(self.dropout_in_module, steps, feed) if self.feed_dropout else None,
+        )
+        return run_lstm_steps(
+            self.layers, self.attention, self.combined_output, embedded, encoder_out[0], encoder_out[3], state, masks
         )
 
     def extract_features(self, prev_output_tokens, encoder_out, incremental_state=None):

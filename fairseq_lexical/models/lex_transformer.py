@@ -120,8 +120,8 @@ class LexTransformerDecoder(LexicalDecoder, TransformerDecoderBase):
 
         fairseq's decoder layer returns each head's attention as the fp32 softmax, but ``extract_features`` casts
         it to the activations' dtype (fp16 under --fp16). The head needs it in fp32 with an fp32 gradient
-        (d log p(y) / d a_tj = (1 - g) L[x_j, y] / p(y) is unbounded, see lex_lstm.fp32_attention), so a forward
-        hook on that layer keeps the fp32 tensor (the hook sees the layer's output also under
+        (d log p(y) / d a_tj = (1 - g) L[x_j, y] / p(y) is unbounded, see loop_attention.lstm_attention), so a
+        forward hook on that layer keeps the fp32 tensor (the hook sees the layer's output also under
         --checkpoint-activations, where the layer's own forward is re-run without it).
         """
         self.lexical_alignment_layer, self.lexical_alignment_heads = layer, heads

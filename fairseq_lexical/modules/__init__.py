@@ -21,8 +21,9 @@ Shapes, in the docstrings and comments of modules/, models/, criterions/ and seq
     L_q, L_k  query and key lengths of an attention (T, S or S + T)
     R         R-Dangle's stacked rows, one per (re-encoding segment, sentence)
 
-In replicas.py, masked_lstm.py, lex_lstm.py, cuda_graph_step.py and the replicas' optimizer and task, R is the
-replicas of `--replica-seeds` (their stacked weights R x C_2 x C_1) and RB their batch's rows, replica-major.
+In replicas.py, masked_lstm.py, step_product.py, lstm_loop.py, lex_lstm.py, cuda_graph_step.py and the replicas'
+optimizer and task, R is the replicas of `--replica-seeds` (their stacked weights R x C_2 x C_1) and RB their batch's
+rows, replica-major.
 In relative_attention.py and dangle.py K is also the clipping distance of relative positions (Shaw et al.), a
 number, never a dimension.
 """

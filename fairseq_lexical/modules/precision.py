@@ -10,7 +10,7 @@ import contextlib
 from typing import Optional
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from .replicas import linear
 
@@ -54,6 +54,16 @@ def fp32_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, row_di
     w = fp32_or_wider
     with autocast_off(x.device.type):
         return linear(w(x), w(weight), None if bias is None else w(bias), row_dim)
+
+
+class Float32Linear(nn.Linear):
+    """nn.Linear computed in fp32 whatever its parameters' dtype and autocast (the parameters keep their dtype)."""
+
+    compute_in_fp32 = True  # (kept by its replica form, replicas.ReplicaLinear)
+
+    def forward(self, input: Tensor) -> Tensor:
+        """... x C_1 -> ... x C_2, fp32 (or wider)."""
+        return fp32_linear(input, self.weight, self.bias)
 
 
 def enable_tf32() -> None:

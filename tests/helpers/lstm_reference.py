@@ -8,9 +8,11 @@ from torch import nn
 
 from fairseq.models.lstm import AttentionLayer, LSTMDecoder
 
-from fairseq_lexical.models.lex_lstm import _O_T_BOUND, Float32Linear, LexLSTMDecoder
+from fairseq_lexical.models.lex_lstm import LexLSTMDecoder
 from fairseq_lexical.models.lexical_decoder import LexicalDecoder
 from fairseq_lexical.modules.lexical_head import fp32_linear, fp32_or_wider
+from fairseq_lexical.modules.lstm_loop import O_T_BOUND
+from fairseq_lexical.modules.precision import Float32Linear
 
 
 def fp32_attention(source_hids, query, encoder_padding_mask):
@@ -62,7 +64,7 @@ class CombinedOutputAttention(RecordingAttentionLayer):
         attn = fp32_attention(source_hids, self.input_proj(input), encoder_padding_mask)
         context = (attn.type_as(source_hids).unsqueeze(2) * source_hids).sum(dim=0)
         out = self.write_dropout(self.output_proj(torch.cat((self._cell[0].step_input, input, context), dim=1)))
-        out = out.clamp(-_O_T_BOUND, _O_T_BOUND)
+        out = out.clamp(-O_T_BOUND, O_T_BOUND)
         self.queries.append(input)
         self.weights.append(attn)
         return out, attn

@@ -11,7 +11,7 @@ from tests.helpers.models import build_model
 from tests.helpers.model_checks import toy_batch
 
 from lexical_offline.lexicon import build_lexicon_table
-from fairseq_lexical.models.lex_lstm import lstm_attention
+from fairseq_lexical.modules.loop_attention import lstm_attention
 from fairseq_lexical.modules import LexicalTranslationHead
 
 PAIRS = [("a1 twice and a2", "B1 B1 B2"), ("a3", "B3"), ("a4 and a5 twice", "B4 B5 B5"), ("a6 and a1", "B6 B1")]
