@@ -38,6 +38,7 @@ from ..modules.lstm_loop import LSTMAttention, StepMasks, run_lstm_steps, step_d
 from ..modules.masked_lstm import masked_lstm
 from ..modules.precision import enable_tf32, fp32_linear, fp32_or_wider
 from .keep_best_hub import KeepBestHub
+from .lex_lstm_options import add_lex_lstm_args, initialise_embeddings, initialise_weights, lex_lstm_option_defaults
 from .lexical_decoder import GateFeatures, LexicalDecoder, add_lexical_decoder_args, lexical_decoder_defaults
 
 LSTM_GATE_FEATURES = GateFeatures(
@@ -380,56 +381,7 @@ class LexLSTMModel(KeepBestHub, LSTMModel):
     def add_args(parser):
         LSTMModel.add_args(parser)
         add_lexical_decoder_args(parser, LSTM_GATE_FEATURES, alignment=False)
-        parser.add_argument(
-            "--write-dropout",
-            type=float,
-            metavar="D",
-            help="dropout on the features of p_write's projection (the paper's extra 0.5 for SCAN and Colors)",
-        )
-        parser.add_argument(
-            "--decoder-output",
-            choices=["luong", "combined"],
-            help="luong: tanh(W [c_t; h_t]), fairseq's LSTM (default); combined: "
-            "W [e(y_t-1); o_t-1; h_t; c_t] + b without tanh and a biased attention query, "
-            "the authors' released decoder (needed for their Colors result)",
-        )
-        parser.add_argument(
-            "--embedding-init",
-            choices=["uniform", "normal"],
-            help="uniform: fairseq's LSTM default, U(-0.1, 0.1); normal: N(0, 1), torch's "
-            "nn.Embedding default, which the authors' released code used (default uniform)",
-        )
-
-        parser.add_argument(
-            "--weight-init",
-            choices=["fairseq", "torch"],
-            help="initial weights of the LSTMs and linear maps: fairseq's U(-0.1, 0.1) or torch's defaults "
-            "(U(+-1/sqrt(hidden)), U(+-1/sqrt(fan_in))), which the authors' released code used; default: torch "
-            "with --decoder-output combined (the authors' decoder; fairseq before 2026-11-27), else fairseq. "
-            "The embeddings follow --embedding-init",
-        )
-        parser.add_argument(
-            "--dropout-placement",
-            choices=["fairseq", "authors"],
-            help="fairseq (default): fairseq's LSTM, dropout on the decoder's input embeddings, between layers, on "
-            "o_t and on the encoder's outputs; authors: as the authors' released code, the decoder's input dropout "
-            "also on the input feed o_t-1, and none on the encoder's outputs (between its layers only)",
-        )
-        parser.add_argument(
-            "--tf32",
-            action="store_true",
-            help="TF32 matrix products on CUDA GPUs that have them (Ampere and newer): faster, with "
-            "10-bit mantissas in the products (torch.backends.cuda.matmul.allow_tf32); no effect "
-            "on CPUs. Applies to the whole process, from the model's construction on",
-        )
-        parser.add_argument(
-            "--cuda-graphs",
-            action="store_true",
-            help="train through CUDA graphs: each batch padded to one of a few fixed shapes, whose forward and "
-            "backward passes are captured once and replayed (the loss is the unpadded batch's). Where that is "
-            "unsafe (a CPU, --fp16/--bf16/--amp, --update-freq > 1, distributed training) one log line says why "
-            "and training is eager, as without the option (docs/benchmarks.md, 'CUDA graphs')",
-        )
+        add_lex_lstm_args(parser)
 
     # `--cuda-graphs`: the owner of the graphs and of the decision whether they are safe (None: eager training)
     cuda_graph_step: Optional[CudaGraphStep] = None
@@ -489,22 +441,10 @@ class LexLSTMModel(KeepBestHub, LSTMModel):
                 "write distribution (eq. 10); use --criterion lexical_cross_entropy"
             )
         model = cls(*cls.build_encoder_decoder(args, task))
-        if args.embedding_init == "normal":
-            # N(0, 1) rows are ~sqrt(d) long against ~0.06 sqrt(d) for U(-0.1, 0.1): word identity dominates the
-            # encoder states that the attention reads.
-            for embed in (model.encoder.embed_tokens, model.decoder.embed_tokens):
-                nn.init.normal_(embed.weight, 0.0, 1.0)
-                with torch.no_grad():
-                    embed.weight[embed.padding_idx].zero_()
+        initialise_embeddings(model, args.embedding_init)
         if args.decoder_output == "combined":
             model.decoder.use_combined_output()
-        if args.weight_init == "torch":
-            # torch's defaults, as the authors' released code (nn.LSTM, nn.Linear): U(+-1/sqrt(hidden)) for the
-            # LSTMs, U(+-1/sqrt(fan_in)) for the linear maps, in place of fairseq's U(-0.1, 0.1); the embeddings
-            # follow --embedding-init
-            for module in model.modules():
-                if isinstance(module, (nn.LSTM, nn.LSTMCell, nn.Linear)):
-                    module.reset_parameters()
+        initialise_weights(model, args.weight_init)
         sizes = {
             "hidden": args.decoder_hidden_size,
             "context": model.encoder.output_units,
@@ -603,17 +543,7 @@ def lex_lstm_base(args):
     args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 512)
     args.decoder_embed_dim = getattr(args, "decoder_embed_dim", 512)
     args.decoder_out_embed_dim = getattr(args, "decoder_out_embed_dim", args.decoder_embed_dim)
-    args.write_dropout = getattr(args, "write_dropout", 0.0)
-    args.embedding_init = getattr(args, "embedding_init", None) or "uniform"
-    args.decoder_output = getattr(args, "decoder_output", None) or "luong"
-    args.tf32 = getattr(args, "tf32", False)
-    args.cuda_graphs = getattr(args, "cuda_graphs", False)
-    # The authors' decoder starts from their (torch's) weights: at 512 units fairseq's U(+-0.1) is 2.3 times wider,
-    # p_write wins the early race and LSTM + Simple never uses its lexicon (docs/authors_code.md, "At the paper's
-    # width"). Checkpoints keep the value they were trained with.
-    default_init = "torch" if args.decoder_output == "combined" else "fairseq"
-    args.weight_init = getattr(args, "weight_init", None) or default_init
-    args.dropout_placement = getattr(args, "dropout_placement", None) or "fairseq"
+    lex_lstm_option_defaults(args)
     # fairseq's LSTMModel.build_model reads args.criterion (adaptive softmax iff adaptive_loss). Under
     # fairseq-hydra-train the model config holds no criterion (the criterion is its own config group): None, i.e.
     # no adaptive softmax, which lex_lstm never has.
