@@ -9,8 +9,9 @@ import sys
 from typing import Optional, Sequence, Tuple
 
 from fairseq_lexical_recipes import process
-from fairseq_lexical_recipes.catalogue import MODELS, TRANSFORMER_MODELS
+from fairseq_lexical_recipes.catalogue import MODELS, rows_of
 from fairseq_lexical_recipes.console import exit_status_of
+from fairseq_lexical_recipes.families import TRANSFORMER
 from fairseq_lexical_recipes.options import RecipeOptions
 from fairseq_lexical_recipes.runner import Recipe
 from fairseq_lexical_recipes.settings import CPU_LSTM_ARCH_SIZES, LlaSettings
@@ -27,7 +28,7 @@ def build_parser(task: Task) -> argparse.ArgumentParser:
         epilog=(
             f"Models: {', '.join(f'{k} ({v.label})' for k, v in MODELS.items())}.\n"
             f"'paper' = the rows of the paper's {task.paper_table} for this task: {paper_list}; 'all' = every "
-            f"model but lla and lla_noadv (Thrush 2020) and the Transformer rows ({', '.join(TRANSFORMER_MODELS)}): "
+            f"model but lla and lla_noadv (Thrush 2020) and the Transformer rows ({', '.join(rows_of(TRANSFORMER))}): "
             f"name them.\nThe paper's defaults are appendix C.1's settings; --cpu-small and --cpu-medium are "
             f"CPU-sized variants, labelled as such in the output, config.json and summary.json."
         ),

@@ -4,7 +4,8 @@ parsers, before anything runs."""
 
 from __future__ import annotations
 
-from fairseq_lexical_recipes.catalogue import JOINED_DICT_MODELS, MODELS
+from fairseq_lexical_recipes import lla
+from fairseq_lexical_recipes.catalogue import MODELS
 from fairseq_lexical_recipes.console import RecipeError, say, show
 from fairseq_lexical_recipes.settings import cpu_sized
 from fairseq_lexical_recipes.tasks import Prepared
@@ -52,7 +53,7 @@ def say_settings(recipe) -> None:
         say(
             f"== {', '.join(recipe.lla_models)} (Thrush 2020, --arch {recipe.arch(MODELS['lla'])}): "
             f"{recipe.lla.describe()} (one fairseq-train call, --task lla_translation; evaluated: "
-            f"{recipe.lla_checkpoint_name()}); beam {hp.beam}; "
+            f"{lla.checkpoint_name(recipe.lla)}); beam {hp.beam}; "
             f"scored with exact match and Thrush's precision/recall/token accuracy"
             + ("; --damage " + recipe.damage if recipe.damage is not None else "")
         )
@@ -71,9 +72,10 @@ def say_dry_run(recipe) -> None:
         + "); the commands would be:"
     )
     say(f"   fairseq-preprocess: {show(recipe.preprocess_command(joined=False))}")
-    if any(m in JOINED_DICT_MODELS for m in recipe.models):
+    joined = [m for m, spec in MODELS.items() if spec.joined_dictionary]
+    if any(m in joined for m in recipe.models):
         say(
-            f"   fairseq-preprocess (joined dictionary, for {', '.join(JOINED_DICT_MODELS)}): "
+            f"   fairseq-preprocess (joined dictionary, for {', '.join(joined)}): "
             f"{show(recipe.preprocess_command(joined=True))}"
         )
     say(
@@ -89,7 +91,7 @@ def say_dry_run(recipe) -> None:
         say(f"{run.who}:")
         for k, cmd in run.commands.items():
             say(f"   {k}: {show(cmd)}")
-        if recipe.damage is not None and MODELS[model].lla:
+        if recipe.damage is not None and MODELS[model].family.damage:
             say(f"   damage: {show(recipe.damage_command(model, seed, run.out))}")
     if recipe.jobs > 1 and len(recipe.pairs) > 1:
         total = len(recipe.pairs)

@@ -19,23 +19,14 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from lexical_offline.textio import holds, parallel_bytes, write_parallel
 
-from fairseq_lexical_recipes import ROOT, commands, fairseq_log, ownership, reports
-from fairseq_lexical_recipes.catalogue import (
-    AUTHORS_DECODER,
-    AUTHORS_GATE,
-    AUTHORS_OUTPUTS,
-    JOINED_DICT_MODELS,
-    LEXICON_METHODS,
-    MODELS,
-    ModelSpec,
-    parse_models,
-)
+from fairseq_lexical_recipes import ROOT, commands, fairseq_log, lla, ownership, reports
+from fairseq_lexical_recipes.catalogue import LEXICON_METHODS, MODELS, ModelSpec, parse_models
 from fairseq_lexical_recipes.commands import LOG_FORMAT, RESUME_SAVE, Layout
 from fairseq_lexical_recipes.console import RecipeError, hms, say, show
 from fairseq_lexical_recipes.execute import RunOutcome, RunSpec, execute_run
 from fairseq_lexical_recipes.jobs import run_jobs
 from fairseq_lexical_recipes.lexicons import LexiconSteps
-from fairseq_lexical_recipes.lla import LLA_NOT_RESUMABLE, LlaSteps
+from fairseq_lexical_recipes.families import LLA, TRANSFORMER
 from fairseq_lexical_recipes.options import RecipeOptions
 from fairseq_lexical_recipes.overview import check_extra_options, say_dry_run, say_settings
 from fairseq_lexical_recipes.fairseq_log import finished_training_seconds
@@ -50,9 +41,8 @@ from fairseq_lexical_recipes.rundir import (
     training_ended,
 )
 from fairseq_lexical_recipes.settings import (
-    CPU_LSTM_ARCH_SIZES,
     PRESET_LABELS,
-    cpu_sized,
+    arch_size,
     effective_hparams,
     lla_settings,
     max_update_of,
@@ -86,7 +76,7 @@ def stale_runs_error(problems: Sequence[str], note: str = "") -> RecipeError:
     )
 
 
-class Recipe(LexiconSteps, LlaSteps):
+class Recipe(LexiconSteps):
     """One invocation of a recipe: a task with its own options, the invocation's options (RecipeOptions: the
     command line's, or given by a program), the models and seeds to run. ``layout``: where WORK keeps its data,
     data-bins and lexicons (default: WORK/data, WORK/bin, WORK/bin_joined, WORK/lexicons)."""
@@ -102,10 +92,10 @@ class Recipe(LexiconSteps, LlaSteps):
         self.hp = effective_hparams(task, options)
         self.lla = lla_settings(options)
         self.models = parse_models(options.models or task.default_models, task)
-        self.transformer_models = [m for m in self.models if MODELS[m].transformer]
+        self.transformer_models = [m for m in self.models if MODELS[m].family is TRANSFORMER]
         self.ts = transformer_settings(options)
         self.damage = options.damage
-        self.lla_models = [m for m in self.models if MODELS[m].lla]
+        self.lla_models = [m for m in self.models if MODELS[m].family is LLA]
         self.jobs = options.jobs if options.jobs is not None else task.default_jobs
         # a --jobs child runs one model of the parent's, which has checked this
         if self.damage is not None and not self.lla_models and not options.as_job:
@@ -132,6 +122,16 @@ class Recipe(LexiconSteps, LlaSteps):
         if not os.path.isdir(data):
             raise RecipeError(f"--data {data}: not a directory")
         self.files = task.locate(os.path.abspath(data))
+        patience = options.patience
+        if self.lla_models and patience and self.hp.validate_every is not None and patience < self.lla.lexicon_epochs:
+            # fairseq counts every validation, those of the Lexicon Unit epochs too (their lla_selection is -inf):
+            # with fewer than N it would stop before epoch N+1
+            raise RecipeError(
+                f"--patience {patience} with the lla rows: fairseq counts the validations of the "
+                f"Lexicon Unit epochs 1-{self.lla.lexicon_epochs} too, so training would stop before "
+                f"the other modules start; give --patience {self.lla.lexicon_epochs} or more, or 0 "
+                f"(docs/lla.md)"
+            )
         self.data_sha1 = ""
         self.lexicon_sha1_aside: Dict[str, str] = {}  # check_before_writing's lexicons built aside
 
@@ -180,7 +180,7 @@ class Recipe(LexiconSteps, LlaSteps):
         for note in prep.notes + data_warnings(prep):
             say(f"   {note}")
         self.preprocess(self.layout.bin, self.preprocess_command(joined=False), "preprocess.log")
-        if any(m in JOINED_DICT_MODELS for m in self.models):
+        if any(MODELS[m].joined_dictionary for m in self.models):
             self.preprocess(self.layout.bin_joined, self.preprocess_command(joined=True), "preprocess_joined.log")
 
     def data_written(self, name: str, pairs) -> bool:
@@ -274,15 +274,11 @@ class Recipe(LexiconSteps, LlaSteps):
 
     def bin_for(self, model: str) -> str:
         """The data-bin of a model: WORK/bin_joined (--joined-dictionary) for pgn, else WORK/bin."""
-        return self.layout.bin_of(model in JOINED_DICT_MODELS)
+        return self.layout.bin_of(MODELS[model].joined_dictionary)
 
     # -- one (model, seed) ---------------------------------------------------------------------------------------
     def arch(self, spec: ModelSpec) -> str:
-        if not cpu_sized(self.options.preset):
-            return spec.arch
-        if spec.small_arch or spec.lla:  # the Transformer and LLA rows have one CPU size
-            return spec.small_arch or spec.arch + "_small"
-        return f"{spec.arch}_{CPU_LSTM_ARCH_SIZES[self.hp.hidden]}"
+        return spec.family.arch(spec.arch, arch_size(self.options.preset, self.hp.hidden))
 
     def label(self, model: str) -> str:
         spec = MODELS[model]
@@ -300,16 +296,8 @@ class Recipe(LexiconSteps, LlaSteps):
                 out += ["--lexicon-top-k", str(self.hp.lexicon_top_k)]
         elif spec.lexicon is not None:
             out += ["--lexicon", spec.lexicon]
-        out += list(spec.small_extra if cpu_sized(self.options.preset) and spec.transformer else spec.extra)
-        if spec.transformer:  # no extra p_write dropout: the R-Dangle paper's models have none
-            pass
-        elif spec.lla:
-            out += ["--lexicon-unit-epochs", str(self.lla.lexicon_epochs)]
-        elif self.hp.write_dropout and (self.hp.write_dropout_models == "all" or spec.lexical):
-            out += ["--write-dropout", str(self.hp.write_dropout)]
-        if self.hp.decoder == "authors" and not (spec.transformer or spec.lla):
-            out += list(AUTHORS_DECODER) + (list(AUTHORS_GATE + AUTHORS_OUTPUTS) if spec.lexical else [])
-        return out
+        out += spec.family.row_options(spec.extra, arch_size(self.options.preset, self.hp.hidden))
+        return out + spec.family.added_options(spec, self.hp, self.lla)
 
     def fairseq_train(self, model: str, seed: int, out: str, **training) -> List[str]:
         """commands.fairseq_train for a row of this invocation: its data-bin and model options, its log interval,
@@ -325,15 +313,10 @@ class Recipe(LexiconSteps, LlaSteps):
         )
 
     def train_command(self, model: str, seed: int, out: str) -> List[str]:
-        """An LSTM row (HParams: appendix C.1's inverse-sqrt schedule) or a Transformer row (TransformerSettings:
-        fairseq's transformer_iwslt_de_en recipe); validation, patience and the evaluated checkpoint are the task's
-        for both. The lla rows have their own (LlaSteps.lla_train_command)."""
-        training = (
-            commands.transformer_training(self.ts) if MODELS[model].transformer else commands.lstm_training(self.hp)
-        )
-        return self.fairseq_train(
-            model, seed, out, **training, after=commands.validation(self.hp.validate_every, self.patience(model))
-        )
+        """The row's family's training (an LSTM row: HParams, appendix C.1's inverse-sqrt schedule; a Transformer
+        row: TransformerSettings, fairseq's transformer_iwslt_de_en recipe; validation, patience and the evaluated
+        checkpoint the task's for both; an lla row: Thrush's schedule, lla.training)."""
+        return self.fairseq_train(model, seed, out, **MODELS[model].family.training(self, self.patience(model)))
 
     def max_update(self, model: str) -> Optional[int]:
         """The row's training length in updates (None: the lla rows, trained in epochs)."""
@@ -343,16 +326,14 @@ class Recipe(LexiconSteps, LlaSteps):
         """Early stopping after this many validations without a better loss: the task's rule for the row."""
         return self.task.patience_for(model, self.hp, self.options.patience is not None)
 
-    def checkpoint_path(self, out: str, model: Optional[str] = None) -> str:
-        """The evaluated checkpoint: HParams.checkpoint's; the lla rows' is --lla-checkpoint's."""
-        if model is not None and MODELS[model].lla:
-            return f"{out}/{self.lla_checkpoint_name()}"
-        return f"{out}/checkpoint_{self.hp.checkpoint}.pt"
+    def checkpoint_path(self, out: str, model: str) -> str:
+        """The evaluated checkpoint: the family's (HParams.checkpoint's; the lla rows' is --lla-checkpoint's)."""
+        return f"{out}/{MODELS[model].family.evaluated_checkpoint(self.hp, self.lla)}"
 
-    def generate_command(self, out: str, model: Optional[str] = None) -> List[str]:
+    def generate_command(self, out: str, model: str) -> List[str]:
         hp = self.hp
         return commands.fairseq_generate(
-            self.bin_for(model) if model else self.layout.bin,
+            self.bin_for(model),
             self.checkpoint_path(out, model),
             hp.beam,
             hp.gen_batch_size,
@@ -388,16 +369,10 @@ class Recipe(LexiconSteps, LlaSteps):
         return {"data_sha1": self.data_sha1, "lexicon_sha1": lex_sha1, **{k: norm(v) for k, v in commands.items()}}
 
     def commands(self, model: str, seed: int, out: str, prep: Prepared) -> Dict[str, List[str]]:
-        if MODELS[model].lla:  # one training call (lla_translation); Thrush's precision, recall and token accuracy
-            return {
-                "train": self.lla_train_command(model, seed, out),
-                "generate": self.generate_command(out, model),
-                "score": self.score_command(out, [*prep.score_args, "--thrush"]),
-            }
         return {
             "train": self.train_command(model, seed, out),
             "generate": self.generate_command(out, model),
-            "score": self.score_command(out, prep.score_args),
+            "score": self.score_command(out, [*prep.score_args, *MODELS[model].family.score_options]),
         }
 
     def spec(self, model: str, seed: int, prep: Prepared, index: str = "") -> RunSpec:
@@ -416,7 +391,7 @@ class Recipe(LexiconSteps, LlaSteps):
             "settings": self.settings,
             "settings_label": self.settings_label,
             "hparams": asdict(self.hp),
-            **({"transformer": asdict(self.ts)} if spec.transformer else {}),
+            **spec.family.run_config(self.ts),
             "patience": self.patience(model) if self.hp.validate_every else None,
             "lexicon": self.lexicon_path(spec.lexicon) if spec.lexicon in LEXICON_METHODS else spec.lexicon,
             "checkpoint": checkpoint,
@@ -430,13 +405,12 @@ class Recipe(LexiconSteps, LlaSteps):
             fingerprint=fp,
             config=config,
             checkpoint=checkpoint,
-            training=f", {self.lla.describe()}" if spec.lla else f" ({self.max_update(model)} updates max)",
+            training=spec.family.training_text(self.hp, self.ts, self.lla),
             progress=f"{index}    {pair}: ",
             decode_jobs=self.options.decode_jobs,
             keep_checkpoints=self.options.keep_checkpoints,
             run_fields={"settings": self.settings},
-            # an lla run stopped within the Lexicon Unit epochs cannot resume (LlaSteps.lla_resumable)
-            **(dict(resumable=self.lla_resumable, why_not=LLA_NOT_RESUMABLE) if spec.lla else {}),
+            **spec.family.resume_rule(self.lla),
             equivalent=earlier,
             force=self.options.force,
         )
@@ -454,8 +428,8 @@ class Recipe(LexiconSteps, LlaSteps):
             raise stale_runs_error(problems, " (nothing was written)")
 
     def run_one(self, model: str, seed: int, prep: Prepared, index: str) -> Optional[dict]:
-        run = self.spec(model, seed, prep, index)
-        damage = self.damage is not None and MODELS[model].lla
+        run, family = self.spec(model, seed, prep, index), MODELS[model].family
+        damage = self.damage is not None and family.damage
 
         def after_run(outcome: RunOutcome) -> Optional[dict]:
             if not damage:
@@ -464,11 +438,11 @@ class Recipe(LexiconSteps, LlaSteps):
             self.run_damage(model, seed, run.out, index)
             return {"damage_s": round(time.time() - t0, 1)}
 
-        lla_best = MODELS[model].lla and self.lla.checkpoint == "best"
+        prefix = f"{index}    {self.pair_name(model, seed)}"
         outcome = execute_run(
             run,
-            after_training=(lambda training: self.with_lla_selection(model, seed, index, training))
-            if lla_best
+            after_training=(lambda training: lla.with_selection(self.lla, run.out, prefix, training))
+            if family.reads_selection(self.lla)
             else None,
             after_run=after_run,
         )
@@ -584,8 +558,7 @@ class Recipe(LexiconSteps, LlaSteps):
     def replicated(self, model: str) -> bool:
         """Whether ``model``'s seeds train as one process (fairseq-train --replica-seeds): --replicas on, or auto
         where a CUDA GPU is visible; lex_lstm's rows only (not the Transformer or lla rows), two seeds or more."""
-        spec = MODELS[model]
-        if spec.transformer or spec.lla or len(self.seeds) < 2 or self.options.replicas == "off":
+        if not MODELS[model].family.replicas or len(self.seeds) < 2 or self.options.replicas == "off":
             return False
         return self.options.replicas == "on" or cuda_visible()
 
@@ -667,6 +640,21 @@ class Recipe(LexiconSteps, LlaSteps):
         pairs = self.pairs
         for k, (model, seed) in enumerate(pairs, 1):
             self.run_one(model, seed, prep, f"[{k}/{len(pairs)}]")
+
+    def damage_command(self, model: str, seed: int, out: str) -> List[str]:
+        """tools/damage.py on the evaluated checkpoint of an lla row (--damage), with the task's Table 2 sentence."""
+        return commands.damage(
+            self.layout.bin,
+            self.checkpoint_path(out, model),
+            lla.damage_conditions(self.damage, MODELS[model].adversary),
+            seed,
+            self.hp,
+            lla.damage_examples(self.task.damage_examples, self.layout.bin),
+        )
+
+    def run_damage(self, model: str, seed: int, out: str, index: str) -> None:
+        checkpoint = self.checkpoint_path(out, model)
+        lla.run_damage(self.damage_command(model, seed, out), checkpoint, out, model, seed, index, self.options.force)
 
     def report(self, seconds: float) -> None:
         """The tables over seeds, printed, and WORK/summary.json (examples/custom prints its own report)."""

@@ -88,8 +88,9 @@ AUTHORS_TEST_BEAM = 1
 # generalisation does), validation for the log only. Tasks may set another length (max_update).
 CPU_MEDIUM_COMMON = replace(CPU_SMALL_COMMON, max_update=12000, patience=None)
 
-# The CPU presets' LSTM archs by hidden size: lex_lstm_small / lstm_plain_small, lex_lstm_medium / lstm_plain_medium
-# (the paper's arch, lex_lstm, has 512 units).
+# The CPU presets' arch size (families.SIZES) by the LSTM rows' hidden size: lex_lstm_small / lstm_plain_small,
+# lex_lstm_medium / lstm_plain_medium (the paper's arch, lex_lstm, has 512 units); the LLA and Transformer rows have
+# one CPU size.
 CPU_LSTM_ARCH_SIZES = {128: "small", 256: "medium"}
 
 PRESETS = {"paper": PAPER_COMMON, "cpu-small": CPU_SMALL_COMMON, "cpu-medium": CPU_MEDIUM_COMMON}
@@ -103,6 +104,11 @@ PRESET_LABELS = {
 def cpu_sized(preset: str) -> bool:
     """True under --cpu-small or --cpu-medium: the _small / _tiny archs instead of the paper's sizes."""
     return preset != "paper"
+
+
+def arch_size(preset: str, hidden: int) -> str:
+    """The size of the archs (families.SIZES): "paper", or the CPU presets' by the LSTM rows' hidden size."""
+    return CPU_LSTM_ARCH_SIZES[hidden] if cpu_sized(preset) else "paper"
 
 
 @dataclass
@@ -278,11 +284,8 @@ def parse_seeds(options: "RecipeOptions") -> List[int]:
 
 
 def max_update_of(task, options: "RecipeOptions", model: str) -> Optional[int]:
-    """The training length of a row, in updates: the Transformer rows' (TransformerSettings) or the LSTM rows'
-    (HParams); None for the lla rows, trained for epochs (LlaSettings)."""
+    """The training length of a row in updates, as its family sets it: the LSTM rows' (HParams), the Transformer
+    rows' (TransformerSettings); None for the lla rows, trained for epochs (LlaSettings)."""
     from fairseq_lexical_recipes.catalogue import MODELS
 
-    spec = MODELS[model]
-    if spec.lla:
-        return None
-    return transformer_settings(options).max_update if spec.transformer else effective_hparams(task, options).max_update
+    return MODELS[model].family.max_update(effective_hparams(task, options), transformer_settings(options))

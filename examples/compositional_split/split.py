@@ -460,7 +460,7 @@ class Split:
                         f"{self.bin}/train.src-tgt.src.bin",
                         f"{self.bin}/train.src-tgt.tgt.bin",
                     ],
-                    [rec.checkpoint_path(out)],
+                    [rec.checkpoint_path(out, a.member_model)],
                     f"{out}/train.log",
                     progress=f"   member seed {seed}: ",
                 )
@@ -468,7 +468,7 @@ class Split:
             return task
 
         self.runner.parallel([train(seed, out) for seed, out in enumerate(outs, 1)])
-        return [rec.checkpoint_path(out) for out in outs]
+        return [rec.checkpoint_path(out, a.member_model) for out in outs]
 
     def select(self, checkpoints: Sequence[str]) -> List[int]:
         a, sel = self.args, self.sel
@@ -568,14 +568,14 @@ class Split:
                     f"systems/{model}/train",
                     rec.train_command(model, a.system_seed, out),
                     inputs,
-                    [rec.checkpoint_path(out)],
+                    [rec.checkpoint_path(out, model)],
                     f"{out}/train.log",
                     progress=f"   {model}: ",
                 )
                 self.runner.run(
                     f"systems/{model}/generate",
                     rec.generate_command(out, model),
-                    [rec.checkpoint_path(out), f"{self.bin}/test.src-tgt.src.bin"],
+                    [rec.checkpoint_path(out, model), f"{self.bin}/test.src-tgt.src.bin"],
                     [gens[model]],
                     f"{out}/generate.log",
                     stdout=gens[model],

@@ -326,7 +326,7 @@ class CustomRun(Recipe):
             if MODELS[model].lexicon not in LEXICON_METHODS:
                 continue
             out = f"{self.work}/{model}/seed{seed}"
-            ckpt = self.checkpoint_path(out)
+            ckpt = self.checkpoint_path(out, model)
             if not os.path.isfile(ckpt):
                 say(f"   {model}: no {ckpt}, no explanation page")
                 continue

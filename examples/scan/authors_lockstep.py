@@ -11,7 +11,7 @@ largest absolute difference between corresponding parameters.
 
 The models: their EncDec (the `pyx` of their Mutex; unidirectional, source attention, n_layers, `--dim` units, copy
 on, their Simple lexicon through main.py's `tranlate_with_alignerv2`) and our `lex_lstm` with the recipes'
-authors' options (fairseq_lexical_recipes.catalogue.AUTHORS_DECODER + AUTHORS_GATE), `--exclude-special-outputs`,
+authors' options (fairseq_lexical_recipes.families.AUTHORS_DECODER + AUTHORS_GATE), `--exclude-special-outputs`,
 `--dim` units and
 the same alignments as our lexicon file with `--lexicon-top-k 1`. Vocabularies: the training pairs' words, in the
 order they occur (their `Vocab`, our dictionaries). Sources are `<s> x </s>` in both, as theirs.
@@ -256,8 +256,8 @@ def import_torch():
 
 
 def authors_options(lexical: bool) -> List[str]:
-    """The recipes' `--decoder authors` options (fairseq_lexical_recipes.catalogue)."""
-    from fairseq_lexical_recipes.catalogue import AUTHORS_DECODER, AUTHORS_GATE
+    """The recipes' `--decoder authors` options (fairseq_lexical_recipes.families: the LSTM rows')."""
+    from fairseq_lexical_recipes.families import AUTHORS_DECODER, AUTHORS_GATE
 
     return [*AUTHORS_DECODER, *(AUTHORS_GATE if lexical else ())]
 

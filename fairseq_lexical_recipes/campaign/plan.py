@@ -327,19 +327,14 @@ def run_command(
     return recipe_process(run.task, options.argv() + task_of(run).argv())
 
 
-# The LSTM rows' fairseq models (lex_lstm's classes: with the `-small`/`-medium` sizes of the CPU presets too), which
-# take --cuda-graphs (fairseq_lexical/modules/cuda_graph_step.py)
-CUDA_GRAPH_ARCHS = ("lex_lstm", "lstm_plain")
-
-
 def cuda_graph_args(run: Run, check: Optional[dict]) -> Tuple[str, ...]:
-    """("--cuda-graphs",) for the training of an LSTM row where the device's check of the graphs passed
-    (``check``: the summary `start` keeps of tools/cuda_graph_check.py's JSON, or None where it did not run); else
-    nothing: the run trains eagerly."""
+    """("--cuda-graphs",) for the training of a row whose family takes them (the LSTM rows: families.LSTM) where
+    the device's check of the graphs passed (``check``: the summary `start` keeps of tools/cuda_graph_check.py's
+    JSON, or None where it did not run); else nothing: the run trains eagerly."""
     from fairseq_lexical_recipes.catalogue import MODELS
 
     spec = MODELS.get(run.model)
-    if not (check or {}).get("passed") or spec is None or spec.transformer or spec.arch not in CUDA_GRAPH_ARCHS:
+    if not (check or {}).get("passed") or spec is None or not spec.family.cuda_graphs:
         return ()
     return ("--cuda-graphs",)
 

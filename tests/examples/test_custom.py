@@ -286,7 +286,7 @@ def test_a_failed_explanation_page_does_not_lose_the_report(tmp_path, monkeypatc
         seeds=[1],
         work=str(tmp_path),
         layout=Layout.of(str(tmp_path)),
-        checkpoint_path=lambda out: f"{out}/checkpoint_last.pt",
+        checkpoint_path=lambda out, model: f"{out}/checkpoint_last.pt",
         label=lambda model: model,
     )
     assert custom.CustomRun.explanation_pages(run, str(tmp_path)) == {}

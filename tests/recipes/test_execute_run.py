@@ -95,6 +95,7 @@ def test_the_recipe_builds_each_run_as_a_spec(tmp_path):
     without running anything."""
     from tests.helpers.toy_data import write_tiny_layouts
     from fairseq_lexical_recipes.cli import parse
+    from fairseq_lexical_recipes.lla import Resumable
     from fairseq_lexical_recipes.runner import Recipe
     from fairseq_lexical_recipes.tasks import Prepared
 
@@ -117,7 +118,7 @@ def test_the_recipe_builds_each_run_as_a_spec(tmp_path):
         recipe.spec("lstm", 1, prep).commands["train"]
     )
     lla = recipe.spec("lla", 1, prep, "[3/3]")
-    assert lla.resumable == recipe.lla_resumable and "Lexicon Unit" in lla.why_not
+    assert lla.resumable == Resumable(recipe.lla) and "Lexicon Unit" in lla.why_not
     assert run.resumable(run.out) and "Lexicon Unit" not in run.why_not
 
 

@@ -888,10 +888,9 @@ def test_lla_selection_is_read_from_the_lla_translation_record(tmp_path):
     measured to lla_selection.json; the recipe reads it (selection.json): the unit used, the epoch of the last
     finite lla_selection (checkpoint_best.pt). A run stopped within epochs 1..N+1 cannot resume (the unit's
     selection is not in the checkpoint): fairseq's own save lines say which epoch was saved."""
-    from types import SimpleNamespace
 
+    from fairseq_lexical_recipes import lla
     from fairseq_lexical_recipes.console import RecipeError
-    from fairseq_lexical_recipes.runner import Recipe
     from fairseq_lexical_recipes.settings import LlaSettings
 
     def saved(epoch):
@@ -918,8 +917,8 @@ def test_lla_selection_is_read_from_the_lla_translation_record(tmp_path):
         "validations": validations,
     }
     (tmp_path / "lla_selection.json").write_text(json.dumps(record))
-    recipe = SimpleNamespace(lla=LlaSettings(lexicon_epochs=3))
-    chosen = Recipe.lla_selection(recipe, str(tmp_path))
+    settings = LlaSettings(lexicon_epochs=3)
+    chosen = lla.selection(settings, str(tmp_path))
     assert (chosen["metric"], chosen["epoch"], chosen["exact_match"], chosen["last_epoch"], chosen["updates"]) == (
         "exact_match",
         5,
@@ -931,26 +930,26 @@ def test_lla_selection_is_read_from_the_lla_translation_record(tmp_path):
     unit = chosen["lexicon_unit"]
     assert (unit["epoch"], unit["aux_lexicon"], unit["curve"]) == (2, 0.25, {1: 0.9, 2: 0.25, 3: 0.4})
     (tmp_path / "train.log").write_text("".join(saved(e) for e in range(1, 8)))
-    assert Recipe.lla_resumable(recipe, str(tmp_path))  # saved at epoch 7: resumes at 8 > N + 1
+    assert lla.Resumable(settings)(str(tmp_path))  # saved at epoch 7: resumes at 8 > N + 1
     # stopped after epoch 3 (= N): resuming at epoch 4 would be refused by lla_translation; start again
     (tmp_path / "train.log").write_text("".join(saved(e) for e in range(1, 4)))
-    assert not Recipe.lla_resumable(recipe, str(tmp_path))
-    assert Recipe.lla_resumable(SimpleNamespace(lla=LlaSettings(lexicon_epochs=3, checkpoint="last")), str(tmp_path))
+    assert not lla.Resumable(settings)(str(tmp_path))
+    assert lla.Resumable(LlaSettings(lexicon_epochs=3, checkpoint="last"))(str(tmp_path))
     # no unit used, no epoch after N, or no record at all: an error naming the file
     record["lexicon_unit"]["epoch"] = None
     (tmp_path / "lla_selection.json").write_text(json.dumps(record))
     with pytest.raises(RecipeError, match="lla_selection.json has no Lexicon Unit selection"):
-        Recipe.lla_selection(recipe, str(tmp_path))
+        lla.selection(settings, str(tmp_path))
     record["validations"] = {e: v for e, v in validations.items() if int(e) <= 3}
     (tmp_path / "lla_selection.json").write_text(json.dumps(record))
     with pytest.raises(RecipeError, match="lla_selection.json has no validation exact_match / lla_selection after"):
-        Recipe.lla_selection(recipe, str(tmp_path))
+        lla.selection(settings, str(tmp_path))
     (tmp_path / "lla_selection.json").write_text(json.dumps({"metric": "exact_match"}))
     with pytest.raises(RecipeError, match="lla_selection.json: not lla_translation's selection record"):
-        Recipe.lla_selection(recipe, str(tmp_path))
+        lla.selection(settings, str(tmp_path))
     (tmp_path / "lla_selection.json").unlink()
     with pytest.raises(RecipeError, match="lla_selection.json: file not found"):
-        Recipe.lla_selection(recipe, str(tmp_path))
+        lla.selection(settings, str(tmp_path))
 
 
 def test_runs_made_before_the_json_log_format_are_still_reused(tmp_path):
