@@ -557,7 +557,7 @@ def per_prefix_loop_class():
     import os
 
     path = os.path.join(
-        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "helpers", "helpers/rdangle_reference.py"
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "helpers", "rdangle_reference.py"
     )
     if not os.path.isfile(path):
         raise FileNotFoundError(
