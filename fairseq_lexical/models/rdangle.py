@@ -8,8 +8,8 @@ encoder (eqs. 3-6, 11, 15) and recomputes all target-side states y_1..y_t of eve
 incremental Transformer decoder over the cached states and the keys of the last point (eqs. 13, 20). With
 ``--kv-mode shared`` the cross-attention takes keys and values from H_t (Dangle, R-Dangle_shr, eqs. 8-10); with
 ``--kv-mode sep`` values come from a value encoder run once per sentence (eq. 14) and only the keys are re-encoded
-(eqs. 15-19). Teacher-forced training stacks the segments of every target along the batch dimension
-(``StackPlan``); docs/rdangle.md maps every equation to the code.
+(eqs. 15-19). Teacher-forced training stacks the segments of every target along the batch dimension; both schedules
+are modules/reencoding.py's. docs/rdangle.md maps every equation to the code.
 
 fairseq's view: the *encoder* embeds the source and, in ``sep`` mode, runs the value encoder (nothing in it
 depends on the target); the adaptive encoder's layers are registered under the encoder (``encoder.adaptive``) but
@@ -28,7 +28,6 @@ from typing import Dict, List, Optional
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.utils.checkpoint import checkpoint
 
 from fairseq import utils
 from fairseq.models import (
@@ -40,7 +39,8 @@ from fairseq.models import (
 )
 from fairseq.modules import PositionalEmbedding
 
-from ..modules.dangle import AdaptiveEncoder, KVDecoderStack, LayerSizes, StackPlan
+from ..modules.dangle import AdaptiveEncoder, KVDecoderStack, LayerSizes
+from ..modules.reencoding import reencoding_step, stacked_teacher_forcing
 from ..modules.relative_attention import RELATIVE_FORMS
 from .keep_best_hub import KeepBestHub
 from .lex_transformer import TRANSFORMER_GATE_FEATURES
@@ -307,9 +307,12 @@ class RDangleDecoder(LexicalDecoder, FairseqIncrementalDecoder):
             one B x T x S, fp32) and, with a head, ``p_gate`` (B x T).
         """
         if incremental_state is not None:
-            features, attn, context, x_in = self._incremental(prev_output_tokens, encoder_out, incremental_state)
+            cache = self.get_incremental_state(incremental_state, _CACHE)
+            cache = {} if cache is None else cache
+            features, attn, context, x_in = reencoding_step(self, prev_output_tokens, encoder_out, cache)
+            self.set_incremental_state(incremental_state, _CACHE, cache)
         else:
-            features, attn, context, x_in = self._teacher_forced(prev_output_tokens, encoder_out)
+            features, attn, context, x_in = stacked_teacher_forcing(self, prev_output_tokens, encoder_out)
         if features_only:
             return features, {"attn": [attn]}
         return self.output(features, attn, context, x_in, encoder_out["src_tokens"][0], incremental_state)
@@ -324,137 +327,6 @@ class RDangleDecoder(LexicalDecoder, FairseqIncrementalDecoder):
 
     def max_positions(self):
         return self.max_target_positions
-
-    # -- training: the stacked segments -------------------------------------------------------------------------
-    def _teacher_forced(self, prev, encoder_out):
-        """All re-encoding segments of the batch at once (see ``StackPlan``): rows (segment, sentence) stacked
-        along the batch dimension, each with its own prefix mask, then each output position taken from its
-        segment's row. Positions past a target's end get zero features (they are padding)."""
-        bsz, tgt_len = prev.shape
-        if bool(prev[:, 0].eq(self.padding_idx).any()):
-            raise ValueError(
-                "rdangle_transformer needs right-padded targets (fairseq's default, "
-                "--left-pad-target False): a target's real tokens must start at position 0"
-            )
-        src_embed = encoder_out["src_embed"][0]
-        x_in = self.embed(prev)  # decoder inputs; also the target part of C_t
-        lengths = prev.ne(self.padding_idx).sum(dim=1)
-        plan = StackPlan(lengths, tgt_len, self.interval, self.chunk_rows, self.buckets)
-        sep = self.kv_mode == "sep"
-        values_sent = self.stack.project_values(encoder_out["value_states"][0]) if sep else []
-        checkpointed = self.chunk_rows > 0 and self.training and torch.is_grad_enabled() and len(plan.chunks) > 1
-        feats, attns, contexts, dests = [], [], [], []
-        for (lo, hi), (enc_len, dec_len) in zip(plan.chunks, plan.lengths_of_chunks):
-            row, pos, dest = plan.selection(lo, hi)
-            args = (
-                x_in,
-                src_embed,
-                encoder_out["encoder_padding_mask"][0],
-                plan.sentence[lo:hi],
-                plan.start[lo:hi],
-                row,
-                pos,
-                enc_len,
-                dec_len,
-                *values_sent,
-            )
-            if checkpointed:  # bounded memory: a chunk's activations are rebuilt in the backward pass
-                out = checkpoint(self._chunk, *args, use_reentrant=False)
-            else:
-                out = self._chunk(*args)
-            feats.append(out[0])
-            attns.append(out[1])
-            if out[2] is not None:
-                contexts.append(out[2])
-            dests.append(dest)
-        dest = torch.cat(dests)
-        dim, src_len = x_in.size(-1), src_embed.size(1)
-        features = x_in.new_zeros(bsz * tgt_len, dim).index_copy(0, dest, torch.cat(feats))
-        attns = torch.cat(attns)  # fp32 (relative_attention): the head's input keeps that dtype
-        attn = attns.new_zeros(bsz * tgt_len, src_len).index_copy(0, dest, attns)
-        features, attn = features.view(bsz, tgt_len, dim), attn.view(bsz, tgt_len, src_len)
-        context = None
-        if self.needs_context:
-            if sep:
-                context = self.context(attn, encoder_out["value_states"][0])
-            else:
-                context = x_in.new_zeros(bsz * tgt_len, dim).index_copy(0, dest, torch.cat(contexts))
-                context = context.view(bsz, tgt_len, dim)
-        return features, attn, context, x_in
-
-    def _chunk(self, x_in, src_embed, src_padding_mask, sentence, start, row, pos, enc_len, dec_len, *values_sent):
-        """One chunk of stacked rows: adaptive keys for each row's prefix, the decoder over each row's positions,
-        the kept outputs (n x C, n the number kept), their aligned attention (n x S) and, shared mode, their context
-        (n x C)."""
-        src = src_embed.index_select(0, sentence)
-        src_pad = src_padding_mask.index_select(0, sentence)
-        tgt = x_in[:, :enc_len].index_select(0, sentence)
-        tgt_mask = torch.arange(enc_len, device=x_in.device).unsqueeze(0) > start.unsqueeze(1)  # y_<=t_i only
-        key_states = self.adaptive.keys(src, src_pad, tgt, tgt_mask)
-        keys = self.stack.project_keys(key_states)
-        if self.kv_mode == "shared":
-            values = self.stack.project_values(key_states)
-        else:
-            values = [v.index_select(0, sentence) for v in values_sent]
-        # The last decoder layer queries only each row's own segment s_i..s_i+o-1 (when that is fewer than its
-        # dec_len positions); the earlier positions give it keys and values.
-        outputs = None
-        if self.interval < dec_len:
-            offsets = torch.arange(self.interval, device=x_in.device)
-            outputs = (start.unsqueeze(1) + offsets.unsqueeze(0)).clamp(max=dec_len - 1)
-        x, align, _ = self.stack(
-            x_in[:, :dec_len].index_select(0, sentence), keys, values, src_pad, self.alignment_layer, outputs=outputs
-        )
-        col = pos if outputs is None else pos - start[row]
-        attn = self.average_heads(align)[row, col]
-        context = None
-        if self.needs_context and self.kv_mode == "shared":
-            context = self.context(attn.unsqueeze(1), key_states.index_select(0, row)).squeeze(1)
-        return x[row, col], attn, context
-
-    # -- generation: incremental decoding with re-encoding points --------------------------------------------------
-    def _incremental(self, prev, encoder_out, incremental_state):
-        cache = self.get_incremental_state(incremental_state, _CACHE)
-        if cache is None:
-            cache = {}
-        step = prev.size(1) - 1
-        num_layers = len(self.stack.layers)
-        src_pad = encoder_out["encoder_padding_mask"][0]
-        if self.kv_mode == "sep" and "value.0" not in cache:  # V = H^v W^V, once per sentence (eq. 18)
-            for i, v in enumerate(self.stack.project_values(encoder_out["value_states"][0])):
-                cache[f"value.{i}"] = v
-        if step % self.interval == 0:
-            # Re-encoding point t = step + 1 (eq. 11 / 15) and all target-side states recomputed (eq. 12 / 16).
-            x_in = self.embed(prev)
-            key_states = self.adaptive_keys(encoder_out, x_in, prev.eq(self.padding_idx))
-            for i, k in enumerate(self.stack.project_keys(key_states)):
-                cache[f"key.{i}"] = k
-            if self.kv_mode == "shared":
-                for i, v in enumerate(self.stack.project_values(key_states)):
-                    cache[f"value.{i}"] = v
-                cache["value_states"] = key_states
-            past, start = None, 0
-        else:  # eq. 13 / 20: ordinary incremental step over the cached states and the last keys
-            x_in = self.embed(prev, last_only=True)
-            past = [(cache[f"self_k.{i}"], cache[f"self_v.{i}"]) for i in range(num_layers)]
-            start = step
-        keys = [cache[f"key.{i}"] for i in range(num_layers)]
-        values = [cache[f"value.{i}"] for i in range(num_layers)]
-        # at a re-encoding point only the last position's output is wanted: the last layer queries it alone
-        outputs = prev.new_full((prev.size(0), 1), x_in.size(1) - 1) if past is None and x_in.size(1) > 1 else None
-        x, align, layer_caches = self.stack(
-            x_in, keys, values, src_pad, self.alignment_layer, past=past, start=start, outputs=outputs
-        )
-        for i, (k, v) in enumerate(layer_caches):
-            cache[f"self_k.{i}"], cache[f"self_v.{i}"] = k, v
-        self.set_incremental_state(incremental_state, _CACHE, cache)
-        x, x_in = x[:, -1:], x_in[:, -1:]
-        attn = self.average_heads(align[:, :, -1:])
-        context = None
-        if self.needs_context:
-            states = cache["value_states"] if self.kv_mode == "shared" else encoder_out["value_states"][0]
-            context = self.context(attn, states)
-        return x, attn, context, x_in
 
     def reorder_incremental_state(self, incremental_state, new_order):
         cache = self.get_incremental_state(incremental_state, _CACHE)

@@ -1,5 +1,5 @@
-"""Building blocks of (R-)Dangle (Zheng & Lapata 2022, 2023): the adaptive encoder, the key/value decoder and the
-plan that stacks the re-encoding segments of a batch for teacher-forced training.
+"""Building blocks of (R-)Dangle (Zheng & Lapata 2022, 2023): the adaptive encoder and the key/value decoder (the
+re-encoding schedule that runs them, and the plan that stacks a batch's segments for training: reencoding.py).
 
 Equations (numbers of Zheng & Lapata 2023, "Real-World Compositional Generalization with Disentangled
 Sequence-to-Sequence Learning"):
@@ -11,7 +11,6 @@ Sequence-to-Sequence Learning"):
   k1 = 2, k2 = 8, the top 8 shared: 12 distinct layers).
 - ``KVDecoderStack``: a Transformer decoder whose cross-attention takes keys and values from two (possibly
   equal) sources: K_t = H^k_t W^K, V = H^v W^V (eqs. 17-19); with keys = values = H_t it is eqs. 8-10.
-- ``StackPlan``: which copy of the target prefix each re-encoding segment gets in training (see its docstring).
 
 All tensors are batch first (B x S x C, B x T x C; shapes in the letters of ``fairseq_lexical/modules/__init__.py``).
 Masks are boolean, True = blocked.
@@ -19,7 +18,6 @@ Masks are boolean, True = blocked.
 
 from __future__ import annotations
 
-import math
 from typing import Callable, List, Optional, Sequence, Tuple
 
 import torch
@@ -391,66 +389,3 @@ class KVDecoderStack(nn.Module):
         if self.layer_norm is not None:
             x = self.layer_norm(x)
         return x, align, caches
-
-
-class StackPlan:
-    """How a teacher-forced batch is stacked: one row per (re-encoding segment i, sentence b).
-
-    Segment i starts at decoder position s_i = i * o (0-based; the paper's re-encoding point t_i = 1 + i * o,
-    1-based) and covers positions s_i .. e_i - 1, e_i = min(s_i + o, T). Its row sees the target prefix
-    y_<=t_i, i.e. decoder inputs 0..s_i, in the adaptive encoder, and runs the decoder over positions
-    0..e_i - 1 with H_{t_i}; its outputs at s_i..e_i - 1 are kept. Rows whose segment starts at or after the
-    sentence's length (all padding) are left out. Rows are ordered by segment, then sentence (so prefix lengths
-    grow along the order), split at segment boundaries into ``buckets`` runs of about equal row count and each run
-    into chunks of at most ``chunk_rows`` rows (0: no limit). Every chunk is one pass, only as long as its longest
-    row needs: with one pass at o = 1 about half of the stacked positions would be padding, with 4 buckets about an
-    eighth.
-    """
-
-    def __init__(self, lengths: Tensor, tgt_len: int, interval: int, chunk_rows: int = 0, buckets: int = 1):
-        device = lengths.device
-        self.tgt_len, self.interval = tgt_len, interval
-        num_segments = math.ceil(tgt_len / interval)
-        starts = torch.arange(num_segments, device=device) * interval
-        valid = starts.unsqueeze(1) < lengths.unsqueeze(0)  # segments x B
-        segment, sentence = valid.nonzero(as_tuple=True)  # ordered by segment, then sentence
-        self.sentence = sentence
-        self.start = segment * interval
-        self.end = (self.start + interval).clamp(max=tgt_len)
-        self.length = lengths[sentence]  # real positions of each row's sentence
-        rows = sentence.numel()
-        # Buckets: runs of whole segments (prefix lengths grow along the order; the rows of one segment all have
-        # the same lengths, so cutting inside a segment would gain nothing), of about rows / buckets rows each,
-        # run as separate passes so that short prefixes are not padded to the longest one.
-        seg_starts = [0] + torch.nonzero(segment[1:] != segment[:-1]).add_(1).flatten().tolist() + [rows]
-        bounds = [0]
-        for g in range(1, max(buckets, 1)):
-            target = g * rows / buckets
-            cut = next((b for b in seg_starts if b >= target), rows)
-            if bounds[-1] < cut < rows:
-                bounds.append(cut)
-        bounds.append(rows)
-        self.chunks = []  # and chunks of at most chunk_rows rows inside each bucket
-        for lo_bucket, hi_bucket in zip(bounds[:-1], bounds[1:]):
-            step = chunk_rows if chunk_rows > 0 else max(hi_bucket - lo_bucket, 1)
-            self.chunks += [(lo, min(lo + step, hi_bucket)) for lo in range(lo_bucket, hi_bucket, step)]
-        # Python ints for slicing, decided once here (one host transfer).
-        starts_list, ends_list = self.start.tolist(), self.end.tolist()
-        self.lengths_of_chunks = [(starts_list[hi - 1] + 1, max(ends_list[lo:hi])) for lo, hi in self.chunks]
-
-    @property
-    def rows(self) -> int:
-        return self.sentence.numel()
-
-    def selection(self, lo: int, hi: int) -> Tuple[Tensor, Tensor, Tensor]:
-        """For chunk rows lo..hi-1: (row within the chunk, position, destination b * T + position) of every kept
-        output, i.e. positions s_i..e_i-1 of the row that are real tokens of its sentence; three long tensors of the
-        number of kept outputs."""
-        start, end, length = self.start[lo:hi], self.end[lo:hi], self.length[lo:hi]
-        offsets = torch.arange(self.interval, device=start.device)
-        pos = start.unsqueeze(1) + offsets.unsqueeze(0)  # rows x o
-        keep = (pos < end.unsqueeze(1)) & (pos < length.unsqueeze(1))
-        row = torch.arange(hi - lo, device=start.device).unsqueeze(1).expand_as(pos)[keep]
-        pos = pos[keep]
-        dest = self.sentence[lo:hi][row] * self.tgt_len + pos
-        return row, pos, dest

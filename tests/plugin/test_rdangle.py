@@ -242,7 +242,7 @@ def test_stacked_training_loss_and_gradients_equal_the_per_prefix_loop(toy_data,
 
 
 def test_stack_plan_rows_and_chunks():
-    from fairseq_lexical.modules.dangle import StackPlan
+    from fairseq_lexical.modules.reencoding import StackPlan
 
     lengths = torch.tensor([7, 2, 5])
     plan = StackPlan(lengths, tgt_len=7, interval=3, chunk_rows=0, buckets=1)
