@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
-import shlex
 import sys
 from typing import Optional, Sequence, Tuple
 
@@ -12,6 +10,7 @@ from fairseq_lexical_recipes import process
 from fairseq_lexical_recipes.catalogue import MODELS, rows_of
 from fairseq_lexical_recipes.console import exit_status_of
 from fairseq_lexical_recipes.families import TRANSFORMER
+from fairseq_lexical_recipes.invocation import OptionError
 from fairseq_lexical_recipes.options import RecipeOptions
 from fairseq_lexical_recipes.runner import Recipe
 from fairseq_lexical_recipes.settings import CPU_LSTM_ARCH_SIZES, LlaSettings
@@ -242,43 +241,18 @@ def build_parser(task: Task) -> argparse.ArgumentParser:
     return parser
 
 
-def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """What argparse's types cannot say, checked before anything is written: a usage error naming the option."""
-    for name, least in (
-        ("lr", None),
-        ("max_update", 1),
-        ("batch_size", 1),
-        ("beam", 1),
-        ("max_len_b", 1),
-        ("warmup_updates", 0),
-        ("update_freq", 1),
-    ):
-        value = getattr(args, name, None)
-        if value is None:
-            continue
-        if (least is None and not value > 0) or (least is not None and value < least):
-            bound = "> 0" if least is None else f">= {least}"
-            parser.error(f"--{name.replace('_', '-')} must be {bound}, got {value}")
-    for name in ("train_args", "generate_args"):
-        value = getattr(args, name, None)
-        if value:
-            try:
-                shlex.split(value)
-            except ValueError as err:
-                parser.error(f"--{name.replace('_', '-')} {value!r}: {err} (one quoted string of options)")
-    work = getattr(args, "work", None)
-    if work and os.path.exists(work) and not os.path.isdir(work):
-        parser.error(f"--work {work}: a file, not a directory")
-
-
 def parse(argv: Sequence[str]) -> Tuple[Task, RecipeOptions]:
-    """TASK and its options, checked: the invocation's task (built with its own options) and RecipeOptions."""
+    """TASK and its options as parsed: the invocation's task (built with its own options) and RecipeOptions (checked
+    by the Recipe: invocation.check_options)."""
+    return parsed(argv)[1:]
+
+
+def parsed(argv: Sequence[str]) -> Tuple[argparse.ArgumentParser, Task, RecipeOptions]:
     task_class = TASKS[argv[0]]
     parser = build_parser(task_class())
     args = parser.parse_args(argv[1:])
-    check_args(parser, args)
     task = task_class(**{name: getattr(args, name) for name in task_class.own_options})
-    return task, RecipeOptions.from_namespace(args)
+    return parser, task, RecipeOptions.from_namespace(args)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -290,6 +264,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             file=sys.stderr,
         )
         return 2
-    task, options = parse(argv)
+    parser, task, options = parsed(argv)
     process.PROGRESS_EVERY = max(1.0, options.progress_every)
-    return exit_status_of(lambda: Recipe(task, options).run())
+
+    def start() -> int:
+        try:
+            recipe = Recipe(task, options)
+        except OptionError as e:  # a value no run can take: the usage, and the error
+            parser.error(str(e))
+        return recipe.run()
+
+    return exit_status_of(start)

@@ -19,7 +19,7 @@ from fairseq_lexical_recipes.settings import HParams, LlaSettings, TransformerSe
 
 if TYPE_CHECKING:
     from fairseq_lexical_recipes.catalogue import ModelSpec
-    from fairseq_lexical_recipes.runner import Recipe as Invocation
+    from fairseq_lexical_recipes.invocation import Invocation
 
 # The LSTM decoder of the authors' released code (ekinakyurek/lexical, src/decoder.py), which produced the paper's
 # numbers: attentional output W [e(y_t-1); o_t-1; h_t; c_t] + b without tanh, N(0, 1) embeddings and, for the

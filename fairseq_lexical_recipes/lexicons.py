@@ -12,6 +12,7 @@ from lexical_offline.textio import write_parallel
 from fairseq_lexical_recipes import commands, ownership
 from fairseq_lexical_recipes.catalogue import LEXICON_METHODS, MODELS
 from fairseq_lexical_recipes.console import hms, say, show
+from fairseq_lexical_recipes.invocation import given_lexicon
 from fairseq_lexical_recipes.process import run_logged
 from fairseq_lexical_recipes.rundir import RunDirectory
 from fairseq_lexical_recipes.steps import Step
@@ -69,7 +70,7 @@ class LexiconSteps:
 
     def given_lexicon(self, method: str) -> bool:
         """Whether the method's lexicon is the user's file (--lexicon replaces the Simple rows' lexicon)."""
-        return method == "simple" and bool(self.options.lexicon)
+        return given_lexicon(method, self.options)
 
     def build_lexicons(self) -> None:
         for method in self.lexicon_methods():

@@ -22,7 +22,7 @@ from fairseq_lexical_recipes.settings import LlaSettings
 from fairseq_lexical_recipes.textio import read_json, write_json
 
 if TYPE_CHECKING:
-    from fairseq_lexical_recipes.runner import Recipe as Invocation
+    from fairseq_lexical_recipes.invocation import Invocation
 
 # The Lexicon Unit's validation BCE as lexical_cross_entropy logs it (an auxiliary loss named "lexicon").
 LEXICON_UNIT_METRIC = "aux_lexicon"

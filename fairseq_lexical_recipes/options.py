@@ -19,7 +19,7 @@ _PRESET_FLAGS = {"cpu-small": "--cpu-small", "cpu-medium": "--cpu-medium"}
 _FLAGS = ("force", "dry_run", "prepare_only", "as_job")
 
 
-@dataclass
+@dataclass(frozen=True)
 class RecipeOptions:
     data: Optional[str] = None  # None: the task's default_data()
     work: Optional[str] = None  # None: the task's default_work()

@@ -1,14 +1,12 @@
 """What an invocation of the recipes says before it runs: its settings, one line per family of rows, and under
---dry-run the commands it would run; and the check of the user's extra fairseq options against fairseq's own
-parsers, before anything runs."""
+--dry-run the commands it would run."""
 
 from __future__ import annotations
 
 from fairseq_lexical_recipes import lla
 from fairseq_lexical_recipes.catalogue import MODELS
-from fairseq_lexical_recipes.console import RecipeError, say, show
+from fairseq_lexical_recipes.console import say, show
 from fairseq_lexical_recipes.settings import cpu_sized
-from fairseq_lexical_recipes.tasks import Prepared
 from fairseq_lexical_recipes.vocabulary import data_warnings
 
 
@@ -100,34 +98,3 @@ def say_dry_run(recipe) -> None:
             f"pairs would run at a time, each as its own recipe process (log: "
             f"{recipe.work}/jobs/<model>_seed<N>.log)"
         )
-
-
-def check_extra_options(recipe) -> None:
-    """--train-args and --generate-args, parsed by fairseq's own parsers against each model's real commands
-    (its task and architecture), before anything runs or is written: a mistyped option must not wait for the
-    first model's training to end."""
-    if not (recipe.options.train_args.strip() or recipe.options.generate_args.strip()):
-        return
-    import contextlib
-    import io
-
-    with contextlib.redirect_stderr(io.StringIO()):  # fairseq's import-time notices
-        from fairseq import options
-
-    prep = Prepared([], None, [], [], {}, score_args=[])
-    for model in recipe.models:
-        commands = recipe.commands(model, recipe.seeds[0], recipe.run_dir(model, recipe.seeds[0]), prep)
-        for step, parser, given in (
-            ("train", options.get_training_parser, recipe.options.train_args),
-            ("generate", options.get_generation_parser, recipe.options.generate_args),
-        ):
-            if not given.strip():
-                continue
-            err = io.StringIO()
-            try:
-                with contextlib.redirect_stderr(err):
-                    options.parse_args_and_arch(parser(), input_args=[str(c) for c in commands[step][1:]])
-            except SystemExit:
-                why = (err.getvalue().strip().splitlines() or ["rejected"])[-1].split("error: ", 1)[-1]
-                option = "--train-args" if step == "train" else "--generate-args"
-                raise RecipeError(f"{option} {given!r}: fairseq-{step} ({model}) says: {why}") from None

@@ -20,15 +20,15 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from lexical_offline.textio import holds, parallel_bytes, write_parallel
 
 from fairseq_lexical_recipes import ROOT, commands, fairseq_log, lla, ownership, reports
-from fairseq_lexical_recipes.catalogue import LEXICON_METHODS, MODELS, ModelSpec, parse_models
-from fairseq_lexical_recipes.commands import LOG_FORMAT, RESUME_SAVE, Layout
+from fairseq_lexical_recipes.catalogue import LEXICON_METHODS, MODELS, ModelSpec
+from fairseq_lexical_recipes.commands import LOG_FORMAT, RESUME_SAVE
 from fairseq_lexical_recipes.console import RecipeError, hms, say, show
 from fairseq_lexical_recipes.execute import RunOutcome, RunSpec, execute_run
 from fairseq_lexical_recipes.jobs import run_jobs
 from fairseq_lexical_recipes.lexicons import LexiconSteps
 from fairseq_lexical_recipes.families import LLA, TRANSFORMER
 from fairseq_lexical_recipes.options import RecipeOptions
-from fairseq_lexical_recipes.overview import check_extra_options, say_dry_run, say_settings
+from fairseq_lexical_recipes.overview import say_dry_run, say_settings
 from fairseq_lexical_recipes.fairseq_log import finished_training_seconds
 from fairseq_lexical_recipes.process import child_env, cuda_visible, run_logged
 from fairseq_lexical_recipes.rundir import (
@@ -40,30 +40,14 @@ from fairseq_lexical_recipes.rundir import (
     remove_owned,
     training_ended,
 )
-from fairseq_lexical_recipes.settings import (
-    PRESET_LABELS,
-    arch_size,
-    effective_hparams,
-    lla_settings,
-    max_update_of,
-    parse_seeds,
-    transformer_settings,
-)
+from fairseq_lexical_recipes.invocation import check_extra_options, check_options
+from fairseq_lexical_recipes.settings import arch_size, max_update_of
 from fairseq_lexical_recipes.steps import Step
-from fairseq_lexical_recipes.tasks import TASKS, Prepared, Task
+from fairseq_lexical_recipes.tasks import Prepared, Task
 from fairseq_lexical_recipes.textio import sha1_files, sha1_lexicon_entries, write_json
 from fairseq_lexical_recipes.vocabulary import data_warnings
 
 THREADS_RULE = "as set, else the cores idle at the start"
-
-
-def refuse_work_under_a_file(work: str) -> None:
-    """--work a/file.txt/sub would fail at its first write, with a traceback: say it now."""
-    path = work
-    while path != os.path.dirname(path):
-        if os.path.exists(path) and not os.path.isdir(path):
-            raise RecipeError(f"--work {work}: {path} is a file, not a directory")
-        path = os.path.dirname(path)
 
 
 def stale_runs_error(problems: Sequence[str], note: str = "") -> RecipeError:
@@ -77,61 +61,17 @@ def stale_runs_error(problems: Sequence[str], note: str = "") -> RecipeError:
 
 
 class Recipe(LexiconSteps):
-    """One invocation of a recipe: a task with its own options, the invocation's options (RecipeOptions: the
-    command line's, or given by a program), the models and seeds to run. ``layout``: where WORK keeps its data,
-    data-bins and lexicons (default: WORK/data, WORK/bin, WORK/bin_joined, WORK/lexicons)."""
+    """One invocation of a recipe: a task with its own options and the invocation's options (RecipeOptions: the
+    command line's, or given by a program), checked (invocation.check_options) into the models and seeds to run and
+    their settings. ``settings``: the name and label of a preset that is not the recipes' (examples/custom's)."""
 
-    def __init__(self, task: Task, options: RecipeOptions, layout: Optional[Layout] = None):
-        self.task, self.options = task, options
-        data = options.data or task.default_data()
-        if data is None:
-            raise RecipeError(f"{task.name}: --data is required")
-        self.work = os.path.abspath(options.work or task.default_work())
-        refuse_work_under_a_file(self.work)
-        self.layout = layout or Layout.of(self.work)
-        self.hp = effective_hparams(task, options)
-        self.lla = lla_settings(options)
-        self.models = parse_models(options.models or task.default_models, task)
-        self.transformer_models = [m for m in self.models if MODELS[m].family is TRANSFORMER]
-        self.ts = transformer_settings(options)
-        self.damage = options.damage
-        self.lla_models = [m for m in self.models if MODELS[m].family is LLA]
-        self.jobs = options.jobs if options.jobs is not None else task.default_jobs
-        # a --jobs child runs one model of the parent's, which has checked this
-        if self.damage is not None and not self.lla_models and not options.as_job:
-            raise RecipeError("--damage applies to the lla models (lla, lla_noadv); none is in --models")
-        if self.jobs < 1:
-            raise RecipeError(f"--jobs must be >= 1, got {self.jobs}")
-        if self.jobs > 1 and TASKS.get(task.name) is not type(task):
-            raise RecipeError("--jobs needs the recipe's command line (python -m fairseq_lexical_recipes TASK ...)")
-        self.seeds = parse_seeds(options)
-        self.settings = options.preset
-        self.settings_label = PRESET_LABELS[options.preset]
-        if options.lexicon and not os.path.isfile(options.lexicon):
-            raise RecipeError(f"--lexicon {options.lexicon}: file not found")
-        if (
-            options.lexicon
-            and not options.as_job
-            and not any(self.given_lexicon(MODELS[m].lexicon) for m in self.models)
-        ):
-            readers = ", ".join(k for k, spec in MODELS.items() if self.given_lexicon(spec.lexicon))
-            raise RecipeError(
-                f"--lexicon {options.lexicon}: none of --models ({', '.join(self.models)}) would read it; it "
-                f"replaces the lexicon of the Simple rows ({readers})"
-            )
-        if not os.path.isdir(data):
-            raise RecipeError(f"--data {data}: not a directory")
-        self.files = task.locate(os.path.abspath(data))
-        patience = options.patience
-        if self.lla_models and patience and self.hp.validate_every is not None and patience < self.lla.lexicon_epochs:
-            # fairseq counts every validation, those of the Lexicon Unit epochs too (their lla_selection is -inf):
-            # with fewer than N it would stop before epoch N+1
-            raise RecipeError(
-                f"--patience {patience} with the lla rows: fairseq counts the validations of the "
-                f"Lexicon Unit epochs 1-{self.lla.lexicon_epochs} too, so training would stop before "
-                f"the other modules start; give --patience {self.lla.lexicon_epochs} or more, or 0 "
-                f"(docs/lla.md)"
-            )
+    def __init__(self, task: Task, options: RecipeOptions, settings: Optional[Tuple[str, str]] = None):
+        self.invocation = inv = check_options(task, options, settings)
+        self.task, self.options, self.work, self.layout, self.files = task, options, inv.work, inv.layout, inv.files
+        self.hp, self.ts, self.lla = inv.hp, inv.ts, inv.lla
+        self.models, self.seeds, self.jobs, self.damage = list(inv.models), list(inv.seeds), inv.jobs, inv.damage
+        self.transformer_models, self.lla_models = inv.models_of(TRANSFORMER), inv.models_of(LLA)
+        self.settings, self.settings_label = inv.settings, inv.settings_label
         self.data_sha1 = ""
         self.lexicon_sha1_aside: Dict[str, str] = {}  # check_before_writing's lexicons built aside
 
@@ -316,7 +256,9 @@ class Recipe(LexiconSteps):
         """The row's family's training (an LSTM row: HParams, appendix C.1's inverse-sqrt schedule; a Transformer
         row: TransformerSettings, fairseq's transformer_iwslt_de_en recipe; validation, patience and the evaluated
         checkpoint the task's for both; an lla row: Thrush's schedule, lla.training)."""
-        return self.fairseq_train(model, seed, out, **MODELS[model].family.training(self, self.patience(model)))
+        return self.fairseq_train(
+            model, seed, out, **MODELS[model].family.training(self.invocation, self.patience(model))
+        )
 
     def max_update(self, model: str) -> Optional[int]:
         """The row's training length in updates (None: the lla rows, trained in epochs)."""
@@ -488,7 +430,11 @@ class Recipe(LexiconSteps):
         split = getattr(self.task, "split", "")
         say(f"== {self.task.name}{' ' + split if split else ''}: work directory {self.work}")
         say_settings(self)
-        check_extra_options(self)
+        prep = Prepared([], None, [], [], {}, score_args=[])
+        first = self.seeds[0]
+        check_extra_options(
+            self.options, {m: self.commands(m, first, self.run_dir(m, first), prep) for m in self.models}
+        )
         if self.options.dry_run:
             say_dry_run(self)
             self.say_replica_groups()

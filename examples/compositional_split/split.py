@@ -48,6 +48,7 @@ from lexical_offline.textio import TextFileError, read_lines, read_tsv, read_tsv
 from fairseq_lexical_recipes import ROOT, commands, ownership, process
 from fairseq_lexical_recipes.catalogue import LEXICON_METHODS, MODELS
 from fairseq_lexical_recipes.console import RecipeError, hms, say, show
+from fairseq_lexical_recipes.invocation import check_bounds
 from fairseq_lexical_recipes.process import run_logged
 from fairseq_lexical_recipes.rundir import PREPROCESS_WRITES, RUN_WRITES, lock_work_directory
 from fairseq_lexical_recipes.options import RecipeOptions
@@ -316,9 +317,8 @@ class Split:
                 raise SplitError(f"unknown model {m!r} (fairseq_lexical_recipes models: {', '.join(MODELS)})")
         if MODELS[args.member_model].lexicon in LEXICON_METHODS:
             raise SplitError("--member-model: choose a model without a learned lexicon (lstm, transformer, ...)")
-        for name in ("pool", "drop_top", "window", "sample", "members", "member_updates", "system_updates", "jobs"):
-            if getattr(args, name) < 1:
-                raise SplitError(f"--{name.replace('_', '-')} must be >= 1")
+        names = ("pool", "drop_top", "window", "sample", "members", "member_updates", "system_updates", "jobs")
+        check_bounds([(f"--{name.replace('_', '-')}", getattr(args, name), 1) for name in names])
         self.files = locate(args.data)
         self.members = recipe_for(args, self.work, [args.member_model], args.member_updates)
         self.rec = recipe_for(args, self.work, self.systems, args.system_updates)

@@ -40,7 +40,7 @@ from lexical_offline.metrics.aggregate import aggregate_dir, format_mean_std, fo
 from fairseq_lexical_recipes import ROOT, fairseq_log, ownership, process
 from fairseq_lexical_recipes.catalogue import LEXICON_METHODS, MODELS
 from fairseq_lexical_recipes.options import RecipeOptions
-from fairseq_lexical_recipes.cli import check_args
+from fairseq_lexical_recipes.invocation import OptionError
 from fairseq_lexical_recipes.console import RecipeError, exit_status_of, hms, say
 from fairseq_lexical_recipes.process import run_logged
 from fairseq_lexical_recipes.runner import Recipe
@@ -638,7 +638,7 @@ def recipe_options(opts, models: Sequence[str], data_dir: str) -> RecipeOptions:
         data=data_dir, work=opts.work, models=",".join(models), seeds=opts.seeds, force=opts.force, dry_run=opts.dry_run
     )
     if opts.preset in ("cpu", "smoke"):
-        options.preset = "cpu-small"
+        options = options.but(preset="cpu-small")
     if opts.preset == "smoke":  # the Transformer rows take their schedule from the options (TransformerSettings)
         options = options.but(
             max_update=30, warmup_updates=10, batch_size=16, max_tokens=0, lr=0.005, beam=2, progress_every=600.0
@@ -652,8 +652,6 @@ def build_run(opts: argparse.Namespace) -> "CustomRun":
     """The pipeline of these options, every check made and nothing written: ``.run()`` runs it, ``.planned_runs()``
     gives its (model, seed) runs as data. Bad input is a RecipeError naming the option and file."""
     methods = parse_lexicons(opts.lexicons)
-    if opts.seeds < 1:
-        raise RecipeError(f"--seeds must be >= 1, got {opts.seeds}")
     splits, files = {}, {}
     for role in ("train", "valid", "test"):
         path = getattr(opts, role)
@@ -675,17 +673,20 @@ def build_run(opts: argparse.Namespace) -> "CustomRun":
     models = model_names(opts.family, methods)
     opts.work = work
     options = recipe_options(opts, models, os.path.dirname(files["train"][0]))
-    check_args(build_parser(), options)  # the errors name this program's options, which are the same
-    process.PROGRESS_EVERY = max(1.0, options.progress_every)
-    run = CustomRun(task, options)
+    settings = None  # the recipes' name and label of the preset, but for these two
     if opts.preset == "smoke":
-        run.settings = "smoke"
-        run.settings_label = (
+        settings = (
+            "smoke",
             f"SMOKE preset: {options.max_update} updates of CPU-sized models, beam {options.beam} "
-            f"(checks that every step runs; the scores mean nothing)"
+            f"(checks that every step runs; the scores mean nothing)",
         )
     elif opts.preset == "cpu":
-        run.settings_label = "CPU preset (the recipes' --cpu-small settings, not the papers')"
+        settings = (options.preset, "CPU preset (the recipes' --cpu-small settings, not the papers')")
+    try:
+        run = CustomRun(task, options, settings)
+    except OptionError as e:  # the errors name this program's options, which are the same
+        build_parser().error(str(e))
+    process.PROGRESS_EVERY = max(1.0, options.progress_every)
     return run
 
 

@@ -45,6 +45,7 @@ from fairseq_lexical_recipes import ROOT, commands, fairseq_log, ownership, proc
 from fairseq_lexical_recipes.catalogue import LEXICON_METHODS
 from fairseq_lexical_recipes.console import RecipeError, exit_status_of, hms, say, show
 from fairseq_lexical_recipes.execute import RunSpec, execute_run
+from fairseq_lexical_recipes.invocation import check_bounds, check_work
 from fairseq_lexical_recipes.process import run_logged
 from fairseq_lexical_recipes.rundir import PREPROCESS_WRITES, lock_work_directory, refuse_foreign_writes, remove_owned
 from fairseq_lexical_recipes.settings import TRANSFORMER_CPU_SMALL, TransformerSettings
@@ -173,11 +174,22 @@ class Experiment:
         bad = [s for s in self.systems if s not in SYSTEMS]
         if bad or not self.systems:
             raise RecipeError(f"--systems: unknown {', '.join(bad) or '(none)'} (choose from {', '.join(SYSTEMS)})")
-        if args.seeds < 1:
-            raise RecipeError("--seeds must be positive")
+        check_bounds(
+            [
+                ("--seeds", args.seeds, 1),
+                ("--pretrain-updates", args.pretrain_updates, 1),
+                ("--pretrain-validate-every", args.pretrain_validate_every, 1),
+                ("--finetune-updates", args.finetune_updates, 1),
+                ("--finetune-lr", args.finetune_lr, None),
+                ("--finetune-warmup", args.finetune_warmup, 0),
+                ("--validate-every", args.validate_every, 1),
+                ("--patience", args.patience, 0),
+                ("--beam", args.beam, 1),
+            ]
+        )
         self.seeds = list(range(1, args.seeds + 1))
         self.prepared = os.path.abspath(args.prepared)
-        self.work = os.path.abspath(args.work)
+        self.work = check_work(args.work)
         refuse_same_paths(self.prepared, self.work)
         self.input_files = {(s, l): f"{self.prepared}/data/{s}.{l}" for s in SPLITS for l in ("src", "tgt")}
         missing = [p for p in self.input_files.values() if not os.path.isfile(p)]

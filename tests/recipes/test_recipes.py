@@ -859,7 +859,7 @@ def test_cpu_presets_refuse_a_hidden_size_without_an_arch():
         effective_hparams(task, args)
     task.hparams = lambda preset: replace(PRESETS[preset], hidden=256)
     assert effective_hparams(task, args).hidden == 256
-    args.preset = "paper"  # the paper's arch has its own size, whatever the label
+    args = args.but(preset="paper")  # the paper's arch has its own size, whatever the label
     task.hparams = lambda preset: replace(PRESETS[preset], hidden=64)
     assert effective_hparams(task, args).hidden == 64
 
