@@ -126,7 +126,7 @@ class CudaGraphStep:
         if s["left_pad_target"]:
             return "--left-pad-target: padding the targets to a bucket would put steps before their first token"
         head = getattr(getattr(model, "decoder", None), "lexical_head", None)
-        if head is not None and getattr(head, "_rows_before_override", None) is not None:
+        if head is not None and head.was_overridden:
             return "a lexicon override replaces the head's rows in memory, which a graph would not see"
         device = next(model.parameters()).device
         if device.type != "cuda":

@@ -257,12 +257,18 @@ class LexicalTranslationHead(nn.Module):
                 state_dict[prefix + name] = tensor.detach()
 
     # -- terms at generation time (fairseq_lexical/modules/lexicon_override.py) -----------------------------------
+    @property
+    def was_overridden(self) -> bool:
+        """True once ``override_rows`` has run (a restore included): the rows the model was loaded with are kept, to
+        restore, and the row tables in memory may differ from them."""
+        return getattr(self, "_rows_before_override", None) is not None
+
     def override_rows(self, rows: Optional[Dict[int, Dict[int, float]]], gate_bias: float = 0.0) -> None:
         """Give the source ids in ``rows`` the given rows ({target id: weight > 0}, normalised here) and add
         ``gate_bias`` times the attention on those ids to the lexicon's side of the gate (p_gate's logit goes down by
         that much); ``rows=None`` restores the rows the model was loaded with. For generation: the buffers change in
         memory, a checkpoint saved afterwards would hold the override, the lexicon's fingerprint stays the file's."""
-        if getattr(self, "_rows_before_override", None) is None:
+        if not self.was_overridden:
             self._rows_before_override = {
                 n: getattr(self, n).detach().clone() for n in _ROW_TABLES if getattr(self, n, None) is not None
             }

@@ -134,7 +134,7 @@ def apply_override(models, path, src_dict, tgt_dict, gate_bias: float = 0.0) -> 
     heads = [h for m in models for h in lexical_heads(m)]
     if path is None:
         for head in heads:
-            if getattr(head, "_rows_before_override", None) is not None:
+            if head.was_overridden:
                 head.override_rows(None)
         return {}
     if not heads:
