@@ -42,14 +42,8 @@ from torch import Tensor
 from fairseq.sequence_generator import SequenceGenerator
 from fairseq.tasks import FairseqTask
 
-# the searches' names, their default, --beam-search and the task that offers them: defined without torch, for
-# lexical_offline's programs and the recipes too
-from lexical_offline.cli import (  # noqa: F401
-    BEAM_SEARCHES,
-    DEFAULT_BEAM_SEARCH,
-    KEEP_BEST_TASK_NAME,
-    add_beam_search_argument,
-)
+# the searches' names and their default: defined without torch, for lexical_offline's programs and the recipes too
+from lexical_offline.beam_searches import BEAM_SEARCHES, DEFAULT_BEAM_SEARCH
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence
 
-from lexical_offline.cli import KEEP_BEST_TASK_NAME
+from lexical_offline.beam_searches import KEEP_BEST_TASK_NAME
 from fairseq_lexical_recipes import ROOT
 from fairseq_lexical_recipes.process import search_options, tool
 from fairseq_lexical_recipes.settings import HParams, TransformerSettings

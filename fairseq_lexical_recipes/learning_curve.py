@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 
-from lexical_offline.cli import add_beam_search_argument
+from lexical_offline.beam_searches import add_beam_search_argument
 from lexical_offline.metrics.generate_output import parse_generate_output
 from lexical_offline.metrics.scores import exact_match
 from lexical_offline.textio import write_json

@@ -12,7 +12,7 @@ import sys
 import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from lexical_offline.cli import KEEP_BEST_TASK_NAME
+from lexical_offline.beam_searches import KEEP_BEST_TASK_NAME
 from fairseq_lexical_recipes import fairseq_log
 from fairseq_lexical_recipes.console import RecipeError, hms, say, show
 

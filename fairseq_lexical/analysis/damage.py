@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from lexical_offline.cli import DEFAULT_BEAM_SEARCH
+from lexical_offline.beam_searches import DEFAULT_BEAM_SEARCH
 
 from .checkpoints import load_checkpoints, load_subset, model_device
 from .gates import beam_decode

@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # torch is imported where a model is loaded
     import torch
 
 from lexical_offline import textio
-from lexical_offline.cli import DEFAULT_BEAM_SEARCH
+from lexical_offline.beam_searches import DEFAULT_BEAM_SEARCH
 
 from .checkpoints import load_checkpoints, load_subset, model_device
 

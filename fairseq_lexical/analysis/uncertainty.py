@@ -34,7 +34,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from lexical_offline.cli import DEFAULT_BEAM_SEARCH
+from lexical_offline.beam_searches import DEFAULT_BEAM_SEARCH
 
 from .checkpoints import load_checkpoints
 

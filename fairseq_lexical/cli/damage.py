@@ -25,7 +25,7 @@ import json
 import sys
 
 from fairseq_lexical.cli import missing_model_input
-from lexical_offline.cli import add_beam_search_argument
+from lexical_offline.beam_searches import add_beam_search_argument
 
 
 def build_parser() -> argparse.ArgumentParser:

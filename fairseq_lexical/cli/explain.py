@@ -49,7 +49,7 @@ import os
 import sys
 from typing import Optional
 
-from lexical_offline.cli import add_beam_search_argument
+from lexical_offline.beam_searches import add_beam_search_argument
 
 PROG = "explain.py"
 # fairseq-generate prints positional scores in base 2 with 4 decimals

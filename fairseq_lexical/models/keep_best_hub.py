@@ -13,7 +13,8 @@ import logging
 from fairseq.tasks import TASK_REGISTRY
 from fairseq.tasks.translation import TranslationTask
 
-from ..sequence_generator import KEEP_BEST_TASK_NAME
+from lexical_offline.beam_searches import KEEP_BEST_TASK_NAME
+
 
 logger = logging.getLogger(__name__)
 

@@ -26,17 +26,12 @@ from fairseq.dataclass import ChoiceEnum
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
+from lexical_offline.beam_searches import BEAM_SEARCHES, DEFAULT_BEAM_SEARCH, KEEP_BEST_TASK_NAME
+
 from ..errors import usage_error
 from ..modules.lexicon_override import apply_override
 from .replica_training import ReplicaTraining
-from ..sequence_generator import (
-    BEAM_SEARCHES,
-    DEFAULT_BEAM_SEARCH,
-    KEEP_BEST_TASK_NAME,
-    GenerationOptionError,
-    build_search_generator,
-    check_beam,
-)
+from ..sequence_generator import GenerationOptionError, build_search_generator, check_beam
 
 logger = logging.getLogger(__name__)
 

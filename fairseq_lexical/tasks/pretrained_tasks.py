@@ -21,7 +21,8 @@ from fairseq.tasks import FairseqTask, register_task
 from fairseq.tasks.translation_from_pretrained_bart import TranslationFromPretrainedBARTTask
 from fairseq.tasks.translation_multi_simple_epoch import TranslationMultiSimpleEpochTask
 
-from ..sequence_generator import BEAM_SEARCHES
+from lexical_offline.beam_searches import BEAM_SEARCHES
+
 from .lexical_translation import KeepBestGeneration, LexicalTranslationConfig
 
 GENERATION_OPTIONS = ("beam_search", "lexicon_override", "lexicon_override_gate_bias")

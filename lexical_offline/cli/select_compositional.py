@@ -31,7 +31,7 @@ import json
 import os
 import sys
 
-from lexical_offline.cli import add_beam_search_argument
+from lexical_offline.beam_searches import add_beam_search_argument
 from lexical_offline.textio import read_column, read_lines, read_tsv, write_json, write_lines, write_tsv
 
 # The analysis modules (numpy) are imported by the commands: --help need not wait for them.

@@ -530,6 +530,7 @@ def test_every_entrance_builds_the_same_generator(toy_data, tmp_path, monkeypatc
     from fairseq_lexical import sequence_generator
     from fairseq_lexical.analysis import gates
     from fairseq_lexical.models.lex_lstm import LexLSTMModel
+    from lexical_offline.beam_searches import DEFAULT_BEAM_SEARCH
 
     model, task, args = build_model(
         toy_data / "bin", "--arch", "lex_lstm_small", "--lexicon", toy_data / "lexicon.tsv", "--task", "translation"
@@ -560,7 +561,7 @@ def test_every_entrance_builds_the_same_generator(toy_data, tmp_path, monkeypatc
     if "sampling" not in options:
         monkeypatch.setattr(sequence_generator, "build_search_generator", spy("analysis"))
         src = task.source_dictionary.encode_line("a2", add_if_not_exist=False).long()
-        search = options.get("beam_search", sequence_generator.DEFAULT_BEAM_SEARCH)
+        search = options.get("beam_search", DEFAULT_BEAM_SEARCH)
         gates.beam_decode(model, task, src, beam=options["beam"], max_len_b=3, search=search)
     assert {name: type(g).__name__ for name, g in built.items()} == dict.fromkeys(built, expected)
     assert len(built) == (3 if "sampling" in options else 4)
