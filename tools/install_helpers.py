@@ -6,29 +6,33 @@
     python tools/install_helpers.py requires DIST_OR_WHEEL [--extras a,b] [--exclude torch,torchaudio]
 
 `requires` prints the requirements of an installed distribution or of a .whl file, one a line (markers evaluated
-for the given extras and this interpreter), without the excluded names. It runs on any interpreter that has pip:
-packaging comes from pip's vendored copy where it is not installed.
+for the given extras and this interpreter), without the excluded names. It runs on any interpreter that has pip,
+before anything is installed: packaging comes from pip's vendored copy where it is not installed, and what it reads
+of requirements is fairseq_lexical_recipes/campaign/requirements.py (a GPU campaign's carry folder reads them there
+too), loaded by its path.
 """
 
 import argparse
 import ast
-import email
-import importlib.metadata
+import importlib.util
 import os
 import sys
-import zipfile
-
-try:
-    from packaging.requirements import Requirement
-    from packaging.utils import canonicalize_name
-    from packaging.version import Version
-except ImportError:  # a fresh environment: pip's copy
-    from pip._vendor.packaging.requirements import Requirement
-    from pip._vendor.packaging.utils import canonicalize_name
-    from pip._vendor.packaging.version import Version
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ABSENT, UNSUPPORTED = 3, 4
+
+
+def _requirements():
+    """fairseq_lexical_recipes/campaign/requirements.py, loaded by its path: it needs only the standard library and
+    packaging, and this script runs before anything of the checkout is installed."""
+    path = os.path.join(ROOT, "fairseq_lexical_recipes", "campaign", "requirements.py")
+    spec = importlib.util.spec_from_file_location("fairseq_lexical_requirements", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+requirements = _requirements()
 
 
 def setup_requirements(setup_py=os.path.join(ROOT, "setup.py")):
@@ -36,12 +40,12 @@ def setup_requirements(setup_py=os.path.join(ROOT, "setup.py")):
     tree = ast.parse(open(setup_py, encoding="utf-8").read(), setup_py)
     for node in ast.walk(tree):
         if isinstance(node, ast.keyword) and node.arg == "install_requires":
-            return [Requirement(r) for r in ast.literal_eval(node.value)]
+            return [requirements.Requirement(r) for r in ast.literal_eval(node.value)]
     raise SystemExit(f"{setup_py}: no install_requires")
 
 
 def torch_requirement():
-    return next(r for r in setup_requirements() if canonicalize_name(r.name) == "torch")
+    return next(r for r in setup_requirements() if requirements.canonicalize_name(r.name) == "torch")
 
 
 def probe_torch():
@@ -58,32 +62,10 @@ def probe_torch():
     else:
         device = "cpu (no GPU visible)"
     print(f"torch {version} ({build}) at {os.path.dirname(torch.__file__)}; device: {device}")
-    if not spec.contains(Version(version).public, prereleases=True):
+    if not spec.contains(requirements.Version(version).public, prereleases=True):
         print(f"torch {version} is outside the supported range torch{spec} (setup.py)")
         return UNSUPPORTED
     return 0
-
-
-def metadata_of(dist_or_wheel):
-    if dist_or_wheel.endswith(".whl"):
-        with zipfile.ZipFile(dist_or_wheel) as z:
-            name = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA") and n.count("/") == 1)
-            return email.message_from_bytes(z.read(name))
-    return importlib.metadata.metadata(dist_or_wheel)
-
-
-def requires(dist_or_wheel, extras=(), exclude=()):
-    excluded = {canonicalize_name(n) for n in exclude}
-    out = []
-    for line in metadata_of(dist_or_wheel).get_all("Requires-Dist") or []:
-        req = Requirement(line)
-        if canonicalize_name(req.name) in excluded:
-            continue
-        if req.marker is not None and not any(req.marker.evaluate({"extra": e}) for e in ("", *extras)):
-            continue
-        req.marker = None
-        out.append(str(req))
-    return out
 
 
 def main(argv=None):
@@ -102,7 +84,7 @@ def main(argv=None):
         return probe_torch()
     else:
         split = lambda s: [x for x in s.split(",") if x]  # noqa: E731
-        print("\n".join(requires(args.dist_or_wheel, split(args.extras), split(args.exclude))))
+        print("\n".join(requirements.requires(args.dist_or_wheel, split(args.extras), split(args.exclude))))
     return 0
 
 

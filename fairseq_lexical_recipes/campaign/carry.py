@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime
 import hashlib
-import importlib.util
 import os
 import re
 import shutil
@@ -24,16 +23,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from fairseq_lexical_recipes import ROOT
 from fairseq_lexical_recipes.campaign import plan as planning
+from fairseq_lexical_recipes.campaign.requirements import InvalidVersion, Requirement, canonicalize_name, metadata_of
 from fairseq_lexical_recipes.textio import write_json
-
-try:
-    from packaging.requirements import Requirement
-    from packaging.utils import canonicalize_name
-    from packaging.version import InvalidVersion
-except ImportError:  # an environment without packaging: pip's copy
-    from pip._vendor.packaging.requirements import Requirement
-    from pip._vendor.packaging.utils import canonicalize_name
-    from pip._vendor.packaging.version import InvalidVersion
 
 # What prepare leaves out unless told otherwise (--leave-out), with their own requirements: torch and torchaudio,
 # whose builds must be the device's (they match its CUDA; torch's CUDA wheels come with it), and the large numeric
@@ -141,22 +132,10 @@ def prepare_work(plan: str, data: str, folder: str) -> List[str]:
 
 
 # -- wheels -----------------------------------------------------------------------------------------------------------
-def install_helpers():
-    """tools/install_helpers.py (tools/ is not a package): what the install scripts know about requirements."""
-    if "install_helpers" not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            "install_helpers", os.path.join(ROOT, "tools", "install_helpers.py")
-        )
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules["install_helpers"] = module
-    return sys.modules["install_helpers"]
-
-
 def wheel_requirements(wheel: str, python_version: str) -> List[Requirement]:
     """Requires-Dist of a wheel whose markers hold on the target (Python python_version, Linux, no extras); the
-    metadata read as tools/install_helpers.py reads it for setup_env.sh and wheelhouse.sh."""
-    meta = install_helpers().metadata_of(wheel)
+    metadata read as the install scripts read it (requirements.metadata_of)."""
+    meta = metadata_of(wheel)
     env = {
         "python_version": python_version,
         "python_full_version": python_version + ".0",

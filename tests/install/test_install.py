@@ -12,15 +12,11 @@ import sys
 
 import pytest
 
+from fairseq_lexical_recipes.campaign.requirements import Requirement, Version, canonicalize_name
 from tests.helpers.environment import REPO, tool_module
 from tests.helpers.tiny_runs import tiny_train_args
 
 install_helpers = tool_module("install_helpers")
-Requirement, Version, canonicalize_name = (
-    install_helpers.Requirement,
-    install_helpers.Version,
-    install_helpers.canonicalize_name,
-)
 
 WHEEL_CACHE = os.path.join(
     os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "fairseq_lexical", "wheels"
