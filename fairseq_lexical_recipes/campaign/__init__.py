@@ -6,5 +6,9 @@
     bash tools/gpu_campaign.sh collect DIR...           here: merge into examples/results/gpu_*.json, print rows
 
 Modules: plan (what runs, in which order, how many fit, and each run's recipe options and command: pure), carry
-(prepare), device (start, poll, process control), scheduler (what start leaves running on the device), collect.
+(prepare: the carry folder), requirements (packages' requirements, also tools/install_helpers.py's), device (the
+start and poll steps), state (the state directory on the device, and what a run's record goes through), processes
+(the campaign's processes: their environment, stop files, signals, CUDA MPS), graphs (start's check of CUDA graphs),
+scheduler (what start leaves running on the device), collect. The checks start runs on the device are scripts of
+tools/ (device_checks.py, cuda_graph_check.py, lease_check.py).
 """

@@ -8,7 +8,7 @@ import sys
 from typing import Optional, Sequence
 
 from fairseq_lexical_recipes import ROOT
-from fairseq_lexical_recipes.campaign import carry, collect, device, plan, scheduler
+from fairseq_lexical_recipes.campaign import carry, collect, device, plan, scheduler, state
 from fairseq_lexical_recipes.console import RecipeError
 
 
@@ -186,8 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
     for step in (s, q):
         step.add_argument(
             "--state",
-            default=os.environ.get("FL_CAMPAIGN_STATE", device.DEFAULT_STATE),
-            help=f"the campaign's state folder (default $FL_CAMPAIGN_STATE or {device.DEFAULT_STATE})",
+            default=os.environ.get("FL_CAMPAIGN_STATE", state.DEFAULT_STATE),
+            help=f"the campaign's state folder (default $FL_CAMPAIGN_STATE or {state.DEFAULT_STATE})",
         )
     sched = sub.add_parser("scheduler")  # started by start, detached
     sched.add_argument("--state", required=True)

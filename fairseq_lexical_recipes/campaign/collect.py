@@ -23,7 +23,7 @@ from lexical_offline.metrics.aggregate import mean_std
 
 from fairseq_lexical_recipes import ROOT
 from fairseq_lexical_recipes.campaign import plan as planning
-from fairseq_lexical_recipes.campaign.device import FINAL
+from fairseq_lexical_recipes.campaign.plan import FINAL
 from fairseq_lexical_recipes.textio import read_json, write_json
 
 RESULTS = os.path.join(ROOT, "examples", "results")

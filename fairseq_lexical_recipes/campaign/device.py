@@ -1,18 +1,8 @@
 """The device side of a GPU campaign, around the scheduler: `start` installs what the device lacks of the carried
-wheels (no network), copies the code and data out of the checkout, checks them, and launches the scheduler
-(fairseq_lexical_recipes.campaign.scheduler) detached; `poll` waits, stops everything at the deadline, and leaves the
-progress and
-every ended run's record in $OUT. Both see and control the campaign through its state directory.
-
-State directory (default /tmp/fairseq_lexical_campaign, outside the checkout that each device call re-copies):
-    campaign.json    what start found and decided (plan, GPU, deadline's origin, options)
-    deadline.json    the time the runs must be over by (start sets it, `poll --budget-s` moves it)
-    runs.json        every run's record (plan.RunRecord), written by the scheduler only (poll after it has ended)
-    scheduler.json   the scheduler's status and phase, measured rates, chosen concurrency, preparations, heartbeat
-    site/ src/ data/ the installed wheels, the code, the data;  work/<group>/ the recipes' work directories
-    logs/            one log per run and per preparation;  scheduler.log
-    stops/<run id>   a run asked to stop at its next step boundary (the reason): its FAIRSEQ_LEXICAL_STOP_FILE
-    stop             (made by hand) stops the whole campaign
+wheels (no network), copies the code and data out of the checkout, checks them (tools/device_checks.py, the graphs'
+check), and launches the scheduler (fairseq_lexical_recipes.campaign.scheduler) detached; `poll` waits, stops
+everything at the deadline, and leaves the progress and every ended run's record in $OUT. Both see and control the
+campaign through its state directory (campaign.state) and its processes (campaign.processes).
 """
 
 from __future__ import annotations
@@ -21,25 +11,44 @@ import json
 import math
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tarfile
 import time
-from dataclasses import dataclass, fields
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional
 
+from fairseq_lexical_recipes import ROOT
 from fairseq_lexical_recipes.campaign import carry
 from fairseq_lexical_recipes.campaign import plan as planning
-from fairseq_lexical_recipes.campaign.plan import FINAL, RunRecord, RunStatus, Word
+from fairseq_lexical_recipes.campaign.graphs import cuda_graphs_check, graphs_text
+from fairseq_lexical_recipes.campaign.plan import FINAL, RunRecord, RunStatus
+from fairseq_lexical_recipes.campaign.processes import (
+    STOP_GRACE_S,
+    alive,
+    request_stop,
+    run_env,
+    start_mps,
+    stop_everything,
+)
+from fairseq_lexical_recipes.campaign.requirements import canonicalize_name
+from fairseq_lexical_recipes.campaign.state import (
+    MARKER,
+    SchedulerStatus,
+    log,
+    read_campaign,
+    read_deadline,
+    read_runs,
+    read_scheduler,
+    score_text,
+    set_deadline,
+    tail,
+    write_runs,
+)
 from fairseq_lexical_recipes.textio import read_json, write_json
 
-DEFAULT_STATE = "/tmp/fairseq_lexical_campaign"
-MARKER = "campaign.json"
 CODE_DIRS = ("examples", "tools", "fairseq_lexical", "lexical_offline", "fairseq_lexical_recipes")
 MAX_OUT_FILES = 8  # what the device tool returns from $OUT
-STOP_FILE_ENV = "FAIRSEQ_LEXICAL_STOP_FILE"  # fairseq_lexical.stop_request.ENV (not imported: no torch here)
-STOP_GRACE_S = 20.0  # a run asked to stop leaves at its next update; one starting or decoding may take longer
+DEVICE_CHECKS = os.path.join(ROOT, "tools", "device_checks.py")
 
 
 class CampaignError(Exception):
@@ -57,371 +66,19 @@ def check_seconds(option: str, value: Optional[float], positive: bool = False) -
         )
 
 
-def log(*parts) -> None:
-    print(time.strftime("%H:%M:%S"), *parts, flush=True)
-
-
-def tail(path: str, lines: int = 30) -> str:
-    if not os.path.isfile(path):
-        return f"({path} does not exist)"
-    with open(path, errors="replace") as f:
-        return "".join(f.readlines()[-lines:]) or f"({path} is empty)\n"
-
-
-# -- the state directory ----------------------------------------------------------------------------------------------
-class SchedulerStatus(Word):
-    STARTING = "starting"  # written by start, until the scheduler's first tick
-    RUNNING = "running"
-    DONE = "done"
-    FAILED = "failed"  # the scheduler crashed (it stopped its runs first)
-
-
-class PrepStatus(Word):
-    WAITING = "waiting"
-    PREPARING = "preparing"
-    READY = "ready"
-    FAILED = "failed"
-    STOPPED = "stopped"
-
-
-@dataclass
-class Preparation:
-    """A group's data, lexicons and data-bin, prepared once before its runs (scheduler.json's "prepared")."""
-
-    status: PrepStatus = PrepStatus.WAITING
-    pgid: Optional[int] = None
-    started: Optional[float] = None
-    seconds: Optional[float] = None
-    tokens_per_pair: Optional[float] = None  # what one update costs, roughly
-    test_sentences: Optional[int] = None  # what decoding costs
-
-    def to_json(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
-
-    @classmethod
-    def from_json(cls, d: dict) -> "Preparation":
-        prep = cls(**d)
-        prep.status = PrepStatus(prep.status)
-        return prep
-
-
-def read_runs(state: str) -> List[RunRecord]:
-    return [RunRecord.from_json(r) for r in read_json(f"{state}/runs.json")["runs"]]
-
-
-def write_runs(state: str, runs: Sequence[RunRecord]) -> None:
-    write_json(f"{state}/runs.json", {"runs": [r.to_json() for r in runs]})
-
-
-def read_scheduler(state: str) -> dict:
-    return read_json(f"{state}/scheduler.json") if os.path.isfile(f"{state}/scheduler.json") else {}
-
-
-def read_deadline(state: str) -> float:
-    return float(read_json(f"{state}/deadline.json")["deadline"])
-
-
-def set_deadline(state: str, deadline: float, why: str) -> None:
-    write_json(f"{state}/deadline.json", {"deadline": deadline, "set": time.time(), "why": why})
-
-
-def stop_file(state: str, run_id: str) -> str:
-    """The file whose existence asks a run's training to stop at its next step boundary (its process reads the path
-    from FAIRSEQ_LEXICAL_STOP_FILE: fairseq_lexical/stop_request.py); it holds the reason."""
-    return f"{state}/stops/{run_id}"
-
-
-def stop_reason_of(state: str, run_id: str) -> Optional[str]:
-    """The reason a run was asked to stop, or None where it was not."""
-    path = stop_file(state, run_id)
-    if not os.path.isfile(path):
-        return None
-    with open(path) as f:
-        return f.read().strip() or "a stop request"
-
-
-def run_env(state: str, threads: int = 1, run_id: Optional[str] = None) -> Dict[str, str]:
-    """The environment of everything the campaign starts: the installed wheels and the copied code first on the
-    path, their console scripts on PATH, one CPU thread each (the GPU does the work); for a run, the file that asks
-    it to stop (stop_file)."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONWARNINGS="ignore")
-    if run_id is not None:
-        env[STOP_FILE_ENV] = stop_file(state, run_id)
-    env["PYTHONPATH"] = os.pathsep.join([f"{state}/src", f"{state}/site"])
-    env["PATH"] = os.pathsep.join([f"{state}/site/bin", env.get("PATH", "/usr/bin:/bin")])
-    env.setdefault("OMP_NUM_THREADS", str(threads))
-    if os.path.isdir(f"{state}/mps"):
-        env["CUDA_MPS_PIPE_DIRECTORY"], env["CUDA_MPS_LOG_DIRECTORY"] = f"{state}/mps/pipe", f"{state}/mps/log"
-    return env
-
-
-# -- process control --------------------------------------------------------------------------------------------------
-def alive(pid: Optional[int]) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie (ended, not yet reaped by its parent) is not alive
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return True
-
-
-def group_alive(pgid: Optional[int]) -> bool:
-    """Whether a process of the group still runs. Zombies do not count: a stopped run's recipe process stays one
-    until the scheduler reaps it, which it does after the stop."""
-    if not pgid:
-        return False
-    if os.path.isdir("/proc"):
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                with open(f"/proc/{pid}/stat") as f:
-                    stat = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(stat[2]) == pgid and stat[0] != "Z":
-                return True
-        return False
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-
-
-def stop_groups(pgids: Sequence[Optional[int]], grace: float = 10.0) -> None:
-    """SIGTERM (and SIGCONT, for a stopped one) to each process group at once, SIGKILL to what is left after
-    `grace` s: a dozen runs stop in seconds, not a dozen times that."""
-    live = [g for g in pgids if group_alive(g)]
-    for pgid in live:
-        for sig in (signal.SIGTERM, signal.SIGCONT):
-            try:
-                os.killpg(pgid, sig)
-            except ProcessLookupError:
-                break
-    end = time.time() + grace
-    while time.time() < end and any(group_alive(g) for g in live):
-        time.sleep(0.2)
-    for pgid in live:
-        if group_alive(pgid):
-            try:
-                os.killpg(pgid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
-
-def request_stop(state: str, run_ids: Sequence[str], reason: str) -> None:
-    """Ask runs to stop at their next step boundary (their stop files, holding the reason)."""
-    os.makedirs(f"{state}/stops", exist_ok=True)
-    for run_id in run_ids:
-        with open(stop_file(state, run_id), "w") as f:
-            f.write(reason + "\n")
-
-
-def stop_runs(state: str, runs: Sequence[tuple], reason: str, grace: float, kill: bool, log_to=None) -> List[str]:
-    """Stop runs, given as (run id, process group), without harming the others: each is asked to stop at a step
-    boundary (request_stop) and given `grace` seconds to leave through its normal path. Killing a process with GPU
-    work outstanding can take every other MPS client down (2026-11-28), so only with ``kill`` (when every run is
-    being stopped) are the groups still there after the grace signalled (stop_groups). Returns the ids of the runs
-    still running."""
-    request_stop(state, [run_id for run_id, _ in runs], reason)
-    end = time.time() + grace
-    while time.time() < end and any(group_alive(pgid) for _, pgid in runs):
-        time.sleep(0.2)
-    left = [(run_id, pgid) for run_id, pgid in runs if group_alive(pgid)]
-    if left and kill:
-        (log_to or log)(
-            f"stop: {', '.join(i for i, _ in left)} did not leave within {grace:g} s of the request (starting, "
-            "decoding or not answering): signalled"
-        )
-        stop_groups([pgid for _, pgid in left])
-        left = [(run_id, pgid) for run_id, pgid in left if group_alive(pgid)]
-    return [run_id for run_id, _ in left]
-
-
-def stop_everything(state: str, reason: str) -> None:
-    """Stop the scheduler (it stops its runs and records them); where it does not answer, stop the runs' process
-    groups here and record them as stopped."""
-    sched = read_scheduler(state)
-    pid = sched.get("pid")
-    if alive(pid):
-        os.kill(pid, signal.SIGTERM)
-        end = time.time() + 45
-        while time.time() < end and alive(pid):
-            time.sleep(0.5)
-        if alive(pid):
-            os.kill(pid, signal.SIGKILL)
-            time.sleep(0.5)
-    if not os.path.isfile(f"{state}/runs.json"):
-        return
-    runs = read_runs(state)
-    preparations = [Preparation.from_json(p) for p in (sched.get("prepared") or {}).values()]
-    stop_groups([p.pgid for p in preparations if p.status is PrepStatus.PREPARING])  # no GPU work there
-    running = [(r.id, r.pgid) for r in runs if r.status is RunStatus.RUNNING]
-    stop_runs(state, running, f"stopped by {reason}", STOP_GRACE_S, kill=True)
-    changed = False
-    for r in runs:
-        if r.status is RunStatus.RUNNING:
-            r.status, r.reason = RunStatus.STOPPED, f"stopped by {reason} (the scheduler did not)"
-            r.log_tail = tail(f"{state}/logs/{r.id}.log")
-            changed = True
-        elif r.status is RunStatus.QUEUED:
-            r.status, r.reason = RunStatus.SKIPPED, f"not started before {reason}"
-            changed = True
-    if changed:
-        write_runs(state, runs)
-    stop_mps(state)
-
-
-def start_mps(state: str) -> Optional[dict]:
-    """CUDA's Multi-Process Service, so that the runs' small kernels share the GPU at once rather than in turns (a
-    user-space daemon: no setting of the card changes). None where the control program is absent."""
-    control = shutil.which("nvidia-cuda-mps-control")
-    if not control:
-        return None
-    for sub in ("pipe", "log"):
-        os.makedirs(f"{state}/mps/{sub}", exist_ok=True)
-    env = run_env(state)
-    code = subprocess.call([control, "-d"], env=env)
-    if code != 0:
-        shutil.rmtree(f"{state}/mps")
-        return {"control": control, "started": False, "exit": code}
-    return {"control": control, "started": True}
-
-
-def stop_mps(state: str) -> None:
-    campaign = read_json(f"{state}/{MARKER}")
-    if (campaign.get("mps") or {}).get("started"):
-        subprocess.run([campaign["mps"]["control"]], input="quit\n", text=True, env=run_env(state))
-
-
 # -- start ------------------------------------------------------------------------------------------------------------
-LIST_DISTRIBUTIONS = (
-    "import json; from importlib import metadata; "
-    "print(json.dumps([(d.metadata['Name'], d.version) for d in metadata.distributions()]))"
-)
-ENVIRONMENT_CHECK = (
-    "import json, sys, torch, fairseq, fairseq_cli.train, fairseq_lexical, fairseq_lexical_recipes.cli\n"
-    "cuda = torch.cuda.is_available()\n"
-    "print(json.dumps({'python': sys.version.split()[0], 'torch': torch.__version__, "
-    "'fairseq': fairseq.__version__, 'cuda': cuda, "
-    "'gpu': torch.cuda.get_device_name(0) if cuda else 'cpu (no CUDA device)', "
-    "'gpus': torch.cuda.device_count(), 'fairseq_lexical': fairseq_lexical.__file__}))"
-)
-DECODER_CHECK = """
-import json, torch
-from fairseq.data import Dictionary
-from fairseq_lexical.models.lex_lstm import _FUSED_CELL, LexLSTMDecoder, LexLSTMEncoder
-d = Dictionary()
-for w in "a b c".split():
-    d.add_symbol(w)
-dev = "cuda" if torch.cuda.is_available() else "cpu"
-enc = LexLSTMEncoder(d, embed_dim=8, hidden_size=8, num_layers=2, dropout_in=0.1, dropout_out=0.1,
-                     bidirectional=False).to(dev)
-dec = LexLSTMDecoder(d, embed_dim=8, hidden_size=8, out_embed_dim=8, num_layers=2, dropout_in=0.1, dropout_out=0.1,
-                     encoder_output_units=8)
-dec.use_combined_output()
-dec.lexical_head = None
-dec.to(dev).train()
-src, prev = torch.tensor([[4, 5, 6, 2]], device=dev), torch.tensor([[2, 4, 5]], device=dev)
-out, _ = dec(prev, enc(src, torch.tensor([4], device=dev)))
-out.sum().backward()
-assert torch.isfinite(out).all() and all(torch.isfinite(p.grad).all() for p in dec.parameters() if p.grad is not None)
-print(json.dumps({"decoder_check": "ok on " + dev, "fused_lstm_cell": dev == "cuda" and _FUSED_CELL["usable"]}))
-"""
-
-
-def cuda_graphs_check(state: str, cuda: bool, runs_at_once: int, timeout_s: float = 300.0) -> dict:
-    """Whether the LSTM runs use `--cuda-graphs`, decided at the concurrency the scheduler will use: first
-    tools/cuda_graph_check.py --quick (eager training against graphs at SCAN's shapes and the paper's sizes, one run
-    alone: captured, the same losses, faster), then, where that passed and more than one run goes at once,
-    tools/lease_check.py concurrency with ``runs_at_once`` runs of each (graphs were 1.39x faster alone on the H200 and
-    0.86x with nine at once). On a CPU, a rehearsal: tiny sizes, where the model falls back. Returns the summary
-    campaign.json keeps and the scheduler reads (plan.cuda_graph_args): the runs use graphs only where ``passed``.
-    A check that fails to run is reported, and the runs train eagerly."""
-
-    def tool(command: List[str], out: str) -> Optional[dict]:
-        try:
-            res = subprocess.run(
-                command, env=run_env(state), capture_output=True, text=True, cwd=f"{state}/src", timeout=timeout_s
-            )
-        except subprocess.TimeoutExpired:
-            return {"passed": False, "error": f"{command[1]} took more than {timeout_s:g} s"}
-        if not os.path.isfile(out) or (res.returncode != 0 and "passed" not in read_json(out)):
-            return {"passed": False, "error": f"{command[1]}: exit {res.returncode}: {res.stderr[-1500:]}"}
-        return None
-
-    sizes = [] if cuda else ["--sizes", "tiny"]
-    out = f"{state}/cuda_graphs.json"
-    failed = tool([sys.executable, "tools/cuda_graph_check.py", out, "--quick", *sizes], out)
-    if failed:
-        return failed
-    report = read_json(out)
-    scan = report["shapes"]["scan"]
-    summary = {
-        "passed": report["passed"],
-        "fallback": report["fallback"],
-        "speedup": scan["speedup"],
-        "largest_relative_difference": scan["largest_relative_difference"]["graphs"],
-        "seconds": report["seconds"],
-    }
-    if not summary["passed"] or runs_at_once <= 1:
-        return summary
-    out = f"{state}/cuda_graphs_concurrency.json"
-    command = [sys.executable, "tools/lease_check.py", "concurrency", out, "--runs", str(runs_at_once), *sizes]
-    failed = tool([*command, "--updates", "150", "--warm", "50"], out)
-    if failed:
-        return dict(summary, **failed)
-    at_once = read_json(out)
-    summary["concurrency"] = {
-        "runs": runs_at_once,
-        "eager_in_all": at_once["eager"]["updates_per_s_in_all"],
-        "graphs_in_all": at_once["graphs"]["updates_per_s_in_all"],
-        "faster": at_once["faster"],
-    }
-    summary["passed"] = at_once["passed"] and at_once["faster"] == "graphs"
-    summary["seconds"] = round(summary["seconds"] + at_once["seconds"], 1)
-    return summary
-
-
-def graphs_text(check: Optional[dict]) -> str:
-    """What start says of the graphs' check (check: cuda_graphs_check's summary, None where it did not run)."""
-    if check is None:
-        return "CUDA graphs not checked (--no-cuda-graphs, the default): the runs train eagerly"
-    at_once = check.get("concurrency")
-    if check["passed"]:
-        with_k = f", {at_once['graphs_in_all']} updates/s in all with {at_once['runs']} at once" if at_once else ""
-        return f"CUDA graphs passed their check ({check['speedup']}x alone{with_k}): the LSTM runs use them"
-    why = (check.get("error") or check.get("fallback") or "").strip()
-    if not why and at_once:
-        why = (
-            f"{at_once['runs']} at once, {at_once['graphs_in_all']} updates/s in all with graphs against "
-            f"{at_once['eager_in_all']} eager (alone {check['speedup']}x)"
-        )
-    if not why:
-        diff = check["largest_relative_difference"]
-        why = f"speed-up {check['speedup']}x, largest relative loss difference {diff:.2g}"
-    return f"CUDA graphs not used: {why.splitlines()[-1]}"
-
-
 def device_packages(python: str) -> Dict[str, str]:
     """Canonical name -> version of every distribution `python` can import without PYTHONPATH (the campaign's
-    processes get their own): what the device has, asked on the device rather than listed here."""
+    processes get their own): what the device has, asked on the device rather than listed here (tools/device_checks.py
+    packages)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    res = subprocess.run([python, "-c", LIST_DISTRIBUTIONS], env=env, capture_output=True, text=True)
+    res = subprocess.run([python, DEVICE_CHECKS, "packages"], env=env, capture_output=True, text=True)
     if res.returncode != 0:
         raise CampaignError(f"{python} cannot list its packages:\n{res.stderr[-3000:]}")
     found: Dict[str, str] = {}
     for name, version in json.loads(res.stdout.strip().splitlines()[-1]):
         if name:  # the first on sys.path is the one imported
-            found.setdefault(carry.canonicalize_name(name), version)
+            found.setdefault(canonicalize_name(name), version)
     return found
 
 
@@ -447,12 +104,11 @@ def install(carry_dir: str, manifest: dict, state: str, python: str) -> dict:
     return {"installed": installed, "not_installed": sorted(set(names) - set(installed)), "lacking": lacking}
 
 
-def run_check(state: str, script: str, what: str, packages: dict) -> dict:
-    """Run a check in the campaign's environment; its last output line is JSON. A failure names the required
-    packages that are neither on the device nor carried, first."""
-    res = subprocess.run(
-        [sys.executable, "-c", script], env=run_env(state), capture_output=True, text=True, cwd=f"{state}/src"
-    )
+def run_check(state: str, check: str, what: str, packages: dict) -> dict:
+    """Run a check of tools/device_checks.py (the copied code's) in the campaign's environment; its last output line
+    is JSON. A failure names the required packages that are neither on the device nor carried, first."""
+    command = [sys.executable, "tools/device_checks.py", check]
+    res = subprocess.run(command, env=run_env(state), capture_output=True, text=True, cwd=f"{state}/src")
     if res.returncode != 0:
         lacking = "".join(line + "\n" for line in packages["lacking"])
         raise CampaignError(f"{what}:\n{lacking}{res.stderr[-3000:]}")
@@ -535,9 +191,9 @@ def start(args) -> int:
     if "work" in manifest:  # the groups prepared there: the scheduler's preparation finds them up to date
         extract_work(f"{carry_dir}/{manifest['work']['archive']}", state)
 
-    found = run_check(state, ENVIRONMENT_CHECK, "the installed environment does not import", packages)
+    found = run_check(state, "environment", "the installed environment does not import", packages)
     # one training step of a tiny lex_lstm on the device, before any run depends on it
-    found.update(run_check(state, DECODER_CHECK, "a tiny lex_lstm cannot train on this device", packages))
+    found.update(run_check(state, "decoder", "a tiny lex_lstm cannot train on this device", packages))
     if not found["cuda"] and not args.allow_cpu:
         raise CampaignError(
             f"torch {found['torch']} sees no CUDA device here (--allow-cpu runs anyway, for a rehearsal)"
@@ -545,7 +201,7 @@ def start(args) -> int:
     # eager training against --cuda-graphs, before any run depends on it (about half a minute on a GPU)
     runs_at_once = args.max_jobs or default_max_jobs(manifest["plan"], args.budget_s)
     found["cuda_graphs"] = cuda_graphs_check(state, found["cuda"], runs_at_once) if args.cuda_graphs else None
-    mps = start_mps(state) if args.mps and found["cuda"] else None
+    mps = start_mps(state, run_env(state)) if args.mps and found["cuda"] else None
 
     runs = [RunRecord(run) for run in planning.plan_runs(manifest["plan"])]
     max_jobs = runs_at_once
@@ -624,21 +280,8 @@ def extract_data(archive: str, dest: str) -> None:
 
 
 # -- poll -------------------------------------------------------------------------------------------------------------
-def score_text(r: RunRecord) -> str:
-    score = r.score or {}
-    last = (r.validation or {}).get("last") or {}
-    held_out = f" (validation loss {last['loss']:.3g}" if last else ""
-    if last.get("exact_match") is not None:
-        held_out += f", exact match {last['exact_match']:.3f}"
-    held_out += ")" if last else ""
-    for key in ("exact_match", "bleu"):
-        if key in score:
-            return f"{key} {score[key]:.4f}{held_out}"
-    return "no score"
-
-
 def progress(state: str) -> dict:
-    campaign = read_json(f"{state}/{MARKER}")
+    campaign = read_campaign(state)
     sched = read_scheduler(state)
     runs = read_runs(state)
     deadline = read_deadline(state)
@@ -675,7 +318,7 @@ def write_out(state: str, out: str) -> List[str]:
     failed and stopped runs) and campaign.log (the scheduler's log, its end): at most four files."""
     os.makedirs(out, exist_ok=True)
     prog = progress(state)
-    campaign = read_json(f"{state}/{MARKER}")
+    campaign = read_campaign(state)
     runs = read_runs(state)
     final = [{k: v for k, v in r.to_json().items() if k not in ("log_tail", "pgid")} for r in runs if r.status in FINAL]
     write_json(f"{out}/progress.json", prog)

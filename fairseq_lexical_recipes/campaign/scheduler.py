@@ -2,7 +2,7 @@
 once, measures one run alone then many at once, chooses how many run at once, starts each next run of the plan that
 fits before the deadline (its training also capped by fairseq's --stop-time-hours), and stops everything at the
 deadline. Each run is the plan's, in a RunRecord; the scheduler alone writes runs.json and scheduler.json, which
-poll reads (fairseq_lexical_recipes.campaign.device).
+poll reads (fairseq_lexical_recipes.campaign.device); what a stop does to a run's record is state.stop's.
 """
 
 from __future__ import annotations
@@ -17,27 +17,33 @@ from typing import Dict, List, Optional, Tuple
 from fairseq_lexical_recipes import fairseq_log
 from fairseq_lexical_recipes.commands import replicas_dir
 from fairseq_lexical_recipes.campaign import plan as planning
-from fairseq_lexical_recipes.campaign.device import (
-    MARKER,
-    Preparation,
-    PrepStatus,
+from fairseq_lexical_recipes.campaign.plan import FINAL, RunRecord, RunStatus, Word
+from fairseq_lexical_recipes.campaign.processes import (
     STOP_GRACE_S,
-    SchedulerStatus,
-    log,
-    read_deadline,
-    read_runs,
     request_stop,
     run_env,
-    score_text,
     stop_file,
     stop_groups,
     stop_mps,
     stop_reason_of,
     stop_runs,
+)
+from fairseq_lexical_recipes.campaign.state import (
+    Preparation,
+    PrepStatus,
+    SchedulerStatus,
+    log,
+    read_campaign,
+    read_deadline,
+    read_runs,
+    run_log,
+    score_text,
+    stop,
+    stop_request,
+    stopped,
     tail,
     write_runs,
 )
-from fairseq_lexical_recipes.campaign.plan import FINAL, RunRecord, RunStatus, Word
 from fairseq_lexical_recipes.textio import read_json, write_json
 
 
@@ -56,7 +62,7 @@ class Scheduler:
 
     def __init__(self, state: str):
         self.state = state
-        self.campaign = read_json(f"{state}/{MARKER}")
+        self.campaign = read_campaign(state)
         self.runs: List[RunRecord] = read_runs(state)
         self.by_id = {r.id: r for r in self.runs}
         self.groups = {g.name: g for g in planning.plan_groups(self.campaign["plan"])}
@@ -309,12 +315,11 @@ class Scheduler:
             self.learn_decode(r)
             log(f"{run_id}: finished ({score_text(r)}; {r.wall_s:.0f} s)")
         elif asked is not None:  # it left on request, at a step boundary (or was signalled at the deadline)
-            r.status, r.reason = RunStatus.STOPPED, asked
-            r.log_tail = tail(f"{self.state}/logs/{leader}.log")
+            stopped(r, asked, tail(run_log(self.state, leader)))
             log(f"{run_id}: stopped ({asked}; exit {proc.returncode})")
         else:
             status = f"exit {proc.returncode}" if proc.returncode >= 0 else f"killed by signal {-proc.returncode}"
-            r.status, r.reason, r.log_tail = RunStatus.FAILED, status, tail(f"{self.state}/logs/{leader}.log")
+            r.status, r.reason, r.log_tail = RunStatus.FAILED, status, tail(run_log(self.state, leader))
             log(f"{run_id}: FAILED ({status})")
 
     def learn_decode(self, r: RunRecord) -> None:
@@ -344,7 +349,7 @@ class Scheduler:
         for m in batch:
             if os.path.exists(stop_file(self.state, m.id)):  # the request that stopped an earlier attempt
                 os.remove(stop_file(self.state, m.id))
-        proc = self.start_logged(command, f"{self.state}/logs/{r.id}.log", run_env(self.state, run_id=r.id))
+        proc = self.start_logged(command, run_log(self.state, r.id), run_env(self.state, run_id=r.id))
         self.procs[r.id] = proc
         self.batches[r.id] = [m.id for m in batch]
         for m in batch:
@@ -511,27 +516,29 @@ class Scheduler:
             proc.wait()
         for member in self.batches.pop(lead, [lead]):
             m = r if member == r.id else self.by_id[member]
-            m.status, m.reason, m.ended, m.eta_s = RunStatus.STOPPED, reason, time.time(), None
-            m.log_tail = tail(f"{self.state}/logs/{lead}.log")
+            stopped(m, reason, tail(run_log(self.state, lead)), ended=time.time())
             log(f"{member}: stopped, {reason}")
 
     def skip_rest(self, reason: str) -> None:
         for r in self.with_status(RunStatus.QUEUED):
             r.status, r.reason = RunStatus.SKIPPED, reason
 
-    def stop_all(self, reason: str) -> None:
-        """Everything stops: preparations by signal (no GPU work), runs by request, then by signal after the grace
-        (every run is stopping: none is left to harm)."""
+    def stop_all(self, cause: str) -> None:
+        """Everything stops (``cause``: "the lease's deadline", ...): preparations by signal (no GPU work), runs by
+        request, then by signal after the grace (every run is stopping: none is left to harm); what never started is
+        skipped (state.stop)."""
         preparing = [name for name, p in self.prep.items() if p.status is PrepStatus.PREPARING]
         stop_groups([self.prep[n].pgid for n in preparing])
-        stop_runs(self.state, [(i, self.by_id[i].pgid) for i in self.procs], f"stopped by {reason}", STOP_GRACE_S, True)
+        running = [(i, self.by_id[i].pgid) for i in self.procs]
+        stop_runs(self.state, running, stop_request(cause), STOP_GRACE_S, kill=True)
         for name in preparing:
             self.prep_procs.pop(name).wait()
             self.prep[name].status = PrepStatus.STOPPED
         for proc in self.procs.values():
             proc.wait()
         self.reap(time.time())  # stopped, or finished where one ended in the grace
-        self.skip_rest(f"not started before {reason}")
+        for r in self.runs:  # the rest never started
+            stop(r, cause)
 
 
 # -- what a run left --------------------------------------------------------------------------------------------------

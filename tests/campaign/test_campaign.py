@@ -18,7 +18,7 @@ import pytest
 from tests.helpers.environment import REPO, examples_env
 from tests.helpers.toy_data import scan_line
 from tests.helpers.campaign import result_file, run_record
-from fairseq_lexical_recipes.campaign import carry, collect, device, plan, scheduler
+from fairseq_lexical_recipes.campaign import carry, collect, device, graphs, plan, processes, scheduler, state
 
 SCRIPT = os.path.join(REPO, "tools", "gpu_campaign.sh")
 
@@ -129,11 +129,11 @@ def test_a_slot_waits_for_the_group_of_the_next_run_rather_than_take_a_later_one
     is still being prepared."""
     sched = scheduler.Scheduler.__new__(scheduler.Scheduler)
     sched.runs = [plan.RunRecord(r) for r in plan.plan_runs("scan")]
-    sched.prep = {g.name: device.Preparation() for g in plan.plan_groups("scan")}
-    sched.prep["scan_jump"].status = device.PrepStatus.READY
-    sched.prep["scan_around_right"].status = device.PrepStatus.PREPARING
+    sched.prep = {g.name: state.Preparation() for g in plan.plan_groups("scan")}
+    sched.prep["scan_jump"].status = state.PrepStatus.READY
+    sched.prep["scan_around_right"].status = state.PrepStatus.PREPARING
     assert [r.id for r in sched.ready_queued()] == ["scan_jump-simple-s1"]
-    sched.prep["scan_around_right"].status = device.PrepStatus.FAILED  # its runs fail; the others go on
+    sched.prep["scan_around_right"].status = state.PrepStatus.FAILED  # its runs fail; the others go on
     ready = [r.id for r in sched.ready_queued()]
     assert ready[:3] == ["scan_jump-simple-s1", "scan_jump-simple-s2", "scan_jump-simple-s3"]
     assert "scan_around_right-simple-s1" not in ready
@@ -314,20 +314,20 @@ def test_lstm_runs_train_with_cuda_graphs_only_where_the_devices_check_passed():
         assert plan.cuda_graph_args(first, check) == ()
     _, options = parsed(plan.run_command(first, "/data", "/work", plan.cuda_graph_args(first, passed)))
     assert options.train_args == "--tf32 --cuda-graphs"
-    assert device.graphs_text(passed) == "CUDA graphs passed their check (3.1x alone): the LSTM runs use them"
+    assert graphs.graphs_text(passed) == "CUDA graphs passed their check (3.1x alone): the LSTM runs use them"
     # faster alone, slower at the scheduler's concurrency (the H200 of 2026-11-28): eager
     at_nine = {"runs": 9, "eager_in_all": 115.1, "graphs_in_all": 99.4, "faster": "eager"}
     slower = {"passed": False, "fallback": None, "speedup": 1.39, "concurrency": at_nine}
-    assert device.graphs_text(slower) == (
+    assert graphs.graphs_text(slower) == (
         "CUDA graphs not used: 9 at once, 99.4 updates/s in all with graphs against 115.1 eager (alone 1.39x)"
     )
     assert plan.cuda_graph_args(first, slower) == ()
     faster = dict(slower, passed=True, concurrency=dict(at_nine, graphs_in_all=130.0, faster="graphs"))
-    assert device.graphs_text(faster).startswith("CUDA graphs passed their check (1.39x alone, 130.0 updates/s in all")
-    assert device.graphs_text(None).startswith("CUDA graphs not checked (--no-cuda-graphs, the default)")
+    assert graphs.graphs_text(faster).startswith("CUDA graphs passed their check (1.39x alone, 130.0 updates/s in all")
+    assert graphs.graphs_text(None).startswith("CUDA graphs not checked (--no-cuda-graphs, the default)")
     failed = {"passed": False, "fallback": None, "speedup": 0.9, "largest_relative_difference": 0.02}
-    assert device.graphs_text(failed) == "CUDA graphs not used: speed-up 0.9x, largest relative loss difference 0.02"
-    assert device.graphs_text({"passed": False, "error": "exit 1: Traceback\nRuntimeError: boom\n"}).endswith("boom")
+    assert graphs.graphs_text(failed) == "CUDA graphs not used: speed-up 0.9x, largest relative loss difference 0.02"
+    assert graphs.graphs_text({"passed": False, "error": "exit 1: Traceback\nRuntimeError: boom\n"}).endswith("boom")
 
 
 def test_max_update_is_the_rows_own():
@@ -627,9 +627,9 @@ def test_run_summary_reads_validation_and_the_first_wrong_outputs(tmp_path):
         ],
     }
     r = plan.RunRecord(plan.plan_runs("mini")[0], score={"exact_match": 0.5}, validation=s["validation"])
-    assert device.score_text(r) == "exact_match 0.5000 (validation loss 0.5)"
+    assert state.score_text(r) == "exact_match 0.5000 (validation loss 0.5)"
     r.validation = {"last": {"loss": 0.4, "exact_match": 0.75}}
-    assert device.score_text(r) == "exact_match 0.5000 (validation loss 0.4, exact match 0.750)"
+    assert state.score_text(r) == "exact_match 0.5000 (validation loss 0.4, exact match 0.750)"
 
 
 def simulated_campaign(tmp_path, plan_name):
@@ -767,7 +767,7 @@ def test_a_miniature_campaign_on_a_simulated_device(tmp_path):
 
     def runs():
         sched = json.loads((state / "scheduler.json").read_text())
-        assert device.alive(sched["pid"]) or sched.get("status") == "done", (state / "scheduler.log").read_text()
+        assert processes.alive(sched["pid"]) or sched.get("status") == "done", (state / "scheduler.log").read_text()
         return {r["id"]: r for r in json.loads((state / "runs.json").read_text())["runs"]}
 
     # two at once from the start: the second is killed midway (a crash); the third is asked to stop (poll --stop)
@@ -800,7 +800,7 @@ def test_a_miniature_campaign_on_a_simulated_device(tmp_path):
         "the last run to start",
     )
     os.killpg(hung["pgid"], signal.SIGSTOP)
-    wait_for(lambda: sum(r["status"] in device.FINAL for r in runs().values()) == 3, 240, "the other runs to end")
+    wait_for(lambda: sum(r["status"] in plan.FINAL for r in runs().values()) == 3, 240, "the other runs to end")
     # the group's data-bin and lexicons came prepared from here: the device's preparation found them up to date
     prepared = (state / "logs" / "prepare_scan_jump.log").read_text()
     assert "fairseq-preprocess: up to date" in prepared and "(up to date)" in prepared, prepared[-2000:]
@@ -841,8 +841,8 @@ def test_a_miniature_campaign_on_a_simulated_device(tmp_path):
         assert len(errors["first"]) == min(3, errors["wrong"])
     assert killed["id"] in (out / "failures.txt").read_text()
     for r in (killed, asked, hung):  # nothing of theirs is left running
-        assert not device.group_alive(r["pgid"])
-    assert not device.alive(json.loads((state / "scheduler.json").read_text())["pid"])
+        assert not processes.group_alive(r["pgid"])
+    assert not processes.alive(json.loads((state / "scheduler.json").read_text())["pid"])
     violations = audit.read_text() if audit.exists() else ""
     assert violations == "", violations[:3000]
     # the watch works: a read of the checkout and a name lookup from the simulated device are both caught
@@ -889,7 +889,7 @@ def test_a_replicated_run_on_a_simulated_device(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "plan 'mini_replicas': 2 runs" in proc.stdout
     wait_for(
-        lambda: all(r["status"] in device.FINAL for r in json.loads((state / "runs.json").read_text())["runs"]),
+        lambda: all(r["status"] in plan.FINAL for r in json.loads((state / "runs.json").read_text())["runs"]),
         400,
         "both seeds to end",
     )
