@@ -7,7 +7,8 @@
 
 Each run is a process of its own training the recipes' LSTM + Simple model on synthetic SCAN batches
 (tools/cuda_graph_check.py's shape, model and training step), under CUDA's Multi-Process Service where
-nvidia-cuda-mps-control is installed (started here with its own pipe folder, and quit at the end).
+nvidia-cuda-mps-control is installed (started here with its own pipe folder, as a campaign starts it
+(fairseq_lexical_recipes.campaign.processes), and quit at the end), asked to stop as a campaign asks its runs.
 
 ``stop``: --runs (3) runs with --cuda-graphs; once every one has made --warm updates (its graphs captured), the
 first is asked to stop through its FAIRSEQ_LEXICAL_STOP_FILE (fairseq_lexical/stop_request.py). Passed where it
@@ -25,14 +26,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-STOP_ENV = "FAIRSEQ_LEXICAL_STOP_FILE"  # fairseq_lexical.stop_request.ENV
+from fairseq_lexical_recipes.campaign.processes import STOP_FILE_ENV, mps_env, quit_mps, start_mps
 
 
 def parse_args(argv=None):
@@ -101,7 +101,7 @@ class Runs:
             command += ["--updates", str(args.updates), "--warm", str(args.warm), "--sizes", args.sizes]
             command += ["--seed", str(k + 1)] + (["--graphs"] if graphs else [])
             log = open(f"{tmp}/{name}.log", "w")
-            run_env = dict(env, **{STOP_ENV: f"{tmp}/{name}.stop"})
+            run_env = dict(env, **{STOP_FILE_ENV: f"{tmp}/{name}.stop"})
             proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=run_env)
             self.procs.append((name, proc))
 
@@ -135,18 +135,6 @@ class Runs:
             tail = self.log(name).splitlines()[-12:]
             out.append({"run": name, "exit": code, "updates": self.updates(name), "report": report, "log_end": tail})
         return out
-
-
-def start_mps(tmp: str, env: dict, wanted: bool):
-    """CUDA's Multi-Process Service with its own pipe and log folders (None where not wanted or not installed)."""
-    control = shutil.which("nvidia-cuda-mps-control")
-    if not wanted or control is None:
-        return None
-    mps = {"CUDA_MPS_PIPE_DIRECTORY": f"{tmp}/mps/pipe", "CUDA_MPS_LOG_DIRECTORY": f"{tmp}/mps/log"}
-    for path in mps.values():
-        os.makedirs(path)
-    env.update(mps)
-    return control if subprocess.call([control, "-d"], env=env) == 0 else None
 
 
 def stop_check(args, tmp: str, env: dict) -> dict:
@@ -208,13 +196,14 @@ def main(argv=None) -> int:
     env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        control = start_mps(tmp, env, args.mps)
+        mps = start_mps(tmp, env) if args.mps else None  # its own folders, as the campaign's (processes.start_mps)
+        if mps and mps["started"]:
+            env.update(mps_env(tmp))
         try:
             result = (stop_check if args.check == "stop" else concurrency_check)(args, tmp, env)
         finally:
-            if control:
-                subprocess.run([control], input="quit\n", text=True, env=env)
-    result.update(check=args.check, runs_at_once=args.runs, sizes=args.sizes, mps=control is not None)
+            quit_mps(mps, tmp, env)
+    result.update(check=args.check, runs_at_once=args.runs, sizes=args.sizes, mps=bool(mps and mps["started"]))
     result["seconds"] = round(time.perf_counter() - started, 1)
     with open(args.out, "w") as f:
         json.dump(result, f, indent=1)
