@@ -1,6 +1,6 @@
 """`tools/gpu_campaign.sh collect` refuses what a campaign cannot have produced, in one line naming the file and the
-field (exit 2, no traceback, nothing written), and says which runs it leaves out of the mean and why; `prepare`
-checks its own arguments likewise (issue 70, items 5 and 10)."""
+field (exit 2, no traceback, nothing written), and says which runs it leaves out of the mean and why (issue 70,
+item 5); how it merges polls and where a variant's runs go."""
 
 import json
 import os
@@ -8,6 +8,7 @@ import os
 import pytest
 
 from fairseq_lexical_recipes.campaign.__main__ import main
+from fairseq_lexical_recipes.campaign.collect import CollectError, collect
 from tests.helpers.campaign import result_file, run_record
 
 
@@ -306,45 +307,59 @@ def test_a_results_file_edited_by_hand_is_checked_too(tmp_path, capsys):
     assert code == 2 and "gpu_scan_jump_simple.json: per_seed.1.exact_match 1.7 is not in [0, 1]" in err
 
 
-@pytest.mark.parametrize(
-    "option, says",
-    [
-        (["--fairseq-wheel", "/nonexistent.whl"], "--fairseq-wheel /nonexistent.whl: no such wheel"),
-        (["--budget-s", "-5"], "--budget-s -5: must be more than 0"),
-        # issue 80, point 9: an empty list left nothing out (pip fetched 900 MB of CUDA wheels under --dry-run);
-        # a bad Python or platform was pip's own error, after the plugin's wheel was built
-        (["--leave-out", ",,,"], "--leave-out ',,,' names no package: the carry folder would take torch"),
-        (["--leave-out", " "], "--leave-out ' ' names no package"),
-        (["--leave-out", "torch,,numpy"], "--leave-out 'torch,,numpy': an empty name"),
-        (["--leave-out", "torch,num py"], "--leave-out 'torch,num py': 'num py' is not a package name"),
-        (["--leave-out", "torch,numpy>=2"], "--leave-out 'torch,numpy>=2': 'numpy>=2' is not a package name"),
-        (["--leave-out", "numpy,scipy"], "--leave-out 'numpy,scipy' does not name torch"),
-        (["--python-version", "abc"], "--python-version 'abc': not a Python version like 3.12 (3.10 or later)"),
-        (["--python-version", "2.7"], "--python-version '2.7': not a Python version like 3.12"),
-        (["--python-version", "3.12.1"], "--python-version '3.12.1': not a Python version like 3.12"),
-        (["--platform", "weird"], "--platform 'weird': neither 'host' nor a wheel platform tag like manylinux_2_28"),
-        (["--platform", "manylinux_2_28"], "--platform 'manylinux_2_28': neither 'host' nor a wheel platform tag"),
-    ],
-    ids=["wheel", "budget", "leave_out_commas", "leave_out_blank", "leave_out_empty_name", "leave_out_space",
-         "leave_out_specifier", "leave_out_no_torch", "python_abc", "python_2", "python_micro", "platform_weird",
-         "platform_no_arch"],
-)  # fmt: skip
-def test_prepare_checks_its_arguments(tmp_path, capsys, option, says):
-    code = main(["prepare", "--dry-run", "--data", str(tmp_path), *option])
-    err = capsys.readouterr().err
-    assert code == 2 and err.startswith(f"gpu_campaign prepare: error: {says}") and err.count("\n") == 1, err
+def test_collect_gives_a_variant_a_file_of_its_own(tmp_path, capsys):
+    variant = dict(run_record(1, 0.5), id="scan_jump_no_tf32-simple-s1", group="scan_jump_no_tf32", train_args=[])
+    path = result_file(tmp_path / "poll", 1000.0, [run_record(1, 0.9), variant])
+    args = type("A", (), dict(paths=[path], results=str(tmp_path / "r"), replace=False, dry_run=False))
+    assert collect(args) == 0
+    assert sorted(os.listdir(tmp_path / "r")) == ["gpu_scan_jump_no_tf32_simple.json", "gpu_scan_jump_simple.json"]
+    d = json.loads((tmp_path / "r" / "gpu_scan_jump_no_tf32_simple.json").read_text())
+    assert d["variant"] == "no_tf32" and d["mean"] == 0.5
+    assert "variant" not in json.loads((tmp_path / "r" / "gpu_scan_jump_simple.json").read_text())
+    assert "LSTM + Lex.: Simple (--arch lex_lstm) [no_tf32] |" in capsys.readouterr().out
 
 
-def test_prepare_takes_the_targets_and_names_it_should():
-    from fairseq_lexical_recipes.campaign import carry
+def test_collect_merges_polls_and_keeps_out_time_limited_seeds(tmp_path, capsys):
+    a = result_file(tmp_path / "poll1", 1000.0, [run_record(1, 0.9)])
+    b = result_file(
+        tmp_path / "poll2",
+        1000.0,
+        [
+            run_record(1, 0.9),
+            run_record(2, 0.7),
+            run_record(3, 0.2, updates=5000),
+            run_record(4, None, status="failed"),
+        ],
+    )
+    results = tmp_path / "results"
 
-    for platform in ("host", carry.DEVICE_PLATFORM, "manylinux2014_x86_64", "musllinux_1_2_aarch64"):
-        carry.check_target("3.12", platform)
-    carry.check_target("3.10", "manylinux_2_17_x86_64")
-    assert carry.leave_out_names(" torch , scikit-learn,Pillow,ruamel.yaml ") == [
-        "torch",
-        "scikit-learn",
-        "Pillow",
-        "ruamel.yaml",
-    ]
-    assert carry.leave_out_names(",".join(carry.LEFT_OUT)) == list(carry.LEFT_OUT)
+    def args(*p, **kw):
+        return type("A", (), dict(paths=list(p), results=str(results), replace=False, dry_run=False, **kw))
+
+    assert collect(args(a, b)) == 0
+    d = json.loads((results / "gpu_scan_jump_simple.json").read_text())
+    assert d["seeds"] == [1, 2] and d["mean"] == pytest.approx(0.8) and d["std"] == pytest.approx(0.1)
+    assert set(d["excluded"]) == {"3", "4"} and "5000 of 8000" in d["excluded"]["3"]
+    assert d["paper"] == [0.92, 0.17] and d["per_seed"]["1"]["gpu_share_minutes"] == 2.0
+    out = capsys.readouterr().out
+    assert "| scan jump | LSTM + Lex.: Simple (--arch lex_lstm) | 0.92 ± 0.17 | 0.80 ± 0.10 (2 seeds) |" in out
+    # a later campaign's seed 2 does not replace the one there without --replace
+    c = result_file(tmp_path / "poll3", 2000.0, [run_record(2, 0.1), run_record(5, 0.5)])
+    assert collect(args(c)) == 0
+    d = json.loads((results / "gpu_scan_jump_simple.json").read_text())
+    assert d["per_seed"]["2"]["exact_match"] == 0.7 and d["seeds"] == [1, 2, 5]
+    assert "seeds 2 are there already: kept" in capsys.readouterr().out
+    # seed 3 was time-limited: a later campaign's complete seed 3 takes its place, the earlier one kept aside
+    e = result_file(tmp_path / "poll5", 2500.0, [run_record(3, 0.6)])
+    assert collect(args(e)) == 0
+    d = json.loads((results / "gpu_scan_jump_simple.json").read_text())
+    assert d["seeds"] == [1, 2, 3, 5] and d["per_seed"]["3"]["exact_match"] == 0.6 and "3" not in d["excluded"]
+    assert [(x["seed"], x["updates"]) for x in d["superseded"]] == [(3, 5000)]
+    assert "seed 3 did not complete before" in capsys.readouterr().out
+    with pytest.raises(CollectError, match="neither a results.json nor a folder"):
+        collect(args(str(tmp_path / "nothing")))
+    (results / "gpu_scan_jump_lstm.json").write_text('{"note": "by hand"}')  # a file collect did not write
+    lstm = dict(run_record(1, 0.0), id="scan_jump-lstm-s1", model="lstm")
+    with pytest.raises(CollectError, match="was not written by collect: not touched"):
+        collect(args(result_file(tmp_path / "poll4", 3000.0, [lstm])))
+    assert json.loads((results / "gpu_scan_jump_lstm.json").read_text()) == {"note": "by hand"}
