@@ -7,12 +7,16 @@
 #   bash tools/gpu_campaign.sh collect DIR...          # here: examples/results/gpu_*.json and RESULTS rows
 #   bash tools/gpu_campaign.sh STEP --help
 #
-# Runs with $PYTHON, else the project's .venv where there is one (here), else python3 (the device's).
+# Runs with $PYTHON, else the project's .venv where there is one (here), else python3 (the device's). It runs
+# `python -m fairseq_lexical_recipes.campaign` from the checkout, whose code is then the one imported (here, on the
+# device where nothing of it is installed, in a copy); the program goes back to the caller's directory first thing
+# (FL_CAMPAIGN_CALLER_DIR), so relative paths are the caller's.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${PYTHON:-}"
 if [[ -z "$PY" ]]; then
   if [[ -x "$ROOT/.venv/bin/python" ]]; then PY="$ROOT/.venv/bin/python"; else PY=python3; fi
 fi
-export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+export FL_CAMPAIGN_CALLER_DIR="$PWD" PYTHONUNBUFFERED=1
+cd "$ROOT"
 exec "$PY" -m fairseq_lexical_recipes.campaign "$@"

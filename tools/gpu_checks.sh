@@ -16,27 +16,29 @@
 #        [--dry-run]       print the commands only
 #
 # Runs with the python3 on PATH (PYTHON=... for another), which needs a CUDA build of torch, fairseq-fixed and this
-# checkout's requirements; the checkout itself is put on PYTHONPATH.
+# checkout installed with its requirements (on the lent device: the campaign's installation, docs/gpu.md). The steps
+# run from the checkout (`python -m` imports its code); OUT, --data and --scratch are the caller's paths.
 set -uo pipefail  # not -e: a failed step is recorded (status.json) and the next runs
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${PYTHON:-python3}"
 usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+absolute() { [[ "$1" == /* ]] && echo "$1" || echo "$PWD/$1"; }  # a path of the caller's, before `cd "$ROOT"`
 [[ $# -ge 1 && "$1" != -* ]] || { usage >&2; exit 2; }
-OUT="$1"; shift
+OUT="$(absolute "$1")"; shift
 STEPS=() DATA="$ROOT/../shared/data/scan" JOBS=6 DRY=0 SCRATCH=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     lease|suite|bench|graphs|replicas|precision) STEPS+=("$1"); shift ;;
-    --data) DATA="$2"; shift 2 ;;
+    --data) DATA="$(absolute "$2")"; shift 2 ;;
     --jobs) JOBS="$2"; shift 2 ;;
-    --scratch) SCRATCH="$2"; shift 2 ;;
+    --scratch) SCRATCH="$(absolute "$2")"; shift 2 ;;
     --dry-run) DRY=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "gpu_checks.sh: unknown argument $1 (steps: lease, suite, bench, graphs, replicas, precision)" >&2; exit 2 ;;
   esac
 done
 [[ ${#STEPS[@]} -gt 0 ]] || STEPS=(lease suite bench graphs replicas precision)
-export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+export PYTHONUNBUFFERED=1
 exec 3>&1  # the commands are echoed there, whatever a step redirects
 run() { echo "+ $*" >&3; [[ $DRY == 1 ]] || "$@"; }
 out() { [[ $DRY == 1 ]] && echo /dev/null || echo "$OUT/$1"; }  # where a step's log goes (nowhere in a dry run)

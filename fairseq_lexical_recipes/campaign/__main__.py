@@ -1,4 +1,9 @@
-"""The command line of tools/gpu_campaign.sh (python -m fairseq_lexical_recipes.campaign STEP ...)."""
+"""The command line of tools/gpu_campaign.sh (python -m fairseq_lexical_recipes.campaign STEP ...).
+
+The script runs this from the checkout, so that `python -m` imports the checkout's code (the current directory is
+sys.path[0], as an absolute path), whatever is installed: here, on the device (where nothing of it is installed)
+and in a copy of the checkout. It names the caller's directory in FL_CAMPAIGN_CALLER_DIR, and main goes back
+there first thing: the paths a user gives (--data, --carry, collect's folders, $OUT, ...) are the caller's."""
 
 from __future__ import annotations
 
@@ -10,6 +15,8 @@ from typing import Optional, Sequence
 from fairseq_lexical_recipes import ROOT
 from fairseq_lexical_recipes.campaign import carry, collect, device, plan, scheduler, state
 from fairseq_lexical_recipes.console import RecipeError
+
+CALLER_DIR_ENV = "FL_CAMPAIGN_CALLER_DIR"  # tools/gpu_campaign.sh: the directory it was run from
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -208,6 +215,9 @@ def estimate(args) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    caller = os.environ.pop(CALLER_DIR_ENV, None)  # not for the processes this one starts
+    if caller:
+        os.chdir(caller)
     args = build_parser().parse_args(argv)
     steps = {
         "prepare": carry.prepare,

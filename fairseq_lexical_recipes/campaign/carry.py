@@ -109,8 +109,8 @@ def prepare_work(plan: str, data: str, folder: str) -> List[str]:
             work = os.path.join(tmp, "work", group.name)
             command = planning.prepare_command(group, os.path.join(os.path.abspath(data), group.task), work)
             log = os.path.join(tmp, f"prepare_{group.name}.log")
-            with open(log, "w") as out:
-                code = subprocess.call(command, stdout=out, stderr=subprocess.STDOUT)
+            with open(log, "w") as out:  # from the checkout: `python -m` imports its code (sys.path[0])
+                code = subprocess.call(command, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
             if code != 0:
                 with open(log, errors="replace") as f:
                     raise PrepareError(f"preparing {group.name} failed (exit {code}):\n{''.join(f.readlines()[-20:])}")

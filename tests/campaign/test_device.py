@@ -1,6 +1,6 @@
 """fairseq_lexical_recipes.campaign.device: what start and poll refuse before they touch anything, which of the
-carried wheels start installs on a device that has some of them, and the checks it runs there
-(tools/device_checks.py)."""
+carried wheels start installs on a device that has some of them, the checks it runs there (tools/device_checks.py),
+and the caller's paths through tools/gpu_campaign.sh."""
 
 import json
 import os
@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from fairseq_lexical_recipes.campaign import device
+from tests.helpers.campaign import result_file, run_record
 from tests.helpers.environment import REPO, examples_env
 from tests.helpers.simulated_device import fake_device_python, fake_wheel
 
@@ -146,3 +147,19 @@ def test_the_device_checks_answer_in_one_json_line():
             "decoder_check": "ok on cpu",
             "fused_lstm_cell": False,
         }
+
+
+def test_the_campaigns_relative_paths_are_the_callers(tmp_path):
+    """tools/gpu_campaign.sh runs the program from the checkout (`python -m` imports the checkout's code, with no
+    PYTHONPATH) and the program goes back to the caller's directory first: a relative path is the caller's."""
+    result_file(tmp_path / "poll", 1000.0, [run_record(1, 0.9)])
+    proc = subprocess.run(
+        ["bash", os.path.join(REPO, "tools", "gpu_campaign.sh"), "collect", "poll", "--results", "results"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={k: v for k, v in examples_env(PYTHON=sys.executable).items() if k != "PYTHONPATH"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert os.listdir(tmp_path / "results") == ["gpu_scan_jump_simple.json"]
+    assert not os.path.exists(os.path.join(REPO, "results"))

@@ -89,3 +89,20 @@ def test_the_lease_checks_rehearse_on_a_cpu(tmp_path, check):
     else:  # the graphs fell back on the CPU: eager is the faster, whatever the two rates
         assert result["graphs"]["fallback"] and result["faster"] == "eager"
         assert result["eager"]["finished"] == 2 and result["eager"]["updates_per_s_in_all"] > 0
+
+
+def test_the_callers_relative_paths_are_resolved_before_the_steps_run_from_the_checkout(tmp_path):
+    """The steps run from the checkout (its code is what `python -m` imports, with no PYTHONPATH); OUT, --data and
+    --scratch are the caller's paths."""
+    proc = subprocess.run(
+        ["bash", SCRIPT, "out", "precision", "--dry-run", "--data", "scan", "--scratch", "scratch"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env=examples_env(PYTHON=sys.executable),
+    )
+    assert proc.returncode == 0, proc.stderr
+    recipes = [line for line in proc.stdout.splitlines() if " -m fairseq_lexical_recipes scan " in line]
+    assert len(recipes) == 4 and all(f"--data {tmp_path}/scan " in c for c in recipes)
+    assert all(f"--work {tmp_path}/scratch/prec_" in c for c in recipes)
