@@ -12,7 +12,8 @@ from fairseq_lexical_recipes.console import exit_status_of
 from fairseq_lexical_recipes.families import TRANSFORMER
 from fairseq_lexical_recipes.invocation import OptionError
 from fairseq_lexical_recipes.options import RecipeOptions
-from fairseq_lexical_recipes.runner import Recipe
+from fairseq_lexical_recipes.recipe import Recipe
+from fairseq_lexical_recipes.runner import Runner
 from fairseq_lexical_recipes.settings import CPU_LSTM_ARCH_SIZES, LlaSettings
 from fairseq_lexical_recipes.tasks import TASKS, Task
 
@@ -272,6 +273,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             recipe = Recipe(task, options)
         except OptionError as e:  # a value no run can take: the usage, and the error
             parser.error(str(e))
-        return recipe.run()
+        return Runner(recipe).run()
 
     return exit_status_of(start)

@@ -1,6 +1,6 @@
 """Every command the example pipelines run, built from where a work directory keeps its files (Layout) and the
 settings dataclasses: fairseq-preprocess, tools/build_lexicon.py, fairseq-train, fairseq-generate, tools/score.py
-and tools/damage.py. Pure functions (nothing is read, written or run here): the recipes (runner.Recipe),
+and tools/damage.py. Pure functions (nothing is read, written or run here): the recipes (recipe.Recipe),
 examples/cat_oci and examples/compositional_split build their commands with them."""
 
 from __future__ import annotations

@@ -22,6 +22,11 @@ def show(cmd: Sequence[str]) -> str:
     return " ".join(shlex.quote(str(c)) for c in cmd)
 
 
+def pair_name(model: str, seed: int) -> str:
+    """'<model> seed <N>': how the logs, the failure list and the report's missing list name a (model, seed) pair."""
+    return f"{model} seed {seed}"
+
+
 def hms(seconds: float) -> str:
     seconds = int(round(seconds))
     return f"{seconds} s" if seconds < 120 else f"{seconds // 60} min {seconds % 60:02d} s"

@@ -1,17 +1,20 @@
-"""--jobs N: each (model, seed) of an invocation as its own recipe process (`python -m fairseq_lexical_recipes TASK ...
---as-job`),
-N at once, logging to WORK/jobs/<model>_seed<N>.log; a failed pair does not stop the others."""
+"""--jobs N: each (model, seed) of a plan (recipe.Plan) as its own recipe process (`python -m fairseq_lexical_recipes
+TASK ... --as-job`), N at once, logging to WORK/jobs/<model>_seed<N>.log; a failed pair does not stop the others."""
 
 from __future__ import annotations
 
 import os
 import re
 import time
-from typing import Dict, List
+from typing import TYPE_CHECKING, Dict, List
 
 from fairseq_lexical_recipes import commands, ownership
-from fairseq_lexical_recipes.console import PROG, hms, say
+from fairseq_lexical_recipes.console import PROG, hms, pair_name, say
 from fairseq_lexical_recipes.process import child_env, run_concurrently
+
+if TYPE_CHECKING:
+    from fairseq_lexical_recipes.invocation import Invocation
+    from fairseq_lexical_recipes.recipe import Plan
 
 EXAMPLES = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # where the package recipes lies
 RESULT_LINE = re.compile(r"\[\d+/\d+\] (seed \d+  .*)")  # run_one's result (or skip) line of a pair
@@ -26,25 +29,26 @@ def job_outcome(log: str) -> str:
     return (errors or results or lines or ["(empty log)"])[-1]
 
 
-def job_command(recipe, model: str, seed: int) -> List[str]:
-    """The recipe process of one (model, seed) of ``recipe`` (a runner.Recipe): its options with that pair alone."""
-    options = recipe.options.but(
-        work=recipe.work, models=model, seeds=1, seed_list=str(seed), jobs=1, as_job=True, dry_run=False
+def job_command(invocation: "Invocation", model: str, seed: int) -> List[str]:
+    """The recipe process of one (model, seed) of ``invocation``: its options with that pair alone."""
+    options = invocation.options.but(
+        work=invocation.work, models=model, seeds=1, seed_list=str(seed), jobs=1, as_job=True, dry_run=False
     )
-    return commands.recipe_process(recipe.task.name, options.argv() + recipe.task.argv())
+    return commands.recipe_process(invocation.task.name, options.argv() + invocation.task.argv())
 
 
-def run_jobs(recipe) -> List[str]:
-    """Every (model, seed) of ``recipe`` as a child recipe process, --jobs at once (process.run_concurrently);
+def run_jobs(plan: "Plan") -> List[str]:
+    """Every (model, seed) of ``plan`` as a child recipe process, --jobs at once (process.run_concurrently);
     finished pairs too (the child skips them, or damages them with --damage). Returns the failed ones, with their
     logs."""
-    pairs, jobs = recipe.pairs, recipe.jobs
-    jobs_dir = recipe.work + "/jobs"  # not in the run directory: the child may delete and recreate that
+    inv = plan.invocation
+    pairs, jobs = list(plan.runs), inv.jobs
+    jobs_dir = inv.work + "/jobs"  # not in the run directory: the child may delete and recreate that
     logs = [f"{jobs_dir}/{model}_seed{seed}.log" for model, seed in pairs]
     env = child_env(jobs)
     started: Dict[int, float] = {}
     failed: List[str] = []
-    label = [recipe.pair_name(model, seed) for model, seed in pairs]
+    label = [pair_name(model, seed) for model, seed in pairs]
     name = [f"[{k}/{len(pairs)}] {text}" for k, text in enumerate(label, 1)]
     threads = f", OMP_NUM_THREADS={env['OMP_NUM_THREADS']}" if "OMP_NUM_THREADS" in env else ""
     say(f"== {len(pairs)} (model, seed) pairs, {jobs} at a time{threads}; their logs: {jobs_dir}/")
@@ -70,7 +74,7 @@ def run_jobs(recipe) -> List[str]:
 
     with ownership.writing(jobs_dir):
         run_concurrently(
-            [job_command(recipe, m, s) for m, s in pairs],
+            [job_command(inv, m, s) for m, s in pairs],
             logs,
             jobs,
             env=env,

@@ -1,6 +1,6 @@
 """One run's directory (a model and seed: config.json, train.log, checkpoints, train.done, generate.txt,
-score.json, run.json) and the rules every pipeline follows for it: the paper recipes, examples/custom and
-examples/compositional_split (through runner.Recipe) and examples/cat_oci.
+score.json, run.json) and the rules every pipeline follows for it: the paper recipes and examples/custom (through
+runner.Runner), examples/compositional_split and examples/cat_oci.
 
 - A finished run (score.json) with the same fingerprint (commands, data, lexicon) is reused; with another it stops
   the pipeline, as does an unfinished one holding a checkpoint (hours of training): `--force` starts them again.

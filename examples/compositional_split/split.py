@@ -52,7 +52,7 @@ from fairseq_lexical_recipes.invocation import check_bounds
 from fairseq_lexical_recipes.process import run_logged
 from fairseq_lexical_recipes.rundir import PREPROCESS_WRITES, RUN_WRITES, lock_work_directory
 from fairseq_lexical_recipes.options import RecipeOptions
-from fairseq_lexical_recipes.runner import Recipe
+from fairseq_lexical_recipes.recipe import Recipe
 from fairseq_lexical_recipes.steps import Step
 from fairseq_lexical_recipes.tasks import TASKS
 from fairseq_lexical_recipes.textio import read_json, sha1_files, write_json
@@ -366,7 +366,7 @@ class Split:
             ),
         }
         if self.lexicon_methods():
-            out[self.rec.layout.lexicons] = exactly(
+            out[self.rec.invocation.layout.lexicons] = exactly(
                 *(f"{m}.{x}" for m in self.lexicon_methods() for x in ("tsv", "log"))
             )
         for k in members:
@@ -541,13 +541,13 @@ class Split:
         a, rec = self.args, self.rec
         for method in sorted({MODELS[m].lexicon for m in self.systems} & set(LEXICON_METHODS)):
             say(f"== lexicon: {LEXICON_METHODS[method][1]}")
-            os.makedirs(rec.layout.lexicons, exist_ok=True)
+            os.makedirs(rec.invocation.layout.lexicons, exist_ok=True)
             self.runner.run(
                 f"lexicon_{method}",
                 rec.lexicon_command(method),
                 [f"{self.data}/lexcorpus.src", f"{self.data}/lexcorpus.tgt"],
                 [rec.lexicon_path(method)],
-                f"{rec.layout.lexicons}/{method}.log",
+                f"{rec.invocation.layout.lexicons}/{method}.log",
             )
         say(
             f"== systems: {', '.join(rec.label(m) for m in self.systems)}; {a.system_updates} updates, seed "

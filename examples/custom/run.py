@@ -43,7 +43,9 @@ from fairseq_lexical_recipes.options import RecipeOptions
 from fairseq_lexical_recipes.invocation import OptionError
 from fairseq_lexical_recipes.console import RecipeError, exit_status_of, hms, say
 from fairseq_lexical_recipes.process import run_logged
-from fairseq_lexical_recipes.runner import Recipe
+from fairseq_lexical_recipes.recipe import Plan, Recipe
+from fairseq_lexical_recipes.reports import Report
+from fairseq_lexical_recipes.runner import Runner
 from fairseq_lexical_recipes.tasks import Prepared, Task
 from fairseq_lexical_recipes.textio import write_json
 
@@ -233,134 +235,136 @@ class CustomData(Task):
         return "  ".join(parts)
 
 
-class CustomRun(Recipe):
-    """The recipes' pipeline; the report is this example's (report/ folder) instead of the paper tables."""
+class CustomReport(Report):
+    """This example's report (a report/ folder: summary.md, heatmaps, curves, explanation pages) instead of the paper
+    tables."""
 
-    def report(self, seconds: float) -> None:
+    def write(self, plan: Plan, seconds: float) -> None:
         start = time.time()
-        summary = aggregate_dir(self.work, models=self.models, seeds=self.seeds)
-        labels = {m: self.label(m) for m in self.models}
+        inv, task = plan.invocation, plan.invocation.task
+        summary = aggregate_dir(inv.work, models=inv.models, seeds=inv.seeds)
+        labels = dict(plan.labels)
         say("")
-        say(f"== {self.settings_label}; {len(self.seeds)} seed(s); mean +/- std over seeds")
-        say(format_summary(summary, self.task.columns, labels=labels))
+        say(f"== {inv.settings_label}; {len(inv.seeds)} seed(s); mean +/- std over seeds")
+        say(format_summary(summary, task.columns, labels=labels))
         write_json(
-            self.work + "/summary.json",
+            inv.work + "/summary.json",
             {
                 "task": "custom",
-                "settings": self.settings,
-                "settings_label": self.settings_label,
-                "primary_metric": self.task.primary,
-                "primary_metric_rule": self.task.primary_why,
-                "columns": [list(c) for c in self.task.columns],
-                "seeds": self.seeds,
-                "data": self.files,
+                "settings": inv.settings,
+                "settings_label": inv.settings_label,
+                "primary_metric": task.primary,
+                "primary_metric_rule": task.primary_why,
+                "columns": [list(c) for c in task.columns],
+                "seeds": list(inv.seeds),
+                "data": dict(inv.files),
                 "std": "population standard deviation (ddof=0); std_sample: ddof=1",
                 "models": {m: dict(label=labels[m], **summary[m]) for m in summary},
             },
         )
-        report_dir = self.work + "/report"
+        report_dir = inv.work + "/report"
         with ownership.writing(report_dir):
-            heatmaps = self.lexicon_heatmaps(report_dir)
-            curves = write_learning_curves(
-                self.work, self.models, self.seeds, labels, report_dir + "/learning_curves.png"
-            )
-            pages = self.explanation_pages(report_dir)
+            heatmaps = lexicon_heatmaps(plan, report_dir)
+            curves = write_learning_curves(inv.work, inv.models, inv.seeds, labels, report_dir + "/learning_curves.png")
+            pages = explanation_pages(plan, report_dir)
             seconds += time.time() - start
-            write_summary_md(report_dir + "/summary.md", self, summary, labels, heatmaps, curves, pages, seconds)
+            write_summary_md(report_dir + "/summary.md", plan, summary, heatmaps, curves, pages, seconds)
         say(
             f"== report: {report_dir}/summary.md (table, lexicon heatmaps, learning curves, explanation pages); "
             f"total wall time {hms(seconds)}"
         )
 
-    def report_writes(self) -> List[str]:
+    def writes(self, recipe: Recipe) -> List[str]:
         """The report folder's files (checked before anything is written: a file of these names that the pipeline
         did not write stops the run)."""
-        report_dir = self.work + "/report"
+        report_dir = recipe.invocation.work + "/report"
         names = ["summary.md", "learning_curves.png"]
-        names += [f"lexicon_{m}.{ext}" for m in self.lexicon_methods() for ext in ("png", "log")]
-        names += [f"explain_{m}.{ext}" for m in self.models for ext in ("jsonl", "html", "log")]
+        names += [f"lexicon_{m}.{ext}" for m in recipe.lexicon_methods() for ext in ("png", "log")]
+        names += [f"explain_{m}.{ext}" for m in recipe.invocation.models for ext in ("jsonl", "html", "log")]
         return [f"{report_dir}/{n}" for n in names]
 
-    # -- report pieces -----------------------------------------------------------------------------------------
-    def lexicon_heatmaps(self, report_dir: str) -> Dict[str, Tuple[str, int]]:
-        """method -> (PNG file name, number of entries): the rows of the words with the strongest entries."""
-        from lexical_offline.lexicon import read_lexicon
 
-        out = {}
-        for method in self.lexicon_methods():
-            path = self.lexicon_path(method)
-            entries, _ = read_lexicon(path)
-            strongest: Dict[str, float] = {}
-            for v, _w, score in entries:
-                strongest[v] = max(score, strongest.get(v, float("-inf")))
-            # plot_lexicon.py takes the words comma-separated: a word with a comma cannot be named
-            words = sorted((v for v in strongest if "," not in v), key=lambda v: -strongest[v])[:HEATMAP_WORDS]
-            if not words:
-                say(f"   lexicon {method}: no entry, no heatmap")
-                continue
-            png = f"lexicon_{method}.png"
-            # temperature 0: the rows exactly as the models load them (the argmax, ties shared)
-            cmd = [
-                sys.executable,
-                os.path.join(ROOT, "tools", "plot_lexicon.py"),
-                path,
-                "-o",
-                f"{report_dir}/{png}",
-                "--words",
-                ",".join(words),
-                "--temperature",
-                "0",
-                "--title",
-                f"{method}: the {len(words)} input words with the strongest entries",
-            ]
-            run_logged(cmd, f"{report_dir}/lexicon_{method}.log", what=f"plot_lexicon.py ({method})")
-            out[method] = (png, len(entries))
-        return out
+# -- report pieces -------------------------------------------------------------------------------------------------
+def lexicon_heatmaps(plan: Plan, report_dir: str) -> Dict[str, Tuple[str, int]]:
+    """method -> (PNG file name, number of entries): the rows of the words with the strongest entries."""
+    from lexical_offline.lexicon import read_lexicon
 
-    def explanation_pages(self, report_dir: str) -> Dict[str, dict]:
-        """model -> {html, jsonl, sentences, wrong, tokens, from_lexicon}: tools/explain.py on the first seed's
-        checkpoint and test hypotheses of each lexical model."""
-        pages = {}
-        seed = self.seeds[0]
-        for model in self.models:
-            if MODELS[model].lexicon not in LEXICON_METHODS:
-                continue
-            out = f"{self.work}/{model}/seed{seed}"
-            ckpt = self.checkpoint_path(out, model)
-            if not os.path.isfile(ckpt):
-                say(f"   {model}: no {ckpt}, no explanation page")
-                continue
-            jsonl, page = f"{report_dir}/explain_{model}.jsonl", f"{report_dir}/explain_{model}.html"
-            cmd = [
-                sys.executable,
-                os.path.join(ROOT, "tools", "explain.py"),
-                self.layout.bin,
-                "--path",
-                ckpt,
-                "--generate-output",
-                f"{out}/generate.txt",
-                "--reference",
-                f"{self.layout.data}/test.tgt",
-                "-o",
-                jsonl,
-                "--html",
-                page,
-                "--title",
-                f"Why each output word was chosen: {self.label(model)}",
-            ]
-            try:
-                secs = run_logged(cmd, f"{report_dir}/explain_{model}.log", what=f"explain.py ({model})")
-            except RecipeError as e:  # the runs' results are in; a page that cannot be made must not lose them
-                say(f"   {model}: no explanation page: {str(e).splitlines()[0]}")
-                continue
-            pages[model] = {
-                "html": os.path.basename(page),
-                "jsonl": os.path.basename(jsonl),
-                "seed": seed,
-                **explanation_stats(jsonl),
-            }
-            say(f"== explanation page: {page} ({hms(secs)})")
-        return pages
+    out = {}
+    for method, path in plan.lexicons.items():
+        entries, _ = read_lexicon(path)
+        strongest: Dict[str, float] = {}
+        for v, _w, score in entries:
+            strongest[v] = max(score, strongest.get(v, float("-inf")))
+        # plot_lexicon.py takes the words comma-separated: a word with a comma cannot be named
+        words = sorted((v for v in strongest if "," not in v), key=lambda v: -strongest[v])[:HEATMAP_WORDS]
+        if not words:
+            say(f"   lexicon {method}: no entry, no heatmap")
+            continue
+        png = f"lexicon_{method}.png"
+        # temperature 0: the rows exactly as the models load them (the argmax, ties shared)
+        cmd = [
+            sys.executable,
+            os.path.join(ROOT, "tools", "plot_lexicon.py"),
+            path,
+            "-o",
+            f"{report_dir}/{png}",
+            "--words",
+            ",".join(words),
+            "--temperature",
+            "0",
+            "--title",
+            f"{method}: the {len(words)} input words with the strongest entries",
+        ]
+        run_logged(cmd, f"{report_dir}/lexicon_{method}.log", what=f"plot_lexicon.py ({method})")
+        out[method] = (png, len(entries))
+    return out
+
+
+def explanation_pages(plan: Plan, report_dir: str) -> Dict[str, dict]:
+    """model -> {html, jsonl, sentences, wrong, tokens, from_lexicon}: tools/explain.py on the first seed's
+    checkpoint and test hypotheses of each lexical model."""
+    inv = plan.invocation
+    pages = {}
+    seed = inv.seeds[0]
+    for model in inv.models:
+        if MODELS[model].lexicon not in LEXICON_METHODS:
+            continue
+        run = plan.runs[model, seed]
+        out, ckpt = run.out, run.checkpoint
+        if not os.path.isfile(ckpt):
+            say(f"   {model}: no {ckpt}, no explanation page")
+            continue
+        jsonl, page = f"{report_dir}/explain_{model}.jsonl", f"{report_dir}/explain_{model}.html"
+        cmd = [
+            sys.executable,
+            os.path.join(ROOT, "tools", "explain.py"),
+            inv.layout.bin,
+            "--path",
+            ckpt,
+            "--generate-output",
+            f"{out}/generate.txt",
+            "--reference",
+            f"{inv.layout.data}/test.tgt",
+            "-o",
+            jsonl,
+            "--html",
+            page,
+            "--title",
+            f"Why each output word was chosen: {plan.labels[model]}",
+        ]
+        try:
+            secs = run_logged(cmd, f"{report_dir}/explain_{model}.log", what=f"explain.py ({model})")
+        except RecipeError as e:  # the runs' results are in; a page that cannot be made must not lose them
+            say(f"   {model}: no explanation page: {str(e).splitlines()[0]}")
+            continue
+        pages[model] = {
+            "html": os.path.basename(page),
+            "jsonl": os.path.basename(jsonl),
+            "seed": seed,
+            **explanation_stats(jsonl),
+        }
+        say(f"== explanation page: {page} ({hms(secs)})")
+    return pages
 
 
 def explanation_stats(jsonl: str) -> dict:
@@ -456,21 +460,22 @@ def write_learning_curves(
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def write_summary_md(path, run: CustomRun, summary, labels, heatmaps, curves, pages, seconds) -> None:
-    task, opts = run.task, run.task.opts
+def write_summary_md(path, plan: Plan, summary, heatmaps, curves, pages, seconds) -> None:
+    inv, labels = plan.invocation, plan.labels
+    task, opts = inv.task, inv.task.opts
     cols = task.columns
-    seeds = len(run.seeds)
+    seeds = len(inv.seeds)
     lines = [
         f"# {opts.family.upper()} with and without a lexicon on your data",
         "",
-        f"Preset `--{opts.preset}`: {run.settings_label}. Seeds: {', '.join(map(str, run.seeds))}"
+        f"Preset `--{opts.preset}`: {inv.settings_label}. Seeds: {', '.join(map(str, inv.seeds))}"
         + (" (mean +/- std over seeds)" if seeds > 1 else "")
         + f". Wall time {hms(seconds)} (this invocation).",
         "",
         "| model | " + " | ".join(title for _, title in cols) + " |",
         "|---|" + "---|" * len(cols),
     ]
-    for model in run.models:
+    for model in inv.models:
         entry = summary.get(model)
         cells = []
         for key, _ in cols:
@@ -501,7 +506,7 @@ def write_summary_md(path, run: CustomRun, summary, labels, heatmaps, curves, pa
         lines += ["", "## Lexicons", ""]
         for method, (png, n) in heatmaps.items():
             lines += [
-                f"{method} ({LEXICON_METHODS[method][1]}): {n} entries in `{run.lexicon_path(method)}`",
+                f"{method} ({LEXICON_METHODS[method][1]}): {n} entries in `{plan.lexicons[method]}`",
                 "",
                 f"![{method}]({png})",
                 "",
@@ -532,7 +537,7 @@ def write_summary_md(path, run: CustomRun, summary, labels, heatmaps, curves, pa
             )
     lines += [
         "",
-        f"Runs: `{run.work}/<model>/seed<N>/` (train.log, generate.txt, score.json, config.json with the commands).",
+        f"Runs: `{inv.work}/<model>/seed<N>/` (train.log, generate.txt, score.json, config.json with the commands).",
     ]
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
@@ -648,9 +653,10 @@ def recipe_options(opts, models: Sequence[str], data_dir: str) -> RecipeOptions:
     return options.but(train_args=opts.train_args or "", generate_args=opts.generate_args or "")
 
 
-def build_run(opts: argparse.Namespace) -> "CustomRun":
-    """The pipeline of these options, every check made and nothing written: ``.run()`` runs it, ``.planned_runs()``
-    gives its (model, seed) runs as data. Bad input is a RecipeError naming the option and file."""
+def build_run(opts: argparse.Namespace) -> Recipe:
+    """The recipe of these options, every check made and nothing written: ``.planned_runs()`` gives its (model,
+    seed) runs as data, runner.Runner runs it (with this example's CustomReport). Bad input is a RecipeError naming
+    the option and file."""
     methods = parse_lexicons(opts.lexicons)
     splits, files = {}, {}
     for role in ("train", "valid", "test"):
@@ -683,16 +689,16 @@ def build_run(opts: argparse.Namespace) -> "CustomRun":
     elif opts.preset == "cpu":
         settings = (options.preset, "CPU preset (the recipes' --cpu-small settings, not the papers')")
     try:
-        run = CustomRun(task, options, settings)
+        recipe = Recipe(task, options, settings)
     except OptionError as e:  # the errors name this program's options, which are the same
         build_parser().error(str(e))
     process.PROGRESS_EVERY = max(1.0, options.progress_every)
-    return run
+    return recipe
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     opts = build_parser().parse_args(argv)
-    return exit_status_of(lambda: build_run(opts).run(), PROG)
+    return exit_status_of(lambda: Runner(build_run(opts), CustomReport()).run(), PROG)
 
 
 if __name__ == "__main__":

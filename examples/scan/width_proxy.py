@@ -68,10 +68,10 @@ def without_options(cmd: Sequence[str], options: Dict[str, int]) -> List[str]:
 
 
 def recipe(args):
-    """The SCAN recipe (fairseq_lexical_recipes.runner.Recipe) for LSTM + Simple at the paper's 512 units with the
+    """The SCAN recipe (fairseq_lexical_recipes.recipe.Recipe) for LSTM + Simple at the paper's 512 units with the
     proxy's batches."""
     from fairseq_lexical_recipes.options import RecipeOptions
-    from fairseq_lexical_recipes.runner import Recipe
+    from fairseq_lexical_recipes.recipe import Recipe
     from fairseq_lexical_recipes.tasks import TASKS
 
     options = RecipeOptions(

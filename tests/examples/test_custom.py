@@ -226,7 +226,7 @@ def test_open_vocabulary_data_builds_lexicons_without_the_fallback(tmp_path):
 def test_the_lstm_paper_preset(data, tmp_path):
     pipeline, runs = planned("--train", data / "train", "--test", data / "test", "--work", tmp_path / "work")
     assert "--arch lstm_plain " in runs["lstm", 1]["train"] and "--arch lex_lstm " in runs["simple", 1]["train"]
-    assert (pipeline.hp.hidden, pipeline.hp.max_update) == (512, 8000)
+    assert (pipeline.invocation.hp.hidden, pipeline.invocation.hp.max_update) == (512, 8000)
 
 
 # -- end to end (slow) -----------------------------------------------------------------------------------------
@@ -281,15 +281,15 @@ def test_a_failed_explanation_page_does_not_lose_the_report(tmp_path, monkeypatc
         raise RecipeError("explain.py (simple) failed (exit 1); log: explain_simple.log")
 
     monkeypatch.setattr(custom, "run_logged", failing)
-    run = types.SimpleNamespace(
-        models=["lstm", "simple"],
-        seeds=[1],
-        work=str(tmp_path),
-        layout=Layout.of(str(tmp_path)),
-        checkpoint_path=lambda out, model: f"{out}/checkpoint_last.pt",
-        label=lambda model: model,
-    )
-    assert custom.CustomRun.explanation_pages(run, str(tmp_path)) == {}
+    runs = {
+        (model, 1): types.SimpleNamespace(
+            out=f"{tmp_path}/{model}/seed1", checkpoint=f"{tmp_path}/{model}/seed1/checkpoint_last.pt"
+        )
+        for model in ("lstm", "simple")
+    }
+    invocation = types.SimpleNamespace(models=["lstm", "simple"], seeds=[1], layout=Layout.of(str(tmp_path)))
+    plan = types.SimpleNamespace(invocation=invocation, runs=runs, labels={"lstm": "lstm", "simple": "simple"})
+    assert custom.explanation_pages(plan, str(tmp_path)) == {}
     jsonl = tmp_path / "explain.jsonl"
     records = [
         {"correct": False, "error": "token 3: no probability mass left", "tokens": []},

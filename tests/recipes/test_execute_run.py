@@ -96,14 +96,13 @@ def test_the_recipe_builds_each_run_as_a_spec(tmp_path):
     from tests.helpers.toy_data import write_tiny_layouts
     from fairseq_lexical_recipes.cli import parse
     from fairseq_lexical_recipes.lla import Resumable
-    from fairseq_lexical_recipes.runner import Recipe
-    from fairseq_lexical_recipes.tasks import Prepared
+    from fairseq_lexical_recipes.recipe import Inputs, Recipe
 
     write_tiny_layouts(tmp_path)
     work = tmp_path / "w"
     argv = ["--data", str(tmp_path / "scan"), "--work", str(work), "--models", "lstm,simple,lla", "--cpu-small"]
-    recipe, prep = Recipe(*parse(["scan", *argv, "--keep-checkpoints", "all"])), Prepared([], None, [], [], {})
-    run = recipe.spec("simple", 2, prep, "[2/3]")  # --cpu-small: no validation, the last checkpoint evaluated
+    recipe, prep = Recipe(*parse(["scan", *argv, "--keep-checkpoints", "all"])), Inputs()
+    run = recipe.run("simple", 2, prep, "[2/3]")  # --cpu-small: no validation, the last checkpoint evaluated
     assert run.out == f"{work}/simple/seed2" and run.checkpoint == f"{work}/simple/seed2/checkpoint_last.pt"
     assert run.who == "[2/3] simple seed 2" and run.keep_checkpoints == "all"
     assert list(run.commands) == ["train", "generate", "score"]
@@ -114,11 +113,11 @@ def test_the_recipe_builds_each_run_as_a_spec(tmp_path):
     assert set(run.fingerprint) == {"data_sha1", "lexicon_sha1", "train", "generate", "score"}
     assert "$WORK/simple/seed2" in run.fingerprint["train"] and str(work) not in run.fingerprint["train"]
     assert run.config["model"] == "simple" and run.config["lexicon"] == f"{work}/lexicons/simple.tsv"
-    assert recipe.spec("lstm", 1, prep).who == "the lstm run (seed 1)" and "--lexicon" not in " ".join(
-        recipe.spec("lstm", 1, prep).commands["train"]
+    assert recipe.run("lstm", 1, prep).who == "the lstm run (seed 1)" and "--lexicon" not in " ".join(
+        recipe.run("lstm", 1, prep).commands["train"]
     )
-    lla = recipe.spec("lla", 1, prep, "[3/3]")
-    assert lla.resumable == Resumable(recipe.lla) and "Lexicon Unit" in lla.why_not
+    lla = recipe.run("lla", 1, prep, "[3/3]")
+    assert lla.resumable == Resumable(recipe.invocation.lla) and "Lexicon Unit" in lla.why_not
     assert run.resumable(run.out) and "Lexicon Unit" not in run.why_not
 
 

@@ -119,7 +119,7 @@ def recipe_of(task_name, *argv):
     """The Recipe of `python -m fairseq_lexical_recipes TASK ARGV`, as fairseq_lexical_recipes.cli.main builds it
     (nothing run)."""
     from fairseq_lexical_recipes.cli import parse
-    from fairseq_lexical_recipes.runner import Recipe
+    from fairseq_lexical_recipes.recipe import Recipe
 
     return Recipe(*parse([task_name, *map(str, argv)]))
 
@@ -154,7 +154,7 @@ def test_the_runs_carry_the_papers_settings(tmp_path):
         assert opt in train["lstm"] and opt in train["simple"], opt
     assert "--write-dropout" not in train["lstm"] and "--write-dropout 0.5" in train["simple"]
     assert "--patience 10" in train["lstm"] and "--patience 20" in train["simple"]
-    assert recipe.files["train"].endswith("tasks_train_template_around_right.txt")
+    assert recipe.invocation.files["train"].endswith("tasks_train_template_around_right.txt")
 
     _, runs = planned("cogs", tmp_path / "cogs", *work)
     models = ("lstm", "copy", "simple", "pmi", "ibm2", "ibm1", "bayes", "uniform", "soft", "learned")
@@ -176,7 +176,7 @@ def test_the_runs_carry_the_papers_settings(tmp_path):
     train = shown(runs)
     for opt in ("--arch lex_lstm_small", "--batch-size 5", "--max-update 560", "--disable-validation"):
         assert opt in train["simple"], opt
-    assert "CPU-SMALL" in recipe.settings_label
+    assert "CPU-SMALL" in recipe.invocation.settings_label
     assert not (tmp_path / "w").exists()  # planning writes nothing
 
 
@@ -242,7 +242,11 @@ def test_the_lla_runs_follow_thrush_schedule_metrics_and_damage(tmp_path):
     assert runs["lla", 1].checkpoint.endswith("seed1/checkpoint_last.pt")
 
     recipe, runs = planned("colors", None, "--models", "lla", "--lla-max-epoch", "200", *work)
-    assert "--max-epoch 200" in shown(runs)["lla"] and not recipe.lla.is_paper() and recipe.damage is None
+    assert (
+        "--max-epoch 200" in shown(runs)["lla"]
+        and not recipe.invocation.lla.is_paper()
+        and recipe.invocation.damage is None
+    )
 
     eng_data = tmp_path / "eng_cmn"
     _, runs = planned(
@@ -315,7 +319,7 @@ def test_the_transformer_family_runs(tmp_path):
     assert train.count("--arch lex_transformer_tiny") == 3 and train.count("--arch rdangle_transformer_tiny") == 4
     assert "--encoder-embed-dim" not in train and "--kv-mode sep --reencode-interval 4" in train
     assert train.count("--batch-size 64") == 7 and train.count("--max-update 2000") == 7
-    assert "CPU-SMALL" in recipe.settings_label
+    assert "CPU-SMALL" in recipe.invocation.settings_label
 
     _, runs = planned("eng_cmn", tmp_path / "eng_cmn", "--models", "rdangle_sep,lstm", "--max-update", "123", *work)
     train = shown(runs)
@@ -955,6 +959,8 @@ def test_lla_selection_is_read_from_the_lla_translation_record(tmp_path):
 def test_runs_made_before_the_json_log_format_are_still_reused(tmp_path):
     """The recipes train with --log-format json since the package split; the log format changes no result, so a
     finished run whose fingerprint has the simple format (made before) is not "other settings"."""
+    from fairseq_lexical_recipes.recipe import Inputs
+    from fairseq_lexical_recipes.runner import Runner
     from fairseq_lexical_recipes.tasks import Prepared
 
     write_tiny_layouts(tmp_path)
@@ -974,18 +980,18 @@ def test_runs_made_before_the_json_log_format_are_still_reused(tmp_path):
     for model in ("lstm", "lla"):
         out = tmp_path / "w" / model / "seed1"
         out.mkdir(parents=True)
-        commands = recipe.commands(model, 1, str(out), prep)
+        commands = recipe.commands(model, 1, str(out))
         assert all("--log-format json" in " ".join(commands[k]) for k in commands if k.startswith("train"))
         before = {
             k: v.replace("--log-format json", "--log-format simple") if k.startswith("train") else v
-            for k, v in recipe.fingerprint(model, 1, commands).items()
+            for k, v in recipe.fingerprint(model, commands, Inputs()).items()
         }
         (out / "score.json").write_text("{}")
         (out / "config.json").write_text(json.dumps({"fingerprint": before}))
-        assert recipe.stale(model, 1, prep) is None
+        assert Runner(recipe).stale(model, 1, prep) is None
         before["train"] += " --dropout 0.5"  # but other settings are
         (out / "config.json").write_text(json.dumps({"fingerprint": before}))
-        assert recipe.stale(model, 1, prep) == f"{out}: train differ"
+        assert Runner(recipe).stale(model, 1, prep) == f"{out}: train differ"
 
 
 def test_an_unfinished_run_with_a_checkpoint_and_other_settings_is_refused_not_deleted(tmp_path):
@@ -994,19 +1000,23 @@ def test_an_unfinished_run_with_a_checkpoint_and_other_settings_is_refused_not_d
     one, its files untouched; with --force it starts again. One stopped before its first checkpoint has nothing to
     keep and is not refused."""
     from fairseq_lexical_recipes.console import RecipeError
+    from fairseq_lexical_recipes.recipe import Inputs
+    from fairseq_lexical_recipes.runner import Runner
     from fairseq_lexical_recipes.tasks import Prepared
 
     write_tiny_layouts(tmp_path)
 
     def recipe_for(*extra):
-        return recipe_of(
-            "scan", "--data", tmp_path / "scan", "--work", tmp_path / "w", "--models", "lstm", "--cpu-small", *extra
+        return Runner(
+            recipe_of(
+                "scan", "--data", tmp_path / "scan", "--work", tmp_path / "w", "--models", "lstm", "--cpu-small", *extra
+            )
         )
 
     recipe, prep = recipe_for(), Prepared([], None, [], [], {})
     out = tmp_path / "w" / "lstm" / "seed1"
     out.mkdir(parents=True)
-    fp = recipe.fingerprint("lstm", 1, recipe.commands("lstm", 1, str(out), prep))
+    fp = recipe.recipe.fingerprint("lstm", recipe.recipe.commands("lstm", 1, str(out)), Inputs())
     fp["train"] += " --dropout 0.5"
     (out / "config.json").write_text(json.dumps({"fingerprint": fp}))
     assert recipe.stale("lstm", 1, prep) is None  # no checkpoint yet: starting again loses nothing
@@ -1021,6 +1031,8 @@ def test_an_unfinished_run_with_a_checkpoint_and_other_settings_is_refused_not_d
 def test_a_rebuilt_lexicon_with_the_same_entries_is_the_same_lexicon(tmp_path):
     """Issue 55, defect 3: the lexicon's fingerprint held its header's timing, so restoring the data and re-running
     was refused ("lexicon differ"). Only the entries count; runs finished with the whole file's SHA-1 still match."""
+    from fairseq_lexical_recipes.recipe import Inputs
+    from fairseq_lexical_recipes.runner import Runner
     from fairseq_lexical_recipes.tasks import Prepared
     from fairseq_lexical_recipes.textio import sha1_files
 
@@ -1037,17 +1049,17 @@ def test_a_rebuilt_lexicon_with_the_same_entries_is_the_same_lexicon(tmp_path):
         f.write("# method: simple seconds=0.553\njump\tI_JUMP\t1.0\n")
     out = tmp_path / "w" / "simple" / "seed1"
     out.mkdir(parents=True)
-    fingerprint = recipe.fingerprint("simple", 1, recipe.commands("simple", 1, str(out), prep))
+    fingerprint = recipe.fingerprint("simple", recipe.commands("simple", 1, str(out)), Inputs())
     (out / "score.json").write_text("{}")
     (out / "config.json").write_text(json.dumps({"fingerprint": fingerprint}))
     with open(lexicon, "w") as f:  # rebuilt: another timing, the same entries
         f.write("# method: simple seconds=0.47\njump\tI_JUMP\t1.0\n")
-    assert recipe.stale("simple", 1, prep) is None
+    assert Runner(recipe).stale("simple", 1, prep) is None
     (out / "config.json").write_text(json.dumps({"fingerprint": dict(fingerprint, lexicon_sha1=sha1_files([lexicon]))}))
-    assert recipe.stale("simple", 1, prep) is None  # recorded before, as the whole file's SHA-1
+    assert Runner(recipe).stale("simple", 1, prep) is None  # recorded before, as the whole file's SHA-1
     with open(lexicon, "w") as f:
         f.write("# method: simple seconds=0.47\njump\tI_WALK\t1.0\n")
-    assert recipe.stale("simple", 1, prep) == f"{out}: lexicon differ"
+    assert Runner(recipe).stale("simple", 1, prep) == f"{out}: lexicon differ"
 
 
 @pytest.mark.slow
@@ -1164,12 +1176,15 @@ def test_an_interrupted_lla_run_starts_again_or_resumes(tmp_path):
 
 
 def scan_recipe(tmp_path, *extra):
-    """A Recipe of the SCAN task on write_tiny_layouts' files (nothing trained), WORK = tmp_path/w."""
+    """The Runner of a SCAN recipe on write_tiny_layouts' files (nothing trained), WORK = tmp_path/w."""
+    from fairseq_lexical_recipes.runner import Runner
 
     if not (tmp_path / "scan").exists():
         write_tiny_layouts(tmp_path)
-    return recipe_of(
-        "scan", "--data", tmp_path / "scan", "--work", tmp_path / "w", "--models", "lstm", "--cpu-small", *extra
+    return Runner(
+        recipe_of(
+            "scan", "--data", tmp_path / "scan", "--work", tmp_path / "w", "--models", "lstm", "--cpu-small", *extra
+        )
     )
 
 
@@ -1213,7 +1228,7 @@ def test_the_recipes_delete_only_what_they_wrote(tmp_path):
 def test_one_recipe_at_a_time_in_a_work_directory(tmp_path):
     """Issue 55, defect 4: a second run on the same --work 'resumed' the first's training while it ran."""
     from fairseq_lexical_recipes.console import RecipeError
-    from fairseq_lexical_recipes.runner import lock_work_directory
+    from fairseq_lexical_recipes.rundir import lock_work_directory
 
     held = lock_work_directory(str(tmp_path))
     with pytest.raises(RecipeError, match=rf"--work {tmp_path} is in use by a running recipe \(pid {os.getpid()}"):
@@ -1338,12 +1353,12 @@ def test_a_jobs_child_runs_its_pair_alone_with_the_parents_options(tmp_path):
         "scan", "--data", tmp_path / "scan", "--split", "around_right", "--models", "lstm,simple", "--seeds", "2",
         "--cpu-small", "--jobs", "2", "--work", tmp_path / "w", "--train-args=--cpu",
     )  # fmt: skip
-    command = job_command(parent, "simple", 2)
+    command = job_command(parent.invocation, "simple", 2)
     assert command[1:4] == ["-m", "fairseq_lexical_recipes", "scan"]
     task, options = parse(command[3:])
     assert task.split == "around_right" and (options.models, options.seed_list, options.jobs) == ("simple", "2", 1)
     assert options.as_job and options.work == str(tmp_path / "w") and options.train_args == "--cpu"
-    assert options.but(models="lstm,simple", seed_list=None, seeds=2, jobs=2, as_job=False) == parent.options
+    assert options.but(models="lstm,simple", seed_list=None, seeds=2, jobs=2, as_job=False) == parent.invocation.options
 
 
 @pytest.mark.slow
