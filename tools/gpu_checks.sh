@@ -69,6 +69,7 @@ for step in "${STEPS[@]}"; do
     # the cases of the device fixture (tests/conftest.py), several workers where pytest-xdist is installed
     workers=(); "$PY" -c "import xdist" 2>/dev/null && workers=(-n 4)
     run "$PY" -m pytest -p no:cacheprovider -q -rfE "${workers[@]}" -k cuda tests/plugin/test_lexical_head.py \
+      tests/plugin/test_lexical_head_models.py \
       tests/plugin/test_lex_lstm.py tests/plugin/test_lstm_loop.py tests/plugin/test_lex_transformer.py tests/plugin/test_lla_lstm.py \
       tests/plugin/test_rdangle.py \
       tests/plugin/test_mixed_precision.py tests/plugin/test_plot_gates.py 2>&1 | tee "$(out suite.txt)"

@@ -1,4 +1,6 @@
-"""The lexical translation head against the paper's equations, on hand-computed cases."""
+"""The lexical translation head against the paper's equations, on hand-computed cases: p_lex (eq. 9), the mixture
+(eq. 10) and its gradients, its storage routes (sparse, dense), its precision and the lexicon a checkpoint holds.
+<unk> at inference: test_lexical_head_unk.py; every model through the head: test_lexical_head_models.py."""
 
 import math
 
@@ -295,6 +297,17 @@ def test_half_precision_keeps_the_frozen_lexicon_exact(device):
     torch.testing.assert_close(log_probs.exp().sum(-1), torch.ones(2, 3, device=device), atol=1e-3, rtol=0)
 
 
+def test_half_precision_keeps_a_frozen_dense_lexicon_exact():
+    head = LexicalTranslationHead(random_table(6, 12, k=3, seed=23), gate_input_dim=4, dense=True)
+    logits = head.lexicon_logits.clone()
+    head.half()
+    assert head.lexicon_logits.dtype == torch.float32 and torch.equal(head.lexicon_logits, logits)
+    trainable = LexicalTranslationHead(
+        random_table(6, 12, k=3, seed=23), gate_input_dim=4, dense=True, trainable=True
+    ).half()
+    assert trainable.lexicon_logits.dtype == torch.float16  # a parameter: fairseq keeps its fp32 master copy
+
+
 def test_full_row_rows_give_the_dense_p_lex_and_mixture(device):
     # Full-row rows (issue 19, point 5): the listed entries plus a uniform remainder per row, in the head.
     src = SPECIALS + ["a", "b", "c"]
@@ -327,130 +340,6 @@ def test_a_checkpoint_with_a_uint8_uniform_mask_loads_with_its_old_rows():
     assert loaded.lexicon_uniform_rows.dtype == torch.float64
     attn, src, _, _ = random_inputs(2, 3, 5, 12, 20, seed=32)
     torch.testing.assert_close(loaded.lexical_probs(attn, src), head.lexical_probs(attn, src), atol=0, rtol=0)
-
-
-# -- <unk> at inference -------------------------------------------------------------------------------------------
-def _unk_head(unk_index):
-    # 'zup' has no entry and its string is no output word: its row is the table's <unk> fallback
-    table = build_lexicon_table([("dax", "RED", 1.0)], SPECIALS + ["dax", "zup"], SPECIALS + ["RED", "BLUE"], 4, unk=3)
-    head = LexicalTranslationHead(table, gate_input_dim=1, unk_index=unk_index)
-    with torch.no_grad():
-        head.gate.weight.zero_()
-        head.gate.bias.fill_(math.log(0.2 / 0.8))  # p_gate = 0.2
-    inputs = (torch.zeros(1, 1, 6), torch.zeros(1, 1, 1), torch.tensor([[[0.1, 0.9]]]), torch.tensor([[4, 5]]))
-    return head, inputs
-
-
-def test_unk_is_never_generated_once_the_model_is_prepared_for_inference():
-    head, inputs = _unk_head(unk_index=3)
-    trained, _ = head(*inputs)
-    p = trained.exp()[0, 0]
-    # p(<unk>) = 0.2 / 6 + 0.8 * 0.9 = 0.753: the argmax; training and validation see the plain mixture
-    assert p[3].item() == pytest.approx(0.2 / 6 + 0.8 * 0.9) and p.argmax().item() == 3
-    head.eval()
-    assert torch.equal(head(*inputs)[0], trained)
-    head.make_generation_fast_(beamable_mm_beam_size=5, need_attn=False)  # what fairseq-generate calls
-    generating = head(*inputs)[0].exp()[0, 0]
-    expected = p / (1 - p[3])
-    expected[3] = 0.0
-    torch.testing.assert_close(generating, expected)
-    assert generating.argmax().item() == 4  # RED: (0.2 / 6 + 0.8 * 0.1) / (1 - 0.753)
-
-
-@pytest.mark.parametrize("p_unk", [1e-9, 0.3, 0.5, 1 - 1e-5])
-def test_renormalizing_without_unk_divides_by_one_minus_its_probability(p_unk):
-    """renormalized_without divides by the kept words' sum: equal, in fp32, to the float64 division by
-    1 - p(<unk>), also where <unk> holds almost all of it."""
-    from fairseq_lexical.modules.lexical_head import renormalized_without
-
-    gen = torch.Generator().manual_seed(3)
-    rest = torch.rand(4, 2, 9, generator=gen, dtype=torch.float64)
-    p = torch.cat(
-        [rest / rest.sum(-1, keepdim=True) * (1 - p_unk), torch.full((4, 2, 1), p_unk, dtype=torch.float64)], -1
-    )
-    expected = (p / (1 - p_unk)).log()
-    expected[..., 9] = float("-inf")
-    got = renormalized_without(p.log().float(), 9)
-    torch.testing.assert_close(got.double(), expected, rtol=0, atol=2e-5 if p_unk > 0.9 else 1e-6)
-    assert got.exp()[..., :9].sum(-1).double().sub(1).abs().max() < 2e-5
-
-
-def _all_but_unk_head(gate_logit: float):
-    """_unk_head's lexicon with every bit of attention on 'zup' (whose row is the <unk> fallback) and the gate's
-    logit ``gate_logit``: p(<unk>) = 1 - (5/6) sigmoid(gate_logit) with uniform write logits over the six words."""
-    head, (logits, feats, _, src) = _unk_head(unk_index=3)
-    with torch.no_grad():
-        head.gate.bias.fill_(gate_logit)
-    return head, (logits, feats, torch.tensor([[[0.0, 1.0]]]), src)
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=["fp32", "fp16", "bf16"])
-@pytest.mark.parametrize("grad", [False, True], ids=["generating", "with-autograd"])
-@pytest.mark.parametrize(
-    "gate_logit",
-    # p(<unk>) = 0.5, 1 - 1e-7, 1 - 1e-9; then the gates of the lease of 2026-11-28, whose +inf (then NaN after
-    # --exclude-special-outputs) left EOS unreachable and fairseq-generate failed ("AssertionError: 200 < 200")
-    [math.log(0.6 / 0.4), math.log(1.2e-7), math.log(1.2e-9), -90.0, -120.0],
-    ids=["p_unk=0.5", "p_unk=1-1e-7", "p_unk=1-1e-9", "gate_logit=-90", "gate_logit=-120"],
-)
-def test_dropping_unk_leaves_a_distribution_however_close_p_unk_is_to_one(gate_logit, grad, dtype):
-    """With the lexicon's whole mass on <unk>, p(w | w != <unk>) = p_write(w) / (1 - p_write(<unk>)) whatever the
-    gate: uniform over the five other words. The renormalised distribution must be that, in fp32, for write
-    logits in any precision."""
-    head, (logits, feats, attn, src) = _all_but_unk_head(gate_logit)
-    head.make_generation_fast_()
-    with torch.set_grad_enabled(grad):
-        out, _ = head(logits.to(dtype).requires_grad_(grad), feats, attn, src)
-    assert out.dtype == torch.float32 and torch.isinf(out[0, 0, 3]) and out[0, 0, 3] < 0
-    kept = out[0, 0, [0, 1, 2, 4, 5]]
-    assert torch.isfinite(kept).all(), out
-    torch.testing.assert_close(kept.exp(), torch.full((5,), 0.2), rtol=1e-5, atol=0)
-    assert abs(out.exp().sum().item() - 1.0) < 1e-5
-
-
-@pytest.mark.parametrize("unk_listed", [False, True], ids=["unk-unlisted", "unk-in-rows"])
-def test_generation_drops_unk_within_the_mixtures_pass(unk_listed):
-    """Without autograd (fairseq-generate) the sparse mixture renormalises without <unk> in its own pass over the
-    vocabulary (sparse_mixture_no_grad): the same log-probabilities as the mixture followed by
-    renormalized_without, with <unk> among the rows' targets (the fallback) or not, and repeated targets."""
-    table = random_table(12, 40, k=3, seed=5, uniform_every=0)
-    if unk_listed:
-        table.targets[::3, 0] = 3
-    head = LexicalTranslationHead(table, gate_input_dim=6, unk_index=3)
-    head.make_generation_fast_()
-    attn, src, logits, feats = random_inputs(3, 4, 7, 12, 40, seed=6)
-    assert not head.dense_is_cheaper(src)  # the sparse mixture (7 x 3 slots < 40 words)
-    unfused, gate = head(logits, feats, attn, src)  # with autograd: mixture, then renormalized_without
-    with torch.no_grad():
-        fused, fused_gate = head(logits, feats, attn, src)
-    torch.testing.assert_close(fused, unfused.detach(), rtol=0, atol=2e-6)
-    assert torch.equal(fused_gate, gate.detach()) and torch.isinf(fused[..., 3]).all()
-
-
-@pytest.mark.parametrize("masking_unk", [False, True], ids=["keep-unk", "drop-unk"])
-def test_beam_steps_write_over_the_logits_and_teacher_forcing_never_does(masking_unk):
-    """In incremental decoding on a CPU the mixture is written over the fp32 write logits (the decoder's own buffer,
-    read by nothing else): the same log-probabilities, no new |V|-sized buffer. Without an incremental state (scoring,
-    fairseq-lexical-explain, which reads the logits afterwards) the caller's logits are left as they were."""
-    head = LexicalTranslationHead(random_table(12, 40, k=3, seed=7, uniform_every=0), gate_input_dim=6, unk_index=3)
-    if masking_unk:
-        head.make_generation_fast_()
-    attn, src, logits, feats = random_inputs(3, 1, 7, 12, 40, seed=8)
-    before = logits.clone()
-    with torch.no_grad():
-        forced, forced_gate = head(logits, feats, attn, src)
-        assert torch.equal(logits, before)
-        stepped, stepped_gate = head(logits, feats, attn, src, incremental_state={})
-    assert stepped.data_ptr() == logits.data_ptr() and not torch.equal(logits, before)
-    torch.testing.assert_close(stepped, forced, rtol=0, atol=0)
-    assert torch.equal(stepped_gate, forced_gate)
-
-
-def test_generate_unk_leaves_unk_in_place_at_inference():
-    head, inputs = _unk_head(unk_index=None)
-    trained, _ = head(*inputs)
-    head.make_generation_fast_()
-    assert torch.equal(head(*inputs)[0], trained)
 
 
 # -- the lexicon a checkpoint holds --------------------------------------------------------------------------------
@@ -502,137 +391,3 @@ def test_a_checkpoint_saved_before_fingerprints_is_checked_from_its_frozen_table
         LexicalTranslationHead(random_table(12, 20, k=3, seed=45), gate_input_dim=6, source="b.tsv").load_state_dict(
             dict(state)
         )
-
-
-# -- every model with a lexicon, through the shared head ----------------------------------------------------------
-MODELS = {
-    "lex_lstm": ["--arch", "lex_lstm_small"],
-    "lex_transformer": ["--arch", "lex_transformer_tiny"],
-    "pgn_transformer": [
-        "--arch",
-        "pgn_transformer",
-        "--encoder-layers",
-        "1",
-        "--decoder-layers",
-        "1",
-        "--encoder-embed-dim",
-        "32",
-        "--decoder-embed-dim",
-        "32",
-        "--encoder-ffn-embed-dim",
-        "32",
-        "--decoder-ffn-embed-dim",
-        "32",
-    ],
-    "rdangle_transformer": ["--arch", "rdangle_transformer_tiny"],
-}
-
-
-def _build(toy_data, name, lexicon, *extra, seed=0):
-    from tests.helpers.models import build_model
-
-    torch.manual_seed(seed)
-    return build_model(toy_data / "bin", *MODELS[name], "--lexicon", lexicon, "--dropout", "0", *extra)
-
-
-@pytest.mark.parametrize("name", MODELS)
-def test_every_model_refuses_a_checkpoint_with_another_lexicon(toy_data, tmp_path, name):
-    first = "identity" if name == "pgn_transformer" else toy_data / "lexicon.tsv"
-    other = tmp_path / "other.tsv"
-    other.write_text("a1\tB2\t1\na2\tB1\t1\n")
-    saved = _build(toy_data, name, first)[0].state_dict()
-    with pytest.raises(ValueError, match=f"--lexicon {other} .*not the lexicon stored in the checkpoint"):
-        _build(toy_data, name, other)[0].load_state_dict(saved)
-    reset = _build(toy_data, name, other, "--reset-lexicon", seed=1)[0]
-    fresh_head = reset.decoder.lexical_head.state_dict()
-    reset.load_state_dict(saved)
-    for key, tensor in reset.decoder.lexical_head.state_dict().items():  # the new lexicon, the old gate
-        assert torch.equal(
-            tensor, fresh_head[key] if not key.startswith("gate.") else saved["decoder.lexical_head." + key]
-        )
-    _build(toy_data, name, first, seed=2)[0].load_state_dict(saved)  # the same lexicon again: loads
-
-
-@pytest.mark.parametrize("name", MODELS)
-def test_every_model_stops_generating_unk_once_prepared_for_inference(toy_data, name, device):
-    """'twice' and 'and' have no lexicon entry and no output word of their string: their rows give <unk>. With the
-    gate on the lexicon, beam search outputs <unk> until fairseq prepares the model for inference."""
-    import argparse
-
-    from fairseq.sequence_generator import SequenceGenerator
-    from tests.helpers.model_checks import assert_beam_scores_match_teacher_forcing, toy_batch
-
-    lexicon = "identity" if name == "pgn_transformer" else toy_data / "lexicon.tsv"
-    model, task, _ = _build(toy_data, name, lexicon)
-    with torch.no_grad():
-        model.decoder.lexical_head.gate.weight.zero_()
-        model.decoder.lexical_head.gate.bias.fill_(-30.0)  # p_gate ~ 1e-13: p is p_lex
-    sample = toy_batch(task, [("twice and twice", "B1"), ("and a1 twice", "B1")], device)
-    unk = task.target_dictionary.unk()
-    model.to(device).eval()
-    gen = SequenceGenerator([model], task.target_dictionary, beam_size=3, max_len_b=4)
-    with torch.no_grad():
-        before = [h["tokens"] for nbest in gen.forward(sample) for h in nbest]
-    assert any(unk in tokens for tokens in before)
-    model.prepare_for_inference_(argparse.Namespace(generation=argparse.Namespace(beam=3)))
-    with torch.no_grad():
-        after = [h["tokens"] for nbest in gen.forward(sample) for h in nbest]
-    assert not any(unk in tokens for tokens in after)
-    assert_beam_scores_match_teacher_forcing(model, task, sample, beam=3, device=device)
-
-
-def test_half_precision_keeps_a_frozen_dense_lexicon_exact():
-    head = LexicalTranslationHead(random_table(6, 12, k=3, seed=23), gate_input_dim=4, dense=True)
-    logits = head.lexicon_logits.clone()
-    head.half()
-    assert head.lexicon_logits.dtype == torch.float32 and torch.equal(head.lexicon_logits, logits)
-    trainable = LexicalTranslationHead(
-        random_table(6, 12, k=3, seed=23), gate_input_dim=4, dense=True, trainable=True
-    ).half()
-    assert trainable.lexicon_logits.dtype == torch.float16  # a parameter: fairseq keeps its fp32 master copy
-
-
-HEAD_KEYS = [
-    "gate.weight",
-    "gate.bias",
-    "uniform_target_dist",
-    "lexicon_fingerprint",
-    "lexicon_targets",
-    "lexicon_uniform_rows",
-    "lexicon_weights",
-]
-
-
-@pytest.mark.parametrize("name", MODELS)
-def test_every_model_keeps_the_state_dict_names_of_its_checkpoints(toy_data, name):
-    """Checkpoints hold the head under decoder.lexical_head.* with these names, and the rest of the model under the
-    names of the same model without a head (`--lexicon none`): both must stay, or old checkpoints stop loading."""
-    first = "identity" if name == "pgn_transformer" else toy_data / "lexicon.tsv"
-    keys = list(_build(toy_data, name, first)[0].state_dict())
-    head = [k for k in keys if k.startswith("decoder.lexical_head.")]
-    assert sorted(head) == sorted("decoder.lexical_head." + k for k in HEAD_KEYS)
-    assert [k for k in keys if k not in head] == list(_build(toy_data, name, "none")[0].state_dict())
-    assert not any(".adaptive" in k for k in keys if k.startswith("decoder."))  # R-Dangle's: under the encoder
-
-
-@pytest.mark.parametrize("name", ["lex_lstm", "lex_transformer"])
-@pytest.mark.parametrize("lexicon", ["file", "uniform"])  # the sparse route, and dense rows (uniform rows)
-def test_beam_search_reads_the_lexicon_rows_once_per_sentence(toy_data, name, lexicon, monkeypatch):
-    """In incremental decoding the head gathers and ranks the source's lexicon rows at the first step only and
-    reorders them with the beam (the scores stay those of teacher forcing: tests/helpers/model_checks.py's beam
-    check)."""
-    from fairseq.sequence_generator import SequenceGenerator
-
-    from tests.helpers.model_checks import toy_batch
-
-    model, task, _ = _build(toy_data, name, str(toy_data / "lexicon.tsv") if lexicon == "file" else "uniform")
-    model.eval()
-    head = model.decoder.lexical_head
-    calls = []
-    rows = head.lexicon_rows
-    monkeypatch.setattr(head, "lexicon_rows", lambda src_tokens: calls.append(src_tokens.shape) or rows(src_tokens))
-    sample = toy_batch(task, [("a1 twice and a2", "B1 B1 B2"), ("a3", "B3"), ("a4 and a5 twice", "B4 B5 B5")])
-    with torch.no_grad():
-        hypos = SequenceGenerator([model], task.target_dictionary, beam_size=4, max_len_b=8).forward(sample)
-    assert len(hypos) == 3
-    assert len(calls) == 1 and calls[0][0] == 3 * 4  # one call, for the 3 sentences x 4 beams, at the first step
