@@ -137,3 +137,18 @@ def test_the_last_validations_p_gate_is_read_from_either_format(tmp_path, log_fo
     assert last_valid_p_gate(str(log)) == 0.871
     log.write_text(SIMPLE_LOG if log_format == "simple" else JSON_LOG)  # a run without the head logs none
     assert last_valid_p_gate(str(log)) is None
+
+
+def test_validation_exact_match_reads_the_fairseq_log(tmp_path):
+    from fairseq_lexical_recipes.fairseq_log import validation_metric
+
+    log = tmp_path / "train.log"
+    log.write_text(
+        "2026-11-22 06:34:35 | INFO | valid | epoch 031 | valid on 'valid' subset | loss 4.1 | exact_match 0.5 | "
+        "ppl 16.27 | num_updates 31\n"
+        "2026-11-22 06:34:35 | INFO | train | epoch 031 | loss 4.3 | num_updates 31\n"
+        "2026-11-22 06:34:36 | INFO | valid | epoch 032 | valid on 'valid' subset | loss 3.9 | exact_match 1 | "
+        "ppl 15.0 | num_updates 32\n"
+    )
+    assert validation_metric(str(log)) == {31: 0.5, 32: 1.0}
+    assert validation_metric(str(log), "ppl") == {31: 16.27, 32: 15.0}

@@ -5,9 +5,13 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
+
 from tests.helpers.environment import REPO, examples_env
+from tests.helpers.recipes import ok, run_recipe
 
 RECIPES = sorted(Path(REPO, "examples").glob("*/run.sh"))
+TASKS = ("colors", "scan", "cogs", "eng_cmn")
 
 
 def test_every_recipe_prints_its_help():
@@ -23,3 +27,10 @@ def test_every_recipe_prints_its_help():
             name = script.relative_to(REPO)
             assert proc.returncode == 0, f"{name} --help: exit {proc.returncode}\n{proc.stderr[-2000:]}"
             assert "usage:" in proc.stdout and "Traceback" not in proc.stderr, name
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_help_lists_the_common_options(task):
+    out = ok(run_recipe(task, "--help"))
+    for option in ("--data", "--work", "--max-update", "--models", "--seeds", "--cpu-small", "--force"):
+        assert option in out, option
