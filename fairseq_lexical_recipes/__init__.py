@@ -23,14 +23,17 @@ updates), appending to its train.log; one stopped before its first checkpoint st
 train.log.1, ...; one with other settings stops the recipe, as a finished one does, once it holds a checkpoint
 (before that it starts again).
 
-Modules: catalogue (models, lexicon methods), settings (hyper-parameters), tasks/ (one per dataset, with the papers'
-numbers), cli (command line), runner (the pipeline, the commands, each run as an execute.RunSpec), execute (the one
-executor of a run's train, generate and score steps, also examples/cat_oci's), rundir (a run's directory: reuse,
-resume, refusal, what may be deleted; also examples/cat_oci's), steps (a data-bin or lexicon made once and reused
-while its inputs are unchanged; also cat_oci's and compositional_split's steps), lla (Thrush 2020's two-phase
-training and checkpoint selection), process (running programs), fairseq_log (reading fairseq-train's logs), reports
-(tables, summary.json), console (messages, errors, exit statuses), textio (reading and writing files), campaign/
-(GPU campaigns, tools/gpu_campaign.sh). Importing them loads neither fairseq nor torch.
+Modules: catalogue (the rows, lexicon methods), families (what a family of rows shares: archs per size, training,
+evaluated checkpoint, replicas, CUDA graphs, --damage), settings (hyper-parameters), tasks/ (one per dataset, with the
+papers' numbers), cli (command line), invocation (the options checked in one place, into a frozen Invocation), recipe
+(the planner: every command, and each (model, seed) run as an execute.RunSpec of a Plan), runner (runs a recipe's
+plan: preparation, checks before writing, lexicons, --replicas, --jobs, the report), execute (the one executor of a
+run's train, generate and score steps, also examples/cat_oci's), rundir (a run's directory: reuse, resume, refusal,
+what may be deleted; also examples/cat_oci's), steps (a data-bin or lexicon made once and reused while its inputs are
+unchanged; also cat_oci's and compositional_split's steps), lexicons (the runner's lexicon steps), lla (Thrush
+2020's training call and checkpoint selection), process (running programs), fairseq_log (reading fairseq-train's
+logs), reports (tables, summary.json), console (messages, errors, exit statuses), textio (reading and writing
+files), campaign/ (GPU campaigns, tools/gpu_campaign.sh). Importing them loads neither fairseq nor torch.
 """
 
 import os

@@ -1,6 +1,6 @@
 """One run as data (RunSpec: its directory, commands and fingerprint) and the one executor of its steps
-(execute_run: train, generate, score, run.json), used by the paper recipes (so examples/custom and
-examples/compositional_split) and by examples/cat_oci. The rules of the run directory itself (reuse, resume,
+(execute_run: train, generate, score, run.json), used by the paper recipes (runner.Runner, so examples/custom), by
+examples/cat_oci and examples/pretrained. The rules of the run directory itself (reuse, resume,
 refusal, what may be deleted) are rundir.RunDirectory's."""
 
 from __future__ import annotations
