@@ -13,11 +13,12 @@ from __future__ import annotations
 import os
 import shlex
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, List, Mapping, Optional, Sequence, Tuple
+from typing import List, Mapping, Optional, Sequence, Tuple
 
 from fairseq_lexical_recipes.catalogue import MODELS, parse_models
 from fairseq_lexical_recipes.commands import Layout
 from fairseq_lexical_recipes.console import RecipeError
+from fairseq_lexical_recipes.families import LLA, ModelFamily
 from fairseq_lexical_recipes.options import RecipeOptions
 from fairseq_lexical_recipes.settings import (
     PRESET_LABELS,
@@ -30,9 +31,6 @@ from fairseq_lexical_recipes.settings import (
     transformer_settings,
 )
 from fairseq_lexical_recipes.tasks import TASKS, Task
-
-if TYPE_CHECKING:
-    from fairseq_lexical_recipes.families import ModelFamily
 
 # the options whose values argparse's types cannot bound: (name, least value; None: > 0)
 BOUNDS = (
@@ -84,7 +82,7 @@ class Invocation:
         """Whether the pairs run as --jobs child processes (more than one pair, --jobs > 1)."""
         return self.jobs > 1 and len(self.pairs) > 1
 
-    def models_of(self, family: "ModelFamily") -> List[str]:
+    def models_of(self, family: ModelFamily) -> List[str]:
         """The models of ``family`` among this invocation's, in order."""
         return [m for m in self.models if MODELS[m].family is family]
 
@@ -156,7 +154,7 @@ def check_options(task: Task, options: RecipeOptions, settings: Optional[Tuple[s
         raise RecipeError(f"--data {data}: not a directory")
     files = task.locate(os.path.abspath(data))
     patience = options.patience
-    lla_rows = [m for m in models if MODELS[m].family.damage]
+    lla_rows = [m for m in models if MODELS[m].family is LLA]
     if lla_rows and patience and hp.validate_every is not None and patience < lla.lexicon_epochs:
         # fairseq counts every validation, those of the Lexicon Unit epochs too (their lla_selection is -inf): with
         # fewer than N it would stop before epoch N+1
