@@ -39,6 +39,7 @@ class RunSpec:
     why_not: str = "its training cannot resume from {last}"  # why one that is not resumable starts again
     equivalent: Mapping[str, object] = field(default_factory=dict)  # see RunDirectory
     force: bool = False
+    index: str = ""  # its number among the invocation's runs, in messages: "[2/6]" ("": not numbered)
 
     def directory(self) -> RunDirectory:
         return RunDirectory(

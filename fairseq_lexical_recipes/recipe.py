@@ -240,6 +240,7 @@ class Recipe:
             **spec.family.resume_rule(inv.lla),
             equivalent=earlier,
             force=inv.options.force,
+            index=index,
         )
 
     def plan(self, inputs: Inputs) -> Plan:

@@ -1,7 +1,11 @@
 """The recipes' runner (Runner): runs a recipe's plan (recipe.Recipe) in its work directory. Data preparation, the
 lexicons, fairseq-preprocess and the checks before anything is written; then each (model, seed) run of the plan,
 executed (execute.execute_run) or reused (finished runs are skipped, unfinished ones resumed), in this process or as
---jobs children (jobs.py), a row's seeds trained together first with --replicas; last the report (reports.Report)."""
+--jobs children (jobs.py), a row's seeds trained together first with --replicas; last the report (reports.Report).
+
+A recipe's work after its checks is a sequence of stages (Stage: what it prepares, then the runs that read it, planned
+once it is prepared), run by run_stages; each plan's runs in this process go through execute_runs. The paper recipes
+are one stage (Runner.stage); examples/cat_oci has one per training size (tasks/cat_oci/runner.py)."""
 
 from __future__ import annotations
 
@@ -14,8 +18,8 @@ import shlex
 import shutil
 import sys
 import time
-from dataclasses import asdict
-from typing import Dict, List, Optional, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Dict, Hashable, Iterable, List, Mapping, Optional, Sequence
 
 from lexical_offline.textio import holds, parallel_bytes, write_parallel
 
@@ -56,6 +60,37 @@ def stale_runs_error(problems: Sequence[str], note: str = "") -> RecipeError:
         + "\nuse --force to re-run them, or another --work"
         + note
     )
+
+
+@dataclass(frozen=True)
+class Stage:
+    """Part of a recipe's work: ``prepare`` writes what its runs read (data, data-bins, lexicons); ``plan`` plans those
+    runs once it has (their fingerprints hold what it made: the data's SHA-1, the lexicon's) and returns their plan,
+    an object whose ``runs`` maps each run's key to its execute.RunSpec, in the order they run (recipe.Plan)."""
+
+    prepare: Callable[[], None]
+    plan: Callable[[], Any]
+
+
+def run_stages(stages: Iterable[Stage], execute: Callable[[Any], object], prepare_only: bool = False) -> List[Any]:
+    """Each stage in turn: prepared, planned, its plan executed (``execute``); with ``prepare_only`` only prepared.
+    Returns the plans, in order (what the report reads)."""
+    plans = []
+    for stage in stages:
+        stage.prepare()
+        if prepare_only:
+            continue
+        plan = stage.plan()
+        execute(plan)
+        plans.append(plan)
+    return plans
+
+
+def execute_runs(runs: Mapping[Hashable, RunSpec], run_one: Callable[[Hashable, RunSpec], object]) -> None:
+    """The runs of a plan in this process, one after the other, in order: ``run_one(key, run)`` executes one
+    (execute.execute_run, with what its recipe adds) and says its result."""
+    for key, run in runs.items():
+        run_one(key, run)
 
 
 class Runner:
@@ -216,8 +251,33 @@ class Runner:
             raise stale_runs_error(problems, " (nothing was written)")
 
     # -- the runs ------------------------------------------------------------------------------------------------
-    def run_one(self, run: RunSpec, model: str, seed: int, index: str) -> Optional[dict]:
+    def stage(self, prep: Prepared) -> Stage:
+        """The paper recipes' one stage: WORK/data, its data-bins and the lexicons, then every (model, seed) run."""
+
+        def prepare() -> None:
+            self.write_data(prep)
+            lexicons.build(self.recipe, self.data_sha1)
+            self.lexicon_sha1_aside = {}  # built now: the fingerprints read the files
+
+        return Stage(prepare, lambda: self.recipe.plan(self.inputs(prep)))
+
+    def execute(self, plan: Plan, prep: Prepared) -> List[str]:
+        """The plan's runs: a row's seeds trained together first (--replicas), then every pair, as --jobs children
+        or in this process. Returns the failed pairs (--jobs), with their logs."""
+        inv, options = self.invocation, self.invocation.options
+        for model in inv.models:  # (a --jobs child has one seed: nothing to train together)
+            if self.recipe.replicated(model):
+                self.train_replicas(model, prep)
+        if inv.concurrent:  # one pair: in this process
+            return run_jobs(plan)
+        if not options.as_job:
+            say(f"== {child_env()['OMP_NUM_THREADS']} CPU thread(s) per program (OMP_NUM_THREADS: {THREADS_RULE})")
+        execute_runs(plan.runs, self.run_one)
+        return []
+
+    def run_one(self, pair: Hashable, run: RunSpec) -> Optional[dict]:
         """Execute ``run``, the plan's (model, seed), and say its result; --damage after it (lla rows)."""
+        (model, seed), index = pair, run.index
         inv, family = self.invocation, MODELS[model].family
         damage = inv.damage is not None and family.damage
 
@@ -253,12 +313,6 @@ class Runner:
     def run_damage(self, run: RunSpec, model: str, seed: int, index: str) -> None:
         command = self.recipe.damage_command(model, seed, run.out)
         lla.run_damage(command, run.checkpoint, run.out, model, seed, index, self.invocation.options.force)
-
-    def run_pairs(self, plan: Plan) -> None:
-        """Every pair of the plan in this process, one after the other."""
-        pairs = list(plan.runs)
-        for k, (model, seed) in enumerate(pairs, 1):
-            self.run_one(plan.runs[model, seed], model, seed, f"[{k}/{len(pairs)}]")
 
     # -- everything -----------------------------------------------------------------------------------------------
     def config(self) -> Dict[str, object]:
@@ -314,26 +368,18 @@ class Runner:
             )
             with ownership.writing(inv.work):  # the parent's config.json holds the whole invocation
                 write_json(inv.work + "/config.json", self.config())
-        self.write_data(prep)
-        lexicons.build(recipe, self.data_sha1)
-        self.lexicon_sha1_aside = {}  # built now: the fingerprints read the files
+        failed: List[str] = []
+
+        def execute(plan: Plan) -> None:
+            failed.extend(self.execute(plan, prep))
+
+        plans = run_stages([self.stage(prep)], execute, options.prepare_only)
         if options.prepare_only:
             say(f"== prepared (--prepare-only): {inv.work}; no model trained")
             return 0
-        plan = recipe.plan(self.inputs(prep))
-        for model in inv.models:  # (a --jobs child has one seed: nothing to train together)
-            if recipe.replicated(model):
-                self.train_replicas(model, prep)
-        if inv.concurrent:  # one pair: in this process
-            failed = run_jobs(plan)
-        else:
-            failed = []
-            if not options.as_job:
-                say(f"== {child_env()['OMP_NUM_THREADS']} CPU thread(s) per program (OMP_NUM_THREADS: {THREADS_RULE})")
-            self.run_pairs(plan)
         if not options.as_job:  # the parent reports over every pair
             with ownership.writing(inv.work):
-                self.report.write(plan, time.time() - t0)
+                self.report.write(plans[0], time.time() - t0)
         if failed:
             raise RecipeError(
                 f"{len(failed)} of {len(inv.pairs)} (model, seed) pairs failed "
