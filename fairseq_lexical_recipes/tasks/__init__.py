@@ -1,4 +1,5 @@
-"""The recipes' dataset tasks, by name (the TASK of `python -m fairseq_lexical_recipes TASK`)."""
+"""The recipes' dataset tasks, by name (the TASK of `python -m fairseq_lexical_recipes TASK`). tasks/cat_oci is
+examples/cat_oci's recipe, with its own options and one stage per training size: not a TASK of that command line."""
 
 from fairseq_lexical_recipes.tasks.base import Prepared, Task, find_file  # noqa: F401
 from fairseq_lexical_recipes.tasks.cogs import Cogs

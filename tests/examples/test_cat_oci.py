@@ -1,6 +1,7 @@
-"""examples/cat_oci end to end on a tiny slice of ../shared/data/cat_oci: split, joint SentencePiece model, pieces,
-fairseq-preprocess, lexicon over pieces, fairseq-train / fairseq-generate / tools/score.py for NMT and
-PGN + lexicon, the summary, and a second invocation that skips the finished runs."""
+"""examples/cat_oci (its recipe: fairseq_lexical_recipes.tasks.cat_oci) end to end on a tiny slice of
+../shared/data/cat_oci: split, joint SentencePiece model, pieces, fairseq-preprocess, lexicon over pieces,
+fairseq-train / fairseq-generate / tools/score.py for NMT and PGN + lexicon, the summary, and a second invocation
+that skips the finished runs; its plan, and its refusals."""
 
 import json
 import os
@@ -108,6 +109,32 @@ def test_cat_oci_tiny_end_to_end(tmp_path):
     other = run_example(*[a if a != "4" else "5" for a in args])  # --max-update 5
     assert other.returncode == 2 and "unfinished run" in other.stderr and "--force" in other.stderr, other.stderr
     assert (nmt / "checkpoint_last.pt").is_file() and (nmt / "generate.txt").is_file()
+
+
+def test_each_size_is_planned_once_prepared_numbered_among_all_runs(tmp_path):
+    """The package plans examples/cat_oci (fairseq_lexical_recipes.tasks.cat_oci): a training size's runs, once the
+    size is prepared (their fingerprints hold its data-bin's key and its lexicon's SHA-1), numbered among every run of
+    the invocation; planning writes nothing."""
+    from fairseq_lexical_recipes.tasks.cat_oci import CatOciOptions, CatOciRecipe
+    from fairseq_lexical_recipes.textio import sha1_files
+
+    work = tmp_path / "work"
+    options = CatOciOptions(work=str(work), sizes="120,60", systems="nmt,pgn_lex", seeds=2, cpu_small=True)
+    recipe = CatOciRecipe(options)
+    assert recipe.invocation.sizes == (60, 120)
+    (work / "n120").mkdir(parents=True)
+    (work / "n120" / "lexicon.tsv").write_text("a\ta\t1.0\n")  # what the size's preparation built
+    before = tree_state(work)
+    plan = recipe.plan(120, {"data_sha1": "d"})
+    assert tree_state(work) == before
+    assert list(plan.runs) == [("nmt", 1), ("pgn_lex", 1), ("nmt", 2), ("pgn_lex", 2)]
+    assert [run.who for run in plan.runs.values()][:2] == ["[5/8] n120 nmt seed 1", "[6/8] n120 pgn_lex seed 1"]
+    nmt, lex = plan.runs["nmt", 1], plan.runs["pgn_lex", 1]
+    assert lex.out == f"{work}/n120/pgn_lex/seed1"
+    assert f"--arch lex_transformer_tiny --lexicon {work}/n120/lexicon.tsv" in " ".join(lex.commands["train"])
+    assert lex.fingerprint["lexicon_sha1"] == sha1_files([str(work / "n120" / "lexicon.tsv")])
+    assert nmt.fingerprint["lexicon_sha1"] is None and nmt.fingerprint["data"] == {"data_sha1": "d"}
+    assert f"--sentencepiece-model {work}/n120/spm.model" in " ".join(nmt.commands["generate"])
 
 
 def test_a_second_invocation_on_the_same_work_directory_is_refused(tmp_path):
