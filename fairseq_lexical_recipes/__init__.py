@@ -1,5 +1,5 @@
 """The one pipeline behind examples/{colors,scan,cogs,eng_cmn}/run.sh (Akyurek & Andreas 2021, section 5), also
-used by examples/custom, examples/cat_oci and examples/compositional_split.
+used by examples/custom, examples/cat_oci (its recipe: tasks/cat_oci) and examples/compositional_split.
 
     python -m fairseq_lexical_recipes TASK [options]     # TASK: colors, scan, cogs, eng_cmn
 
@@ -25,15 +25,16 @@ train.log.1, ...; one with other settings stops the recipe, as a finished one do
 
 Modules: catalogue (the rows, lexicon methods), families (what a family of rows shares: archs per size, training,
 evaluated checkpoint, replicas, CUDA graphs, --damage), settings (hyper-parameters), tasks/ (one per dataset, with the
-papers' numbers), cli (command line), invocation (the options checked in one place, into a frozen Invocation), recipe
-(the planner: every command, and each (model, seed) run as an execute.RunSpec of a Plan), runner (runs a recipe's
-plan: preparation, checks before writing, lexicons, --replicas, --jobs, the report), execute (the one executor of a
-run's train, generate and score steps, also examples/cat_oci's), rundir (a run's directory: reuse, resume, refusal,
-what may be deleted; also examples/cat_oci's), steps (a data-bin or lexicon made once and reused while its inputs are
-unchanged; also cat_oci's and compositional_split's steps), lexicons (the runner's lexicon steps), lla (Thrush
-2020's training call and checkpoint selection), process (running programs), fairseq_log (reading fairseq-train's
-logs), reports (tables, summary.json), console (messages, errors, exit statuses), textio (reading and writing
-files), campaign/ (GPU campaigns, tools/gpu_campaign.sh). Importing them loads neither fairseq nor torch.
+papers' numbers; tasks/cat_oci: examples/cat_oci's recipe, one stage per training size), cli (command line), invocation
+(the options checked in one place, into a frozen Invocation), recipe (the planner: every command, and each (model, seed)
+run as an execute.RunSpec of a Plan), runner (runs a recipe's plan: preparation, checks before writing, lexicons,
+--replicas, --jobs, the report; the stages of a recipe, run_stages, and the loop over a plan's runs, execute_runs),
+execute (the one executor of a run's train, generate and score steps, also tasks/cat_oci's), rundir (a run's directory:
+reuse, resume, refusal, what may be deleted; also tasks/cat_oci's), steps (a data-bin or lexicon made once and reused
+while its inputs are unchanged; also cat_oci's and compositional_split's steps), lexicons (the runner's lexicon steps),
+lla (Thrush 2020's training call and checkpoint selection), process (running programs), fairseq_log (reading
+fairseq-train's logs), reports (tables, summary.json), console (messages, errors, exit statuses), textio (reading and
+writing files), campaign/ (GPU campaigns, tools/gpu_campaign.sh). Importing them loads neither fairseq nor torch.
 """
 
 import os
