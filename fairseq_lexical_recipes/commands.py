@@ -13,6 +13,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 
 from lexical_offline.beam_searches import KEEP_BEST_TASK_NAME
 from fairseq_lexical_recipes import ROOT
+from fairseq_lexical_recipes.console import RecipeError
 from fairseq_lexical_recipes.process import search_options, tool
 from fairseq_lexical_recipes.settings import HParams, TransformerSettings
 
@@ -53,8 +54,15 @@ class Layout:
 
 
 def tools_script(name: str) -> List[str]:
-    """A program of the checkout's tools/, run by this interpreter (tools/ is not installed)."""
-    return [sys.executable, os.path.join(ROOT, "tools", name)]
+    """A program of the checkout's tools/, run by this interpreter (tools/ is not installed, so the recipes need the
+    editable install of a checkout that tools/setup_env.sh makes: ROOT is the folder above this package)."""
+    path = os.path.join(ROOT, "tools", name)
+    if not os.path.isfile(path):
+        raise RecipeError(
+            f"{path} is absent: fairseq_lexical_recipes runs from a checkout of the repository (imported from "
+            f"{os.path.dirname(os.path.abspath(__file__))}); install the checkout editable: bash tools/setup_env.sh"
+        )
+    return [sys.executable, path]
 
 
 def preprocess(

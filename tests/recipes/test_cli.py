@@ -90,3 +90,15 @@ def test_options_spell_back_the_command_line_they_were_parsed_from(argv):
     task, options = parse(argv)
     again_task, again = parse([argv[0], *options.argv(), *task.argv()])
     assert again == options and type(again_task) is type(task) and again_task.argv() == task.argv()
+
+
+def test_the_recipes_outside_a_checkout_say_so(tmp_path, monkeypatch):
+    """Installed without its checkout (pip install . puts the package in site-packages), the recipes have no tools/
+    to run: the first command they build names the missing program and the editable install."""
+    from fairseq_lexical_recipes import commands
+    from fairseq_lexical_recipes.console import RecipeError
+
+    assert commands.tools_script("score.py")[1].endswith("tools/score.py")
+    monkeypatch.setattr(commands, "ROOT", str(tmp_path))
+    with pytest.raises(RecipeError, match=r"tools/score.py is absent: fairseq_lexical_recipes runs from a checkout"):
+        commands.tools_script("score.py")
