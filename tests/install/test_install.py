@@ -76,11 +76,13 @@ def fake_torch(site, version, cuda):
 )
 def test_probe_torch_accepts_supported_cpu_and_cuda_builds(tmp_path, version, cuda, status, words):
     fake_torch(str(tmp_path), version, cuda)
+    # `python -c` looks in its working directory first, so there the fake torch is the one imported
+    run = "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
     proc = subprocess.run(
-        [sys.executable, os.path.join(REPO, "tools", "install_helpers.py"), "probe-torch"],
+        [sys.executable, "-c", run, os.path.join(REPO, "tools", "install_helpers.py"), "probe-torch"],
         capture_output=True,
         text=True,
-        env=dict(os.environ, PYTHONPATH=str(tmp_path)),
+        cwd=tmp_path,
     )
     assert proc.returncode == status, proc.stdout + proc.stderr
     assert words in proc.stdout
