@@ -16,12 +16,11 @@ two gradients does not depend on the order, and DDP's division by 2 is undone ex
 differ: fairseq reseeds with seed + num_updates at every update, so each DDP rank draws the masks that the reference
 draws for its *first* sub-batch only.
 
-To pay fairseq's start-up once per process, each process runs the four jobs one after the other (this file's
-``__main__`` below: it sets ``sys.argv`` and calls ``cli_main``, exactly what the fairseq-train script does), and
-records per rank the losses fairseq logs and the model's state after training, so that the ranks can be compared
-with each other (parameters must be bit-identical: the same averaged gradients went into the same Adam update)
-and with the reference.
-"""
+To pay fairseq's start-up once per process, each process runs the four jobs one after the other
+(tests/helpers/ddp_worker.py, a script: it sets ``sys.argv`` and calls ``cli_main``, exactly what the fairseq-train
+script does), and records per rank the losses fairseq logs and the model's state after training, so that the ranks can
+be compared with each other (parameters must be bit-identical: the same averaged gradients went into the same Adam
+update) and with the reference."""
 
 import json
 import os
@@ -34,6 +33,8 @@ import pytest
 import torch
 
 from tests.helpers.tiny_runs import tiny_train_args
+
+WORKER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "helpers", "ddp_worker.py")
 
 slow = pytest.mark.slow
 
@@ -136,11 +137,11 @@ def runs(toy_data, joined_bin, tmp_path_factory):
                 "127.0.0.1",
                 "--master_port",
                 str(free_port()),
-                os.path.abspath(__file__),
+                WORKER,
             ]
         else:
             spec = {name: args + ["--update-freq", "2"] for name, args in spec.items()}
-            command = [sys.executable, os.path.abspath(__file__)]
+            command = [sys.executable, WORKER]
         (work / f"{launch}.json").write_text(json.dumps(spec))
         logs[launch] = open(work / f"{launch}.log", "w")
         procs[launch] = subprocess.Popen(
@@ -310,64 +311,3 @@ def test_cpu_models_are_wrapped_without_device_ids(monkeypatch):
     monkeypatch.setattr(dfm.DistributedDataParallel.original, "__init__", fake_init)
     dfm.DistributedDataParallel(torch.nn.Linear(2, 2), device_ids=[0], output_device=0, process_group=None)
     assert seen["device_ids"] is None and seen["output_device"] is None
-
-
-# ------------------------------------------------------------------------------------------------- the worker
-def _worker(spec_path, out_dir):
-    """Run each job of ``spec_path`` ({name: fairseq-train argv}) in this process, as fairseq-train would, and write
-    per job and rank: ``rank{R}.json`` (losses, the sample ids of each update, parameter and buffer names),
-    ``rank{R}.pt`` (the model's state after training) and ``init{R}.pt`` (its state before the first update)."""
-    import fairseq_lexical  # noqa: F401  (the fixes of compat.py, as --user-dir would apply them)
-    from fairseq import trainer as trainer_module
-    from fairseq.distributed import utils as distributed_utils
-    from fairseq_cli import train
-
-    current = {}
-    original_init = trainer_module.Trainer.__init__
-    original_step = trainer_module.Trainer.train_step
-
-    def init(self, *args, **kwargs):
-        original_init(self, *args, **kwargs)
-        current["trainer"] = self
-        current["init"] = {k: v.detach().clone() for k, v in self.get_model().state_dict().items()}
-
-    def train_step(self, samples, *args, **kwargs):
-        out = original_step(self, samples, *args, **kwargs)
-        current["ids"].append(sorted(i for sample in samples if sample for i in sample["id"].tolist()))
-        if out is not None:
-            current["losses"].append(out["loss"])
-        return out
-
-    trainer_module.Trainer.__init__ = init
-    trainer_module.Trainer.train_step = train_step
-    with open(spec_path) as f:
-        spec = json.load(f)
-    for name, argv in spec.items():
-        current.update(losses=[], ids=[])
-        print(f"@@ job {name}", flush=True)
-        sys.argv = ["fairseq-train", *argv]
-        train.cli_main()
-        trainer = current["trainer"]
-        model = trainer.get_model()
-        rank = distributed_utils.get_data_parallel_rank() if torch.distributed.is_initialized() else 0
-        world = distributed_utils.get_data_parallel_world_size() if torch.distributed.is_initialized() else 1
-        job_dir = os.path.join(out_dir, name)
-        os.makedirs(job_dir, exist_ok=True)
-        torch.save(model.state_dict(), os.path.join(job_dir, f"rank{rank}.pt"))
-        torch.save(current["init"], os.path.join(job_dir, f"init{rank}.pt"))
-        record = dict(
-            losses=current["losses"],
-            ids=current["ids"],
-            num_updates=trainer.get_num_updates(),
-            world_size=world,
-            parameters=[n for n, _ in model.named_parameters()],
-            buffers=[n for n, _ in model.named_buffers()],
-        )
-        with open(os.path.join(job_dir, f"rank{rank}.json"), "w") as f:
-            json.dump(record, f)
-    if torch.distributed.is_initialized():
-        torch.distributed.destroy_process_group()
-
-
-if __name__ == "__main__":
-    _worker(sys.argv[1], sys.argv[2])
