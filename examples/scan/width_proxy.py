@@ -169,7 +169,7 @@ def run_one(args, config: str, seed: int) -> dict:
     }
     checkpoint = os.path.join(out, "checkpoint_last.pt")
     if code == 0 and os.path.isfile(checkpoint):
-        result["output"] = output_growth(rec.layout.bin, checkpoint)
+        result["output"] = output_growth(rec.invocation.layout.bin, checkpoint)
     return result
 
 
@@ -178,7 +178,7 @@ def prepare(args) -> None:
     from fairseq_lexical_recipes.commands import recipe_process
 
     rec = recipe(args)
-    argv = rec.options.but(prepare_only=True).argv() + rec.task.argv()
+    argv = rec.invocation.options.but(prepare_only=True).argv() + rec.invocation.task.argv()
     subprocess.run(recipe_process("scan", argv), check=True)
 
 
