@@ -32,7 +32,8 @@ from fairseq_lexical_recipes.settings import (
 )
 from fairseq_lexical_recipes.tasks import TASKS, Task
 
-# the options whose values argparse's types cannot bound: (name, least value; None: > 0)
+# the options whose values argparse's types cannot bound: (name, least value; None: > 0); checked here only,
+# before settings.py builds HParams, LlaSettings and TransformerSettings from them
 BOUNDS = (
     ("lr", None),
     ("max_update", 1),
@@ -41,6 +42,11 @@ BOUNDS = (
     ("max_len_b", 1),
     ("warmup_updates", 0),
     ("update_freq", 1),
+    ("jobs", 1),
+    ("decode_jobs", 1),
+    ("lla_batch_size", 1),
+    ("lla_lexicon_batch_size", 1),
+    ("lla_lexicon_epochs", 1),
 )
 
 
@@ -137,8 +143,6 @@ def check_options(task: Task, options: RecipeOptions, settings: Optional[Tuple[s
     if options.damage is not None and not any(MODELS[m].family.damage for m in models) and not options.as_job:
         raise RecipeError("--damage applies to the lla models (lla, lla_noadv); none is in --models")
     jobs = options.jobs if options.jobs is not None else task.default_jobs
-    if jobs < 1:
-        raise RecipeError(f"--jobs must be >= 1, got {jobs}")
     if jobs > 1 and TASKS.get(task.name) is not type(task):
         raise RecipeError("--jobs needs the recipe's command line (python -m fairseq_lexical_recipes TASK ...)")
     seeds = parse_seeds(options)

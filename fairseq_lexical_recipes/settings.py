@@ -195,8 +195,6 @@ def lla_settings(options: "RecipeOptions") -> LlaSettings:
         max_epoch=options.lla_max_epoch,
         checkpoint=options.lla_checkpoint,
     )
-    if min(lla.batch_size, lla.lexicon_batch_size, lla.lexicon_epochs) < 1:
-        raise RecipeError("--lla-batch-size, --lla-lexicon-batch-size and --lla-lexicon-epochs must be >= 1")
     if lla.max_epoch <= lla.lexicon_epochs:
         raise RecipeError(f"--lla-max-epoch ({lla.max_epoch}) must exceed --lla-lexicon-epochs ({lla.lexicon_epochs})")
     return lla
@@ -252,9 +250,6 @@ def effective_hparams(task, options: "RecipeOptions") -> HParams:
         # the lr follows the size as in the Noam schedule (d^-0.5) unless given
         lr = options.lr if options.lr is not None else hp.lr * (options.hidden / hp.hidden) ** -0.5
         hp = replace(hp, hidden=options.hidden, lr=lr)
-    for name in ("max_update", "batch_size", "update_freq", "beam", "max_len_b"):
-        if getattr(hp, name) < 1:
-            raise RecipeError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(hp, name)}")
     if cpu_sized(options.preset) and hp.hidden not in CPU_LSTM_ARCH_SIZES:
         raise RecipeError(
             f"{task.name}: no CPU-sized LSTM arch has {hp.hidden} units (there are "
@@ -262,8 +257,6 @@ def effective_hparams(task, options: "RecipeOptions") -> HParams:
         )
     if hp.checkpoint == "best" and hp.validate_every is None:
         raise RecipeError(f"--checkpoint best needs a validation set; {task.name} has none")
-    if options.decode_jobs < 1:
-        raise RecipeError(f"--decode-jobs must be >= 1, got {options.decode_jobs}")
     return hp
 
 
