@@ -127,7 +127,9 @@ def main(argv=None):
     if opts.threads:
         torch.set_num_threads(opts.threads)
     if opts.tf32:
-        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+        from fairseq_lexical.modules.precision import enable_tf32
+
+        enable_tf32()
     print(
         f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
         f"{torch.get_num_threads()} threads, device {opts.device}"

@@ -272,10 +272,10 @@ def main(argv=None) -> int:
     import torch
 
     import fairseq_lexical  # noqa: F401  (registers lex_lstm)
+    from fairseq_lexical.modules.precision import enable_tf32
 
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    torch.backends.cuda.matmul.allow_tf32 = True  # what --tf32 sets (on both sides)
-    torch.backends.cudnn.allow_tf32 = True
+    enable_tf32()  # what --tf32 sets (on both sides)
     out = {
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
         "torch": torch.__version__,

@@ -64,10 +64,10 @@ def trainer(args) -> int:
 
     import fairseq_lexical  # noqa: F401  (registers lex_lstm; installs the stop check from the environment)
     from cuda_graph_check import build, graph_report, shape_setup, train  # tools/, the script's own folder
+    from fairseq_lexical.modules.precision import enable_tf32
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    torch.backends.cuda.matmul.allow_tf32 = True
-    torch.backends.cudnn.allow_tf32 = True
+    enable_tf32()
     times = {}
 
     def on_update(n: int) -> None:
