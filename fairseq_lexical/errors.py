@@ -17,3 +17,11 @@ def in_fairseq_program() -> bool:
     """Whether this process is one of fairseq's programs (fairseq-train, -generate, ...), not Python code that
     calls the plugin (a test, a notebook): only a program ends on bad input, code gets the exception."""
     return os.path.basename(sys.argv[0]).startswith("fairseq-")
+
+
+def refuse(error: Exception):
+    """A fairseq program ends with ``error``'s message on one line (usage_error); code calling the plugin gets the
+    exception."""
+    if in_fairseq_program():
+        usage_error(str(error))
+    raise error

@@ -41,12 +41,12 @@ from fairseq.models.transformer import TransformerConfig, TransformerDecoderBase
 from fairseq.models.transformer.transformer_legacy import TransformerModel
 from fairseq.models.transformer.transformer_legacy import base_architecture as transformer_base_architecture
 
+from ..errors import refuse
 from .keep_best_hub import KeepBestHub
 from .pretrained import (
     PRETRAINED_GATE_BIAS,
     PretrainedCheckpointError,
     complete_pretrained_state,
-    refused,
     take_pretrained_structure,
 )
 from .lexical_decoder import (
@@ -253,7 +253,7 @@ class LexTransformerModel(KeepBestHub, TransformerModel):
             # fine-tuning a stock Transformer: its sizes
             take_pretrained_structure(args, task.source_dictionary, task.target_dictionary)
         except PretrainedCheckpointError as e:
-            refused(e)
+            refuse(e)
         model = super().build_model(args, task)
         model.pretrained_gate_bias = args.pretrained_gate_bias
         encoder, decoder = model.encoder, model.decoder
@@ -285,7 +285,7 @@ class LexTransformerModel(KeepBestHub, TransformerModel):
         try:
             state_dict = complete_pretrained_state(self, state_dict, self.pretrained_gate_bias)
         except PretrainedCheckpointError as e:
-            refused(e)
+            refuse(e)
         return super().load_state_dict(state_dict, strict, model_cfg, args)
 
     @classmethod

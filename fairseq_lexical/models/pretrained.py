@@ -24,7 +24,6 @@ import torch
 
 from lexical_offline.lexicon.symbols import MASK
 
-from ..errors import in_fairseq_program, usage_error
 
 logger = logging.getLogger(__name__)
 
@@ -68,13 +67,6 @@ TRANSFORMER_FAMILIES = ("transformer", "bart", "mbart", "lex_transformer", "pgn_
 
 class PretrainedCheckpointError(ValueError):
     pass
-
-
-def refused(error: PretrainedCheckpointError):
-    """A fairseq program ends with the message on one line; code calling the plugin gets the exception."""
-    if in_fairseq_program():
-        usage_error(str(error))
-    raise error
 
 
 def pretrained_path(args) -> Optional[str]:

@@ -21,6 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .. import errors
+
 
 class ReplicaOptionError(ValueError):
     """What `--replica-seeds` cannot do, named in one sentence."""
@@ -29,11 +31,7 @@ class ReplicaOptionError(ValueError):
 def refuse(message: str):
     """A fairseq program ends with ``message`` on one line (as argparse ends it); code calling the plugin gets a
     ReplicaOptionError."""
-    from ..errors import in_fairseq_program, usage_error
-
-    if in_fairseq_program():
-        usage_error(message)
-    raise ReplicaOptionError(message)
+    errors.refuse(ReplicaOptionError(message))
 
 
 def replicas_of(weight: Tensor) -> int:
