@@ -125,6 +125,8 @@ class LexicalTranslationHead(nn.Module):
         self.dense = dense
         self.unk_index = unk_index
         self.masking_unk = False  # switched on by make_generation_fast_
+        self._rows_before_override = None  # the loaded rows, kept by override_rows (terms at generation time)
+        self.override_gate_bias = 0.0
         self.source = source
         self.reset_lexicon = reset_lexicon
         self.num_source = len(table.uniform_mass)
@@ -261,7 +263,7 @@ class LexicalTranslationHead(nn.Module):
     def was_overridden(self) -> bool:
         """True once ``override_rows`` has run (a restore included): the rows the model was loaded with are kept, to
         restore, and the row tables in memory may differ from them."""
-        return getattr(self, "_rows_before_override", None) is not None
+        return self._rows_before_override is not None
 
     def override_rows(self, rows: Optional[Dict[int, Dict[int, float]]], gate_bias: float = 0.0) -> None:
         """Give the source ids in ``rows`` the given rows ({target id: weight > 0}, normalised here) and add
@@ -454,7 +456,7 @@ class LexicalTranslationHead(nn.Module):
             logit = copy_logit
         else:  # log(sum_v e^{z_v} / e^{c}): p_gate = sum e^z / (sum e^z + e^c), in fp32
             logit = torch.logsumexp(fp32_or_wider(write_logits), dim=-1) - fp32_or_wider(copy_logit)
-        if getattr(self, "override_gate_bias", 0.0) and attn is not None:  # lean towards the user's terms
+        if self.override_gate_bias and attn is not None:  # lean towards the user's terms
             on_terms = (fp32_or_wider(attn) * self.override_sources[src_tokens].unsqueeze(1)).sum(-1)
             logit = logit - self.override_gate_bias * on_terms
         return logit
