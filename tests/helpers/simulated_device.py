@@ -15,7 +15,7 @@ from importlib import metadata
 
 import pytest
 
-from fairseq_lexical_recipes.campaign import carry
+from fairseq_lexical_recipes.campaign import carry, device
 from fairseq_lexical_recipes.campaign.requirements import canonicalize_name
 from tests.helpers.environment import REPO, examples_env
 from tests.helpers.toy_data import scan_line
@@ -215,7 +215,7 @@ def simulated_campaign(tmp_path, plan_name):
     py = simulated_device_python(tmp_path / "sim")
     state, home, audit = tmp_path / "state", tmp_path / "home", tmp_path / "audit.log"
     home.mkdir()
-    forbidden = [os.path.join(REPO, n) for n in ("examples", "tools", "fairseq_lexical", "lexical_offline", "tests")]
+    forbidden = [os.path.join(REPO, n) for n in (*device.CODE_DIRS, "tests")]  # the checkout's code: only its copy
     forbidden += [str(host), str(tmp_path / "data"), os.path.join(os.path.dirname(REPO), "shared"), carry.WHEEL_CACHE]
     for name, dist in host_packages().items():  # the packages the device lacks
         if name in SIM_DEVICE_LACKS:
