@@ -178,9 +178,14 @@ def stop_everything(state: str, cause: str) -> None:
     stop_groups([p.pgid for p in preparations if p.status is PrepStatus.PREPARING])  # no GPU work there
     running = [(r.id, r.pgid) for r in runs if r.status is RunStatus.RUNNING]
     stop_runs(state, running, stop_request(cause), STOP_GRACE_S, kill=True)
+    # a replica batch is one process (its runs share its group) whose log is its first run's
+    logs: Dict[int, str] = {}
+    for r in runs:
+        if r.status is RunStatus.RUNNING and os.path.isfile(run_log(state, r.id)):
+            logs.setdefault(r.pgid, run_log(state, r.id))
     changed = False
     for r in runs:  # what the scheduler left running or queued
-        log_tail = tail(run_log(state, r.id)) if r.status is RunStatus.RUNNING else None
+        log_tail = tail(logs.get(r.pgid, run_log(state, r.id))) if r.status is RunStatus.RUNNING else None
         changed |= stop(r, f"{cause} (the scheduler did not)", log_tail)
     if changed:
         write_runs(state, runs)
