@@ -165,7 +165,7 @@ def start(args) -> int:
         if not os.path.isfile(f"{state}/{MARKER}"):
             raise CampaignError(f"--state {state} exists and is not a campaign's state directory: name another")
         sched = read_scheduler(state)
-        if alive(sched.get("pid")):
+        if alive(sched.get("pid")) and not args.restart:
             raise CampaignError(
                 f"a campaign is running in {state} (scheduler pid {sched['pid']}): poll it, or "
                 "start --restart to stop it and start over"

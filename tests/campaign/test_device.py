@@ -163,3 +163,30 @@ def test_the_campaigns_relative_paths_are_the_callers(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert os.listdir(tmp_path / "results") == ["gpu_scan_jump_simple.json"]
     assert not os.path.exists(os.path.join(REPO, "results"))
+
+
+def test_start_restart_replaces_a_running_campaign(tmp_path, monkeypatch, capsys):
+    """A running campaign: start refuses and names --restart; start --restart stops its scheduler (and what it
+    runs) and goes on to install."""
+    from fairseq_lexical_recipes.campaign.__main__ import main
+
+    carry, state = tmp_path / "carry", tmp_path / "state"
+    carry.mkdir()
+    (carry / "manifest.json").write_text(json.dumps({"python": "%d.%d" % sys.version_info[:2]}))
+    state.mkdir()
+    (state / device.MARKER).write_text("{}")
+    scheduler = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    (state / "scheduler.json").write_text(json.dumps({"pid": scheduler.pid}))
+    argv = ["start", "--budget-s", "900", "--state", str(state), "--carry", str(carry)]
+    try:
+        assert main(argv) == 2 and "start --restart to stop it" in capsys.readouterr().err
+        assert scheduler.poll() is None
+
+        def installed(*args):
+            raise device.CampaignError("installing")
+
+        monkeypatch.setattr(device, "install", installed)
+        assert main([*argv, "--restart"]) == 2 and "installing" in capsys.readouterr().err
+        assert scheduler.wait(timeout=5) is not None  # stopped by the new start
+    finally:
+        scheduler.kill()
