@@ -202,21 +202,27 @@ def lla_settings(options: "RecipeOptions") -> LlaSettings:
 
 def transformer_settings(options: "RecipeOptions") -> TransformerSettings:
     """TransformerSettings (or the CPU-small ones) with the command line's explicit overrides."""
-    ts = TRANSFORMER_PRESETS[options.preset]
-    overrides = {
-        "max_update": options.max_update,
-        "lr": options.lr,
-        "warmup": options.warmup_updates,
-        "batch_size": options.batch_size,
-        "update_freq": options.update_freq,
-        "sentence_avg": options.sentence_avg,
-        "adam_betas": options.adam_betas,
-    }
+    return overridden(
+        TRANSFORMER_PRESETS[options.preset],
+        options.max_tokens,
+        max_update=options.max_update,
+        lr=options.lr,
+        warmup=options.warmup_updates,
+        batch_size=options.batch_size,
+        update_freq=options.update_freq,
+        sentence_avg=options.sentence_avg,
+        adam_betas=options.adam_betas,
+    )
+
+
+def overridden(ts: TransformerSettings, max_tokens: Optional[int], **overrides) -> TransformerSettings:
+    """``ts`` with the overrides given (None: the preset's; --max-tokens 0: no token limit), the paper recipes' and
+    examples/cat_oci's."""
     ts = replace(ts, **{k: v for k, v in overrides.items() if v is not None})
-    if options.max_tokens is not None:
-        ts = replace(ts, max_tokens=options.max_tokens or None)
+    if max_tokens is not None:
+        ts = replace(ts, max_tokens=max_tokens or None)
     if ts.max_tokens is None and ts.batch_size is None:
-        raise RecipeError("the Transformer rows need --max-tokens or --batch-size")
+        raise RecipeError("the Transformer rows need --max-tokens or --batch-size (--max-tokens 0: no limit)")
     return ts
 
 

@@ -17,7 +17,7 @@ from fairseq_lexical_recipes.console import RecipeError, show
 from fairseq_lexical_recipes.execute import RunSpec
 from fairseq_lexical_recipes.invocation import check_work
 from fairseq_lexical_recipes.rundir import PREPROCESS_WRITES, RUN_WRITES
-from fairseq_lexical_recipes.settings import TRANSFORMER_CPU_SMALL, TRANSFORMER_PAPER, TransformerSettings
+from fairseq_lexical_recipes.settings import TRANSFORMER_CPU_SMALL, TRANSFORMER_PAPER, TransformerSettings, overridden
 from fairseq_lexical_recipes.textio import sha1_files
 
 DEFAULT_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data", "cat_oci")
@@ -99,18 +99,8 @@ def settings(options: CatOciOptions) -> Settings:
         s = Settings(replace(TRANSFORMER_CPU_SMALL, max_update=3000), validate_every=250, patience=4, dropout=None)
     else:
         s = Settings(replace(TRANSFORMER_PAPER, max_update=50000), validate_every=500, patience=10, dropout=0.3)
-    over = {
-        "max_update": options.max_update,
-        "lr": options.lr,
-        "warmup": options.warmup_updates,
-        "batch_size": options.batch_size,
-    }
-    ts = replace(s.ts, **{k: v for k, v in over.items() if v is not None})
-    if options.max_tokens is not None:
-        ts = replace(ts, max_tokens=options.max_tokens or None)
-    if ts.max_tokens is None and ts.batch_size is None:
-        raise RecipeError("--max-tokens 0 needs --batch-size")
-    s = replace(s, ts=ts)
+    over = dict(max_update=options.max_update, lr=options.lr, warmup=options.warmup_updates)
+    s = replace(s, ts=overridden(s.ts, options.max_tokens, batch_size=options.batch_size, **over))
     if options.validate_every is not None:
         s = replace(s, validate_every=options.validate_every)
     if options.patience is not None:
