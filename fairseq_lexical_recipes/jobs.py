@@ -3,7 +3,6 @@ TASK ... --as-job`), N at once, logging to WORK/jobs/<model>_seed<N>.log; a fail
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from typing import TYPE_CHECKING, Dict, List
@@ -16,7 +15,6 @@ if TYPE_CHECKING:
     from fairseq_lexical_recipes.invocation import Invocation
     from fairseq_lexical_recipes.recipe import Plan
 
-EXAMPLES = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # where the package recipes lies
 RESULT_LINE = re.compile(r"\[\d+/\d+\] (seed \d+  .*)")  # run_one's result (or skip) line of a pair
 
 

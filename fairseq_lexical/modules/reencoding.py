@@ -69,10 +69,6 @@ class StackPlan:
         starts_list, ends_list = self.start.tolist(), self.end.tolist()
         self.lengths_of_chunks = [(starts_list[hi - 1] + 1, max(ends_list[lo:hi])) for lo, hi in self.chunks]
 
-    @property
-    def rows(self) -> int:
-        return self.sentence.numel()
-
     def selection(self, lo: int, hi: int) -> Tuple[Tensor, Tensor, Tensor]:
         """For chunk rows lo..hi-1: (row within the chunk, position, destination b * T + position) of every kept
         output, i.e. positions s_i..e_i-1 of the row that are real tokens of its sentence; three long tensors of the
