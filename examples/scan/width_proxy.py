@@ -121,7 +121,7 @@ def summarise_log(path: str) -> dict:
 
 def output_growth(bin_dir: str, checkpoint: str) -> dict:
     """max_t |o_t| over the held-out targets (median and max over sentences) and the median growth per step."""
-    from fairseq_lexical.analysis.output_growth import output_norms
+    from fairseq_lexical.analysis.output_growth import growth_per_step, output_norms
 
     from fairseq_lexical.analysis.checkpoints import load_checkpoints, load_subset
 
@@ -130,7 +130,7 @@ def output_growth(bin_dir: str, checkpoint: str) -> dict:
     batches = task.get_batch_iterator(dataset, max_sentences=256).next_epoch_itr(shuffle=False)
     norms = output_norms(model, batches, task.target_dictionary.pad())
     peaks = sorted(max(v) for v in norms.values())
-    growth = [(v[-1] / v[0]) ** (1 / (len(v) - 1)) for v in norms.values() if len(v) > 1 and v[0] > 0]
+    growth = [g for g in map(growth_per_step, norms.values()) if g is not None]
     return {
         "median_max": statistics.median(peaks),
         "max": peaks[-1],

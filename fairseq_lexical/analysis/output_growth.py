@@ -4,7 +4,7 @@ so a gain of W's o_t-1 block above 1 compounds geometrically."""
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, List
+from typing import Dict, Iterable, List, Optional
 
 import torch
 
@@ -29,6 +29,11 @@ def output_norms(model, batches: Iterable[dict], pad: int) -> Dict[int, List[flo
     return out
 
 
+def growth_per_step(steps: List[float]) -> Optional[float]:
+    """(max|o_T| / max|o_1|)^(1 / (T - 1)): the geometric growth per target position; None for one step or o_1 = 0."""
+    return (steps[-1] / steps[0]) ** (1 / (len(steps) - 1)) if len(steps) > 1 and steps[0] > 0 else None
+
+
 def summarise(norms: Dict[int, List[float]], top: int = 5, every: int = 8) -> dict:
     peaks = sorted((max(v), k) for k, v in norms.items())
     values = [p for p, _ in peaks]
@@ -39,7 +44,7 @@ def summarise(norms: Dict[int, List[float]], top: int = 5, every: int = 8) -> di
     worst = []
     for peak, sample_id in reversed(peaks[-top:]):
         steps = norms[sample_id]
-        growth = (steps[-1] / steps[0]) ** (1 / (len(steps) - 1)) if len(steps) > 1 and steps[0] > 0 else None
+        growth = growth_per_step(steps)
         worst.append(
             {"id": sample_id, "length": len(steps), "max": peak, "every": steps[::every], "growth_per_step": growth}
         )
