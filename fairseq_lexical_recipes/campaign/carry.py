@@ -259,10 +259,12 @@ class WheelSet:
 
 
 def plugin_wheel(dest: str) -> str:
-    """The plugin, built from a copy of its tracked sources (nothing is written into the checkout)."""
+    """This checkout's distribution (setup.py's three packages: the device's tools/ scripts import the recipes'
+    campaign modules too), built from a copy of its tracked sources (nothing is written into the checkout)."""
     tmp = tempfile.mkdtemp()
     try:
-        names = git("ls-files", "-z", "setup.py", "README.md", "fairseq_lexical", "lexical_offline").split("\0")
+        packages = ("fairseq_lexical", "lexical_offline", "fairseq_lexical_recipes")
+        names = git("ls-files", "-z", "setup.py", "README.md", *packages).split("\0")
         for name in filter(None, names):
             os.makedirs(os.path.join(tmp, "src", os.path.dirname(name)), exist_ok=True)
             shutil.copy2(os.path.join(ROOT, name), os.path.join(tmp, "src", name))
